@@ -1,0 +1,10 @@
+package io.gradsync.core;
+
+/** No message moved for the configured timeout: a peer is dead, missing, or far too slow. */
+public final class CollectiveTimeoutException extends CollectiveException {
+    private static final long serialVersionUID = 1L;
+
+    public CollectiveTimeoutException(int rank, String collective, long sequence, int peer, String detail) {
+        super(rank, collective, sequence, peer, detail, null);
+    }
+}

@@ -1,0 +1,201 @@
+package io.gradsync.core;
+
+import io.gradsync.core.memory.Elements;
+import io.gradsync.core.memory.Region;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Objects;
+
+/**
+ * A gradient to reduce: {@link #count()} elements of one {@link DataType}, stored in a Java array or
+ * in a direct (off-heap) buffer. It is a view: wrapping never copies, and a reduction writes the
+ * result into the memory the buffer was made from.
+ *
+ * <p>Direct buffers are the fast path: transports can register them and the JIT can stream over
+ * them. Heap arrays work with the same kernels and no extra copy.
+ */
+public final class GradientBuffer {
+    private final DataType type;
+    private final int count;
+    private final Region region;
+    private final boolean readOnly;
+
+    private GradientBuffer(DataType type, int count, Region region, boolean readOnly) {
+        this.type = type;
+        this.count = count;
+        this.region = region;
+        this.readOnly = readOnly;
+    }
+
+    public static GradientBuffer wrap(float[] array) {
+        return wrap(array, 0, Objects.requireNonNull(array, "array").length);
+    }
+
+    public static GradientBuffer wrap(float[] array, int from, int count) {
+        return new GradientBuffer(DataType.FLOAT32, count, Region.ofArray(array, from, count), false);
+    }
+
+    public static GradientBuffer wrap(double[] array) {
+        return wrap(array, 0, Objects.requireNonNull(array, "array").length);
+    }
+
+    public static GradientBuffer wrap(double[] array, int from, int count) {
+        return new GradientBuffer(DataType.FLOAT64, count, Region.ofArray(array, from, count), false);
+    }
+
+    public static GradientBuffer wrap(int[] array) {
+        return wrap(array, 0, Objects.requireNonNull(array, "array").length);
+    }
+
+    public static GradientBuffer wrap(int[] array, int from, int count) {
+        return new GradientBuffer(DataType.INT32, count, Region.ofArray(array, from, count), false);
+    }
+
+    public static GradientBuffer wrap(long[] array) {
+        return wrap(array, 0, Objects.requireNonNull(array, "array").length);
+    }
+
+    public static GradientBuffer wrap(long[] array, int from, int count) {
+        return new GradientBuffer(DataType.INT64, count, Region.ofArray(array, from, count), false);
+    }
+
+    /**
+     * Wraps any supported primitive array: {@code float[]}, {@code double[]}, {@code int[]} or
+     * {@code long[]}.
+     *
+     * @throws IllegalArgumentException for any other type, naming it
+     */
+    public static GradientBuffer wrapArray(Object array) {
+        Objects.requireNonNull(array, "array");
+        if (array instanceof float[]) {
+            return wrap((float[]) array);
+        } else if (array instanceof double[]) {
+            return wrap((double[]) array);
+        } else if (array instanceof int[]) {
+            return wrap((int[]) array);
+        } else if (array instanceof long[]) {
+            return wrap((long[]) array);
+        }
+        throw new IllegalArgumentException("unsupported gradient type " + array.getClass().getSimpleName()
+                + "; supported: float[], double[], int[], long[] and direct ByteBuffers");
+    }
+
+    /**
+     * Wraps the bytes of {@code buffer} from its position to its limit as elements of {@code type}. The
+     * buffer must be in native byte order ({@code buffer.order(ByteOrder.nativeOrder())}) and hold a whole
+     * number of elements. A read-only buffer can be the input of an out-of-place reduction only.
+     */
+    public static GradientBuffer wrap(ByteBuffer buffer, DataType type) {
+        Objects.requireNonNull(buffer, "buffer");
+        Objects.requireNonNull(type, "type");
+        if (buffer.remaining() % type.bytes() != 0) {
+            throw new IllegalArgumentException(buffer.remaining() + " bytes is not a whole number of "
+                    + type + " elements");
+        }
+        int count = buffer.remaining() / type.bytes();
+        Region region;
+        if (buffer.isDirect()) {
+            region = Region.ofDirect(buffer);
+        } else if (buffer.hasArray()) {
+            if (buffer.order() != ByteOrder.nativeOrder()) {
+                throw new IllegalArgumentException("buffer byte order is " + buffer.order()
+                        + "; use buffer.order(ByteOrder.nativeOrder())");
+            }
+            region = Region.ofArray(buffer.array(), buffer.arrayOffset() + buffer.position(), buffer.remaining());
+        } else {
+            throw new IllegalArgumentException("a read-only heap ByteBuffer exposes no memory to reduce;"
+                    + " use a direct buffer or an array");
+        }
+        return new GradientBuffer(type, count, region, buffer.isReadOnly());
+    }
+
+    /** A new zeroed off-heap buffer of {@code count} elements. */
+    public static GradientBuffer allocateDirect(DataType type, int count) {
+        Objects.requireNonNull(type, "type");
+        if (count < 0) {
+            throw new IllegalArgumentException("count must be >= 0, was " + count);
+        }
+        ByteBuffer buffer = ByteBuffer.allocateDirect(Math.multiplyExact(count, type.bytes()))
+                .order(ByteOrder.nativeOrder());
+        return wrap(buffer, type);
+    }
+
+    public DataType dataType() {
+        return type;
+    }
+
+    /** Number of elements. */
+    public int count() {
+        return count;
+    }
+
+    /** Size in bytes. */
+    public long byteSize() {
+        return region.byteLength();
+    }
+
+    /** True when the elements live off-heap. */
+    public boolean isDirect() {
+        return region.isOffHeap();
+    }
+
+    /** True when results may not be written here. */
+    public boolean isReadOnly() {
+        return readOnly;
+    }
+
+    /** The memory behind the elements, for kernels and transports. */
+    public Region region() {
+        return region;
+    }
+
+    /** Element {@code index} as a double (exact except for int64 values beyond 2^53). Not for hot loops. */
+    public double getDouble(int index) {
+        long offset = elementOffset(index);
+        switch (type) {
+            case FLOAT32: return Elements.getFloat(region.base(), offset);
+            case FLOAT64: return Elements.getDouble(region.base(), offset);
+            case INT32: return Elements.getInt(region.base(), offset);
+            default: return Elements.getLong(region.base(), offset);
+        }
+    }
+
+    /** Element {@code index}'s bits: the raw IEEE bits for floating-point types, the value for integers. */
+    public long getBits(int index) {
+        long offset = elementOffset(index);
+        switch (type) {
+            case FLOAT32: return Float.floatToRawIntBits(Elements.getFloat(region.base(), offset));
+            case FLOAT64: return Double.doubleToRawLongBits(Elements.getDouble(region.base(), offset));
+            case INT32: return Elements.getInt(region.base(), offset);
+            default: return Elements.getLong(region.base(), offset);
+        }
+    }
+
+    /** Sets element {@code index} to {@code value} converted to this buffer's type. Not for hot loops. */
+    public void set(int index, long value) {
+        checkWritable();
+        long offset = elementOffset(index);
+        switch (type) {
+            case FLOAT32: Elements.putFloat(region.base(), offset, value); break;
+            case FLOAT64: Elements.putDouble(region.base(), offset, value); break;
+            case INT32: Elements.putInt(region.base(), offset, (int) value); break;
+            default: Elements.putLong(region.base(), offset, value); break;
+        }
+    }
+
+    private long elementOffset(int index) {
+        Objects.checkIndex(index, count);
+        return region.offset() + (long) index * type.bytes();
+    }
+
+    private void checkWritable() {
+        if (readOnly) {
+            throw new IllegalStateException("read-only gradient buffer");
+        }
+    }
+
+    @Override
+    public String toString() {
+        return count + " x " + type + (isDirect() ? " (direct)" : " (heap)") + (readOnly ? " read-only" : "");
+    }
+}

@@ -1,0 +1,11 @@
+package io.gradsync.core;
+
+/** A peer closed, lost its connection, or aborted the job and said why. */
+public final class PeerFailureException extends CollectiveException {
+    private static final long serialVersionUID = 1L;
+
+    public PeerFailureException(int rank, String collective, long sequence, int peer, String detail,
+                                Throwable cause) {
+        super(rank, collective, sequence, peer, detail, cause);
+    }
+}

@@ -1,0 +1,158 @@
+package io.gradsync.core.algorithm;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+
+/**
+ * Ring AllReduce: a reduce-scatter then an all-gather around the ring {@code 0 -> 1 -> ... -> n-1 -> 0},
+ * each rank sending {@code 2(n-1)/n} of the buffer in total, which is bandwidth-optimal.
+ *
+ * <p>The buffer is cut into {@code n} segments and each segment into {@code C} chunks, so each of the
+ * {@code 2(n-1)} steps is {@code C} messages and a rank's whole send stream is {@code 2(n-1)C} messages.
+ * Message {@code j} (step {@code g = j / C}) carries segment {@code (rank - g) mod n}; from step 1 on
+ * it is what arrived as message {@code j - C}. That dependency, and the receiver's free slots, are
+ * the only things a send waits for, so up to {@code window} chunks are in flight per link and the
+ * pipeline runs as deep as credits allow.
+ *
+ * <p>Arrivals are always consumed at once, into the output buffer, and their slot released; sends read
+ * from the output buffer. Because receiving never waits for sending, no window size can deadlock the
+ * ring. Each segment's final value is computed by exactly one rank and then copied, so every rank
+ * holds the same bits.
+ */
+public final class RingAllReduce implements AllReduceAlgorithm {
+
+    @Override
+    public String name() {
+        return "ring";
+    }
+
+    @Override
+    public void allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        int n = ctx.size();
+        if (n == 1) {
+            if (input.region() != output.region()) {
+                Region in = input.region();
+                Region out = output.region();
+                Kernels.copy(in.base(), in.offset(), out.base(), out.offset(), in.byteLength());
+            }
+            return;
+        }
+        new Run(ctx, input, output, op).execute();
+    }
+
+    /** The state of one call; allocated once per collective, never per chunk. */
+    private static final class Run {
+        private final CollectiveContext ctx;
+        private final DataType type;
+        private final ReduceOp op;
+        private final int n;
+        private final int rank;
+        private final int count;
+        private final int chunksPerSegment;
+        private final Object inBase;
+        private final long inOffset;
+        private final Object outBase;
+        private final long outOffset;
+
+        Run(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+            this.ctx = ctx;
+            this.type = input.dataType();
+            this.op = op;
+            this.n = ctx.size();
+            this.rank = ctx.rank();
+            this.count = input.count();
+            int chunkElements = Math.max(1, ctx.chunkBytes() / type.bytes());
+            int largestSegment = (count + n - 1) / n;
+            // At least one message per step, so that even an empty call is checked against every peer.
+            this.chunksPerSegment = Math.max(1, (largestSegment + chunkElements - 1) / chunkElements);
+            this.inBase = input.region().base();
+            this.inOffset = input.region().offset();
+            this.outBase = output.region().base();
+            this.outOffset = output.region().offset();
+        }
+
+        void execute() {
+            Link right = ctx.link((rank + 1) % n);
+            Link left = ctx.link((rank + n - 1) % n);
+            int messages = 2 * (n - 1) * chunksPerSegment;
+            int sent = 0;
+            int received = 0;
+            while (sent < messages || received < messages) {
+                int work = 0;
+                RecvSlot arrival;
+                while (received < messages && (arrival = ctx.tryReceive(left)) != null) {
+                    consume(received++, arrival);
+                    arrival.release();
+                    work++;
+                }
+                boolean outOfCredit = false;
+                while (sent < messages && (sent < chunksPerSegment || received > sent - chunksPerSegment)) {
+                    SendSlot slot = ctx.tryClaim(right);
+                    if (slot == null) {
+                        outOfCredit = true;
+                        break;
+                    }
+                    produce(sent++, slot);
+                    work++;
+                }
+                if (outOfCredit) {
+                    ctx.progress(work, right.peer(), "a free receive slot");
+                } else {
+                    ctx.progress(work, left.peer(), "a message");
+                }
+            }
+        }
+
+        /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code rank - step - 1}. */
+        private void consume(int i, RecvSlot arrival) {
+            int step = i / chunksPerSegment;
+            int segment = Math.floorMod(rank - step - 1, n);
+            int first = chunkStart(segment, i % chunksPerSegment);
+            int length = chunkStart(segment, i % chunksPerSegment + 1) - first;
+            if (arrival.length() != length * type.bytes()) {
+                throw new IllegalStateException("rank " + rank + ": message " + i + " has " + arrival.length()
+                        + " bytes, expected " + length * type.bytes());
+            }
+            long at = (long) first * type.bytes();
+            Region slot = arrival.payload();
+            if (step < n - 1) {
+                Kernels.reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
+                if (step == n - 2 && op == ReduceOp.AVG) {
+                    Kernels.divide(type, outBase, outOffset + at, length, n);
+                }
+            } else {
+                Kernels.copy(slot.base(), slot.offset(), outBase, outOffset + at, (long) length * type.bytes());
+            }
+        }
+
+        /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code rank - step}. */
+        private void produce(int j, SendSlot slot) {
+            int step = j / chunksPerSegment;
+            int segment = Math.floorMod(rank - step, n);
+            int first = chunkStart(segment, j % chunksPerSegment);
+            int length = chunkStart(segment, j % chunksPerSegment + 1) - first;
+            long at = (long) first * type.bytes();
+            long bytes = (long) length * type.bytes();
+            Region payload = slot.payload();
+            if (step == 0) {
+                Kernels.copy(inBase, inOffset + at, payload.base(), payload.offset(), bytes);
+            } else {
+                Kernels.copy(outBase, outOffset + at, payload.base(), payload.offset(), bytes);
+            }
+            ctx.commit(slot, (int) bytes);
+        }
+
+        /** First element of chunk {@code k} of {@code segment}; {@code k == C} gives the segment's end. */
+        private int chunkStart(int segment, int k) {
+            int segmentStart = (int) ((long) count * segment / n);
+            int segmentLength = (int) ((long) count * (segment + 1) / n) - segmentStart;
+            return segmentStart + (int) ((long) segmentLength * k / chunksPerSegment);
+        }
+    }
+}

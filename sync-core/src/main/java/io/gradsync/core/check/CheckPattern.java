@@ -1,0 +1,79 @@
+package io.gradsync.core.check;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+
+/**
+ * Inputs whose reductions are exact in every type, and the expected results, for checking a
+ * collective the way nccl-tests' {@code -c} does: every element, every rank, bit for bit.
+ *
+ * <p>Inputs are small integers, different on every rank and element: in [-8, 8] for SUM, AVG, MAX and
+ * MIN, and in {1, 2, -1} for PROD with at most two 2s per element over 16 ranks. Sums and products are
+ * then exact in float32, and AVG's single division is correctly rounded, so the expected value is
+ * unique. The pattern repeats every {@value #PERIOD} elements (a prime, so no chunk or segment size is
+ * a multiple of it), which lets {@link #countWrong} check 256 MiB without a reference buffer.
+ */
+public final class CheckPattern {
+    /** Elements after which the pattern repeats. */
+    public static final int PERIOD = 1009;
+
+    private CheckPattern() {
+    }
+
+    /** The input value of element {@code index} on {@code rank}. */
+    public static long value(ReduceOp op, int rank, long index) {
+        int i = (int) (index % PERIOD);
+        if (op == ReduceOp.PROD) {
+            int r = (rank + i) % 17;
+            return r == 1 || r == 5 ? 2 : (r == 3 || r == 11 ? -1 : 1);
+        }
+        return (rank * 31 + i * 7) % 17 - 8;
+    }
+
+    /** Fills {@code buffer} with this rank's inputs. */
+    public static void fill(GradientBuffer buffer, ReduceOp op, int rank) {
+        for (int i = 0; i < buffer.count(); i++) {
+            buffer.set(i, value(op, rank, i));
+        }
+    }
+
+    /** The expected result bits ({@link GradientBuffer#getBits}) of element {@code index}. */
+    public static long expectedBits(DataType type, ReduceOp op, int ranks, long index) {
+        long acc = value(op, 0, index);
+        for (int rank = 1; rank < ranks; rank++) {
+            long v = value(op, rank, index);
+            switch (op) {
+                case SUM:
+                case AVG: acc += v; break;
+                case PROD: acc *= v; break;
+                case MAX: acc = Math.max(acc, v); break;
+                case MIN: acc = Math.min(acc, v); break;
+                default: throw new IllegalArgumentException("unsupported op " + op);
+            }
+        }
+        boolean average = op == ReduceOp.AVG;
+        switch (type) {
+            case FLOAT32: return Float.floatToRawIntBits(average ? (float) acc / (float) ranks : (float) acc);
+            case FLOAT64: return Double.doubleToRawLongBits(average ? (double) acc / (double) ranks : (double) acc);
+            case INT32: return average ? (int) acc / ranks : (int) acc;
+            case INT64: return average ? acc / ranks : acc;
+            default: throw new IllegalArgumentException("unsupported type " + type);
+        }
+    }
+
+    /** How many elements of {@code result} differ from the expected reduction over {@code ranks} ranks. */
+    public static long countWrong(GradientBuffer result, ReduceOp op, int ranks) {
+        long[] expected = new long[PERIOD];
+        for (int i = 0; i < PERIOD; i++) {
+            expected[i] = expectedBits(result.dataType(), op, ranks, i);
+        }
+        long wrong = 0;
+        for (int i = 0; i < result.count(); i++) {
+            if (result.getBits(i) != expected[i % PERIOD]) {
+                wrong++;
+            }
+        }
+        return wrong;
+    }
+}

@@ -1,0 +1,31 @@
+package io.gradsync.core.transport;
+
+/**
+ * A directed pair of message queues between this rank and one peer (Gloo calls it a Pair). Messages
+ * arrive in the order they were committed. Each message lands in a receive slot that the peer owns;
+ * the number of free receive slots is the sender's credit, so a sender can never overrun a receiver
+ * and never needs to retry.
+ */
+public interface Link {
+
+    /** The rank at the other end. */
+    int peer();
+
+    /**
+     * Claims the next send slot. Write the payload into {@link SendSlot#payload()}, then
+     * {@link SendSlot#commit commit} it. At most one slot is claimed at a time.
+     *
+     * @return the slot, or {@code null} when the peer has no free receive slot (no credit)
+     * @throws TransportException if the link is broken or the peer has closed
+     */
+    SendSlot tryClaim();
+
+    /**
+     * The next message from the peer. Read it, then {@link RecvSlot#release() release} it, which returns
+     * the credit to the peer. At most one message is held at a time.
+     *
+     * @return the message, or {@code null} when none has arrived
+     * @throws TransportException if the link is broken or the peer closed with nothing left to read
+     */
+    RecvSlot poll();
+}

@@ -1,0 +1,262 @@
+package io.gradsync.core.transport.local;
+
+import io.gradsync.core.GradSyncConfiguration;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.PeerAbort;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.TransportException;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+/**
+ * The in-JVM transport: every rank is a thread of this JVM, and a message is written once, by the
+ * sender, straight into the receiver's slot. It is what tests and single-process benchmarks use, and
+ * the reference for what other transports must do.
+ *
+ * <p>Slot memory for a direction of a link is allocated when the link is first used, so a ring over
+ * 16 ranks allocates 32 rings, not 240.
+ */
+public final class LocalTransport implements AutoCloseable {
+    private final int size;
+    private final int slotBytes;
+    private final int slots;
+    private final SlotRing[][] rings;
+    private final AtomicLongArray announced;
+    private final AtomicReferenceArray<PeerAbort> aborts;
+    private final AtomicReferenceArray<LocalEndpoint> endpoints;
+    private final AtomicIntegerArray closed;
+
+    private LocalTransport(int size, int slotBytes, int slots) {
+        if (size < 1) {
+            throw new IllegalArgumentException("size must be >= 1, was " + size);
+        }
+        if (slotBytes < 8) {
+            throw new IllegalArgumentException("slot size must be >= 8 bytes, was " + slotBytes);
+        }
+        if (slots < 1) {
+            throw new IllegalArgumentException("window must be >= 1 slot, was " + slots);
+        }
+        this.size = size;
+        this.slotBytes = slotBytes;
+        this.slots = slots;
+        this.rings = new SlotRing[size][size];
+        this.announced = new AtomicLongArray(size);
+        for (int i = 0; i < size; i++) {
+            announced.set(i, -1);
+        }
+        this.aborts = new AtomicReferenceArray<>(size);
+        this.endpoints = new AtomicReferenceArray<>(size);
+        this.closed = new AtomicIntegerArray(size);
+    }
+
+    /** A job of {@code size} ranks with the configured chunk size and pipeline depth. */
+    public static LocalTransport create(int size) {
+        return create(size, GradSyncConfiguration.chunkBytes(), GradSyncConfiguration.pipelineDepth());
+    }
+
+    /**
+     * A job of {@code size} ranks.
+     *
+     * @param slotBytes the largest message (the chunk size)
+     * @param slots receive slots per link direction (the pipelining depth)
+     */
+    public static LocalTransport create(int size, int slotBytes, int slots) {
+        return new LocalTransport(size, slotBytes, slots);
+    }
+
+    public int size() {
+        return size;
+    }
+
+    /** The endpoint of {@code rank}; each rank's endpoint is handed out once. */
+    public Endpoint endpoint(int rank) {
+        java.util.Objects.checkIndex(rank, size);
+        LocalEndpoint endpoint = new LocalEndpoint(rank);
+        if (!endpoints.compareAndSet(rank, null, endpoint)) {
+            throw new IllegalStateException("the endpoint of rank " + rank + " was already taken");
+        }
+        return endpoint;
+    }
+
+    /** Messages committed on any link and not yet released by their receiver. */
+    public int messagesInFlight() {
+        int total = 0;
+        synchronized (rings) {
+            for (SlotRing[] row : rings) {
+                for (SlotRing ring : row) {
+                    total += ring == null ? 0 : ring.inFlight();
+                }
+            }
+        }
+        return total;
+    }
+
+    /** Closes every endpoint that is still open. */
+    @Override
+    public void close() {
+        for (int r = 0; r < size; r++) {
+            LocalEndpoint endpoint = endpoints.get(r);
+            if (endpoint != null) {
+                endpoint.close();
+            }
+        }
+    }
+
+    private SlotRing ring(int from, int to) {
+        synchronized (rings) {
+            SlotRing ring = rings[from][to];
+            if (ring == null) {
+                ring = new SlotRing(slots, slotBytes);
+                rings[from][to] = ring;
+            }
+            return ring;
+        }
+    }
+
+    private boolean isClosed(int rank) {
+        return closed.get(rank) != 0;
+    }
+
+    private final class LocalEndpoint implements Endpoint {
+        private final int rank;
+        private final Link[] links;
+        private volatile boolean open = true;
+
+        LocalEndpoint(int rank) {
+            this.rank = rank;
+            this.links = new Link[size];
+        }
+
+        @Override
+        public int rank() {
+            return rank;
+        }
+
+        @Override
+        public int size() {
+            return size;
+        }
+
+        @Override
+        public int localRank() {
+            return rank;
+        }
+
+        @Override
+        public int localSize() {
+            return size;
+        }
+
+        @Override
+        public String transportName() {
+            return "local";
+        }
+
+        @Override
+        public int maxMessageBytes() {
+            return slotBytes;
+        }
+
+        @Override
+        public int window() {
+            return slots;
+        }
+
+        @Override
+        public Link link(int peer) {
+            java.util.Objects.checkIndex(peer, size);
+            if (peer == rank) {
+                throw new IllegalArgumentException("rank " + rank + " has no link to itself");
+            }
+            Link link = links[peer];
+            if (link == null) {
+                link = new LocalLink(peer, ring(rank, peer), ring(peer, rank));
+                links[peer] = link;
+            }
+            return link;
+        }
+
+        @Override
+        public int doWork() {
+            return 0;
+        }
+
+        @Override
+        public void announce(long sequence) {
+            announced.set(rank, sequence);
+        }
+
+        @Override
+        public long announced(int peer) {
+            return announced.get(peer);
+        }
+
+        @Override
+        public void abort(long sequence, String reason) {
+            PeerAbort notice = new PeerAbort(rank, sequence, reason);
+            for (int peer = 0; peer < size; peer++) {
+                if (peer != rank) {
+                    aborts.compareAndSet(peer, null, notice);
+                }
+            }
+        }
+
+        @Override
+        public PeerAbort pendingAbort() {
+            return aborts.get(rank);
+        }
+
+        @Override
+        public void close() {
+            if (open) {
+                open = false;
+                closed.set(rank, 1);
+            }
+        }
+
+        private final class LocalLink implements Link {
+            private final int peer;
+            private final SlotRing outbound;
+            private final SlotRing inbound;
+
+            LocalLink(int peer, SlotRing outbound, SlotRing inbound) {
+                this.peer = peer;
+                this.outbound = outbound;
+                this.inbound = inbound;
+            }
+
+            @Override
+            public int peer() {
+                return peer;
+            }
+
+            @Override
+            public SendSlot tryClaim() {
+                checkOpen();
+                if (isClosed(peer)) {
+                    throw new TransportException(peer, "rank " + peer + " has closed its endpoint");
+                }
+                return outbound.tryClaim();
+            }
+
+            @Override
+            public RecvSlot poll() {
+                checkOpen();
+                RecvSlot slot = inbound.poll();
+                if (slot == null && isClosed(peer)) {
+                    throw new TransportException(peer, "rank " + peer + " has closed its endpoint");
+                }
+                return slot;
+            }
+
+            private void checkOpen() {
+                if (!open) {
+                    throw new TransportException(-1, "the endpoint of rank " + rank + " is closed");
+                }
+            }
+        }
+    }
+}

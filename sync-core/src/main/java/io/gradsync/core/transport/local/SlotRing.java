@@ -1,0 +1,138 @@
+package io.gradsync.core.transport.local;
+
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The receive slots of one direction of one link: a single-producer, single-consumer ring in
+ * off-heap memory. The sender writes straight into the receiver's slot, so a message is never copied
+ * by the transport. The free slots are the sender's credits.
+ */
+final class SlotRing {
+    private static final int CACHE_LINE = 64;
+
+    private final int slots;
+    private final Region[] payloads;
+    private final int[] lengths;
+    private final long[] sequences;
+    private final long[] descriptors;
+    /** Messages committed; written by the sender only. */
+    private final AtomicLong produced = new AtomicLong();
+    /** Messages released; written by the receiver only. */
+    private final AtomicLong consumed = new AtomicLong();
+
+    private final Sender sender = new Sender();
+    private final Receiver receiver = new Receiver();
+    private boolean claimed;
+    private boolean held;
+
+    SlotRing(int slots, int slotBytes) {
+        this.slots = slots;
+        ByteBuffer memory = ByteBuffer.allocateDirect(slots * slotBytes + CACHE_LINE)
+                .alignedSlice(CACHE_LINE)
+                .order(ByteOrder.nativeOrder());
+        Region all = Region.ofDirect(memory);
+        payloads = new Region[slots];
+        for (int i = 0; i < slots; i++) {
+            payloads[i] = all.slice((long) i * slotBytes, slotBytes);
+        }
+        lengths = new int[slots];
+        sequences = new long[slots];
+        descriptors = new long[slots];
+    }
+
+    /** The next free slot, or null when all slots hold unreleased messages. Sender thread only. */
+    SendSlot tryClaim() {
+        if (claimed) {
+            throw new IllegalStateException("a send slot is already claimed on this link");
+        }
+        long next = produced.get();
+        if (next - consumed.get() >= slots) {
+            return null;
+        }
+        claimed = true;
+        sender.index = (int) (next % slots);
+        return sender;
+    }
+
+    /** The oldest unreleased message, or null when none has arrived. Receiver thread only. */
+    RecvSlot poll() {
+        if (held) {
+            throw new IllegalStateException("a received message is still held on this link");
+        }
+        long next = consumed.get();
+        if (next >= produced.get()) {
+            return null;
+        }
+        held = true;
+        receiver.index = (int) (next % slots);
+        return receiver;
+    }
+
+    /** Committed messages that the receiver has not released yet. */
+    int inFlight() {
+        return (int) (produced.get() - consumed.get());
+    }
+
+    private final class Sender implements SendSlot {
+        int index;
+
+        @Override
+        public Region payload() {
+            return payloads[index];
+        }
+
+        @Override
+        public void commit(int length, long sequence, long descriptor) {
+            if (!claimed) {
+                throw new IllegalStateException("commit without claim");
+            }
+            if (length < 0 || length > payloads[index].byteLength()) {
+                throw new IllegalArgumentException("message length " + length + " outside slot of "
+                        + payloads[index].byteLength() + " bytes");
+            }
+            lengths[index] = length;
+            sequences[index] = sequence;
+            descriptors[index] = descriptor;
+            claimed = false;
+            produced.lazySet(produced.get() + 1); // release: publishes payload and header together
+        }
+    }
+
+    private final class Receiver implements RecvSlot {
+        int index;
+
+        @Override
+        public Region payload() {
+            return payloads[index];
+        }
+
+        @Override
+        public int length() {
+            return lengths[index];
+        }
+
+        @Override
+        public long sequence() {
+            return sequences[index];
+        }
+
+        @Override
+        public long descriptor() {
+            return descriptors[index];
+        }
+
+        @Override
+        public void release() {
+            if (!held) {
+                throw new IllegalStateException("release without poll");
+            }
+            held = false;
+            consumed.lazySet(consumed.get() + 1);
+        }
+    }
+}

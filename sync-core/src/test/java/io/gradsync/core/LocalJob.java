@@ -1,0 +1,88 @@
+package io.gradsync.core;
+
+import io.gradsync.core.transport.local.LocalTransport;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/** Ranks as threads of the test JVM, as Gloo's tests do: one communicator per rank over the in-JVM transport. */
+final class LocalJob implements AutoCloseable {
+    /** What one rank does; gets its communicator. */
+    interface RankBody<T> {
+        T run(Communicator communicator) throws Exception;
+    }
+
+    /** A rank's result: its value, or what it threw. */
+    record Outcome<T>(int rank, T value, Throwable error) {
+    }
+
+    private static final Duration JOIN_DEADLINE = Duration.ofMinutes(3);
+
+    final LocalTransport transport;
+    final List<Communicator> communicators = new ArrayList<>();
+    private final ExecutorService threads;
+
+    LocalJob(int ranks, int chunkBytes, int depth, Duration timeout) {
+        transport = LocalTransport.create(ranks, chunkBytes, depth);
+        for (int r = 0; r < ranks; r++) {
+            communicators.add(Communicator.builder(transport.endpoint(r)).chunkBytes(chunkBytes).timeout(timeout).build());
+        }
+        threads = Executors.newFixedThreadPool(ranks);
+    }
+
+    static LocalJob of(int ranks) {
+        return new LocalJob(ranks, 4096, 4, Duration.ofSeconds(30));
+    }
+
+    int size() {
+        return communicators.size();
+    }
+
+    /** Runs {@code body} on every rank at once and returns each rank's outcome, in rank order. */
+    <T> List<Outcome<T>> outcomes(RankBody<T> body) {
+        List<Future<T>> futures = new ArrayList<>();
+        for (Communicator c : communicators) {
+            futures.add(threads.submit(() -> body.run(c)));
+        }
+        List<Outcome<T>> outcomes = new ArrayList<>();
+        long deadline = System.nanoTime() + JOIN_DEADLINE.toNanos();
+        for (int r = 0; r < futures.size(); r++) {
+            try {
+                outcomes.add(new Outcome<>(r, futures.get(r).get(deadline - System.nanoTime(), TimeUnit.NANOSECONDS), null));
+            } catch (ExecutionException e) {
+                outcomes.add(new Outcome<>(r, null, e.getCause()));
+            } catch (TimeoutException e) {
+                throw new AssertionError("rank " + r + " did not finish within " + JOIN_DEADLINE, e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new AssertionError(e);
+            }
+        }
+        return outcomes;
+    }
+
+    /** Runs {@code body} on every rank and returns the values; any rank's failure fails the caller. */
+    <T> List<T> run(RankBody<T> body) {
+        List<T> values = new ArrayList<>();
+        for (Outcome<T> o : outcomes(body)) {
+            if (o.error() != null) {
+                throw new AssertionError("rank " + o.rank() + " failed: " + o.error(), o.error());
+            }
+            values.add(o.value());
+        }
+        return values;
+    }
+
+    @Override
+    public void close() {
+        threads.shutdownNow();
+        communicators.forEach(Communicator::close);
+        transport.close();
+    }
+}
