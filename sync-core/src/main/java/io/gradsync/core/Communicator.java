@@ -90,12 +90,15 @@ public final class Communicator implements AutoCloseable {
      * {@code prefetch = 2} are requested from upstream ahead of that. Reduction never outruns a slow
      * consumer by more than one gradient.
      *
-     * <p><b>Cancel.</b> A collective that has started completes (its peers are inside it and would
-     * otherwise time out); its result is then dropped. Gradients not yet started are dropped. After a
-     * cancel every transport slot is free and the communicator is ready for the next collective.
+     * <p><b>Cancel.</b> A collective that was already submitted still runs to completion, because its
+     * peers are inside it and would otherwise time out; its result is dropped. No collective is
+     * submitted after the cancel, and gradients not yet submitted are dropped. After a cancel every
+     * transport slot is free and the communicator is ready for the next collective. Cancel on every rank
+     * at the same point of the stream (as {@code take(n)} does); a rank that stops early makes its peers
+     * fail their next collective with a timeout that names it.
      *
      * <p><b>Errors.</b> An upstream error, or an invalid gradient, terminates this flux with that error
-     * and aborts the job: peers fail their next collective with a {@link PeerFailureException} that
+     * once the collective in progress has been emitted, and aborts the job: peers fail their next collective with a {@link PeerFailureException} that
      * names this rank and carries the error's message. A failed collective terminates the flux with its
      * {@link CollectiveException}.
      */
@@ -110,19 +113,32 @@ public final class Communicator implements AutoCloseable {
     public <T> Function<Flux<T>, Flux<T>> allReduce(ReduceOp op, Function<? super T, GradientBuffer> gradientOf) {
         Objects.requireNonNull(op, "op");
         Objects.requireNonNull(gradientOf, "gradientOf");
-        return upstream -> upstream
-                .concatMap(item -> {
+        // materialize() turns an upstream error into an item, so it is handled after the gradients
+        // that came before it, in order, while a failed collective still ends the stream at once.
+        return upstream -> upstream.materialize().concatMap(signal -> {
+            if (signal.isOnNext()) {
+                T item = signal.get();
+                try {
                     GradientBuffer gradient = gradientOf.apply(item);
                     return allReduce(gradient, gradient, op).thenReturn(item);
-                }, 2)
-                .doOnError(error -> {
-                    if (!(error instanceof CollectiveException)) {
-                        progress.abortJob("gradient stream failed: " + error);
-                    }
-                });
+                } catch (RuntimeException invalid) {
+                    return abortJob(invalid);
+                }
+            }
+            return signal.isOnError() ? abortJob(signal.getThrowable()) : Mono.<T>empty();
+        }, 2);
     }
 
-    /** Reduces {@code buffer} in place across all ranks; emits it when done. Lazy: each subscription is one collective. */
+    private <T> Mono<T> abortJob(Throwable error) {
+        progress.abortJob("gradient stream failed: " + error);
+        return Mono.error(error);
+    }
+
+    /**
+     * Reduces {@code buffer} in place across all ranks; emits it when done. Lazy: each subscription
+     * submits one collective, which then runs even if the subscriber cancels (see
+     * {@link #allReduce(ReduceOp)}).
+     */
     public Mono<GradientBuffer> allReduce(GradientBuffer buffer, ReduceOp op) {
         return allReduce(buffer, buffer, op);
     }

@@ -22,7 +22,6 @@ final class ProgressThread {
         final Consumer<CollectiveContext> body;
         final GradientBuffer result;
         final MonoSink<GradientBuffer> sink;
-        volatile boolean cancelled;
 
         Task(String collective, long descriptor, Consumer<CollectiveContext> body, GradientBuffer result,
              MonoSink<GradientBuffer> sink) {
@@ -31,7 +30,6 @@ final class ProgressThread {
             this.body = body;
             this.result = result;
             this.sink = sink;
-            sink.onCancel(() -> cancelled = true);
         }
     }
 
@@ -107,10 +105,8 @@ final class ProgressThread {
         }
     }
 
+    /** Runs a task even if its subscriber has cancelled: peers may already be inside the collective. */
     private void execute(Task task) {
-        if (task.cancelled) {
-            return;
-        }
         if (failure != null) {
             task.sink.error(new CollectiveException(endpoint.rank(), task.collective, nextSequence, failure.peer(),
                     "communicator failed earlier: " + failure.getMessage(), failure));

@@ -52,14 +52,38 @@ public final class CheckPattern {
                 default: throw new IllegalArgumentException("unsupported op " + op);
             }
         }
-        boolean average = op == ReduceOp.AVG;
+        if (op != ReduceOp.AVG) {
+            return bitsOf(type, acc);
+        }
         switch (type) {
-            case FLOAT32: return Float.floatToRawIntBits(average ? (float) acc / (float) ranks : (float) acc);
-            case FLOAT64: return Double.doubleToRawLongBits(average ? (double) acc / (double) ranks : (double) acc);
-            case INT32: return average ? (int) acc / ranks : (int) acc;
-            case INT64: return average ? acc / ranks : acc;
+            case FLOAT32: return Float.floatToRawIntBits((float) acc / (float) ranks);
+            case FLOAT64: return Double.doubleToRawLongBits((double) acc / (double) ranks);
+            case INT32: return (int) acc / ranks;
+            case INT64: return acc / ranks;
             default: throw new IllegalArgumentException("unsupported type " + type);
         }
+    }
+
+    /** The bits ({@link GradientBuffer#getBits}) of the integer {@code value} stored as {@code type}. */
+    public static long bitsOf(DataType type, long value) {
+        switch (type) {
+            case FLOAT32: return Float.floatToRawIntBits((float) value);
+            case FLOAT64: return Double.doubleToRawLongBits((double) value);
+            case INT32: return (int) value;
+            case INT64: return value;
+            default: throw new IllegalArgumentException("unsupported type " + type);
+        }
+    }
+
+    /** How many elements of an input filled by {@link #fill} no longer hold their value. */
+    public static long countChanged(GradientBuffer input, ReduceOp op, int rank) {
+        long changed = 0;
+        for (int i = 0; i < input.count(); i++) {
+            if (input.getBits(i) != bitsOf(input.dataType(), value(op, rank, i))) {
+                changed++;
+            }
+        }
+        return changed;
     }
 
     /** How many elements of {@code result} differ from the expected reduction over {@code ranks} ranks. */

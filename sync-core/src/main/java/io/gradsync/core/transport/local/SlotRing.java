@@ -32,7 +32,10 @@ final class SlotRing {
 
     SlotRing(int slots, int slotBytes) {
         this.slots = slots;
-        ByteBuffer memory = ByteBuffer.allocateDirect(slots * slotBytes + CACHE_LINE)
+        int bytes = Math.multiplyExact(slots, slotBytes);
+        // alignedSlice rounds the capacity down to whole cache lines, so allocate whole lines plus one
+        int lines = (bytes + CACHE_LINE - 1) / CACHE_LINE;
+        ByteBuffer memory = ByteBuffer.allocateDirect(Math.multiplyExact(lines + 1, CACHE_LINE))
                 .alignedSlice(CACHE_LINE)
                 .order(ByteOrder.nativeOrder());
         Region all = Region.ofDirect(memory);

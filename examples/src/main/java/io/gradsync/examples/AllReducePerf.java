@@ -1,0 +1,281 @@
+package io.gradsync.examples;
+
+import io.gradsync.core.Communicator;
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.IdleStrategy;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.transport.local.LocalTransport;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.BrokenBarrierException;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLongArray;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * AllReduce bandwidth test in the manner of nccl-tests' {@code all_reduce_perf}: a sweep of message
+ * sizes, each timed out of place and in place, with algbw = bytes / time, busbw = algbw * 2(n-1)/n
+ * and the number of wrong elements found by checking every rank after every iteration.
+ */
+@Command(name = "allreduce-perf", mixinStandardHelpOptions = true, sortOptions = false,
+        description = "AllReduce bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
+public final class AllReducePerf implements java.util.concurrent.Callable<Integer> {
+
+    @Option(names = {"-b", "--minbytes"}, defaultValue = "32M", converter = SizeConverter.class,
+            description = "Smallest size (default ${DEFAULT-VALUE}).")
+    long minBytes;
+
+    @Option(names = {"-e", "--maxbytes"}, defaultValue = "32M", converter = SizeConverter.class,
+            description = "Largest size (default ${DEFAULT-VALUE}).")
+    long maxBytes;
+
+    @Option(names = {"-f", "--stepfactor"}, defaultValue = "2", description = "Size multiplier between rows (default ${DEFAULT-VALUE}).")
+    int stepFactor;
+
+    @Option(names = {"-n", "--iters"}, defaultValue = "20", description = "Timed iterations per size (default ${DEFAULT-VALUE}).")
+    int iterations;
+
+    @Option(names = {"-w", "--warmup_iters"}, defaultValue = "5", description = "Untimed iterations per size (default ${DEFAULT-VALUE}).")
+    int warmup;
+
+    @Option(names = {"-o", "--op"}, defaultValue = "sum", description = "sum, prod, max, min or avg (default ${DEFAULT-VALUE}).")
+    String op;
+
+    @Option(names = {"-d", "--datatype"}, defaultValue = "float", description = "float, double, int32 or int64 (default ${DEFAULT-VALUE}).")
+    String datatype;
+
+    @Option(names = {"-r", "--ranks"}, defaultValue = "4", description = "Ranks, as threads of this JVM (default ${DEFAULT-VALUE}).")
+    int ranks;
+
+    @Option(names = "--transport", defaultValue = "local", description = "Transport: local (in-JVM) (default ${DEFAULT-VALUE}).")
+    String transport;
+
+    @Option(names = "--chunk", defaultValue = "256K", converter = SizeConverter.class, description = "Chunk size (default ${DEFAULT-VALUE}).")
+    long chunkBytes;
+
+    @Option(names = "--depth", defaultValue = "4", description = "Pipelining depth: chunks in flight per link (default ${DEFAULT-VALUE}).")
+    int depth;
+
+    @Option(names = "--idle", defaultValue = "backoff", description = "Idle strategy: busy-spin, yield or backoff (default ${DEFAULT-VALUE}).")
+    String idle;
+
+    @Option(names = {"-c", "--check"}, defaultValue = "1",
+            description = "1: check every rank after every iteration, iterations aligned by a barrier; "
+                    + "0: no check, iterations back to back (default ${DEFAULT-VALUE}).")
+    int check;
+
+    @Option(names = "--timeout", defaultValue = "60", description = "Seconds a collective may go without progress (default ${DEFAULT-VALUE}).")
+    long timeoutSeconds;
+
+    @Option(names = "--csv", description = "Also write the rows to this CSV file.")
+    Path csv;
+
+    public static void main(String[] args) {
+        System.exit(new CommandLine(new AllReducePerf()).setCaseInsensitiveEnumValuesAllowed(true).execute(args));
+    }
+
+    @Override
+    public Integer call() throws Exception {
+        ReduceOp reduceOp = parseOp(op);
+        DataType type = parseType(datatype);
+        if (!"local".equals(transport)) {
+            throw new CommandLine.ParameterException(new CommandLine(this), "unknown transport '" + transport + "'; available: local");
+        }
+        if (ranks < 1 || iterations < 1 || warmup < 0 || stepFactor < 2 || minBytes < 0 || maxBytes < minBytes || depth < 1) {
+            throw new CommandLine.ParameterException(new CommandLine(this),
+                    "need ranks >= 1, iters >= 1, warmup_iters >= 0, stepfactor >= 2, 0 <= minbytes <= maxbytes, depth >= 1");
+        }
+        List<Long> sizes = new ArrayList<>();
+        for (long s = minBytes; s <= maxBytes; s = s == 0 ? type.bytes() : s * stepFactor) {
+            sizes.add(s / type.bytes() * type.bytes());
+        }
+        int maxCount = Math.toIntExact(maxBytes / type.bytes());
+
+        Row[] rows = new Row[sizes.size()];
+        try (LocalTransport job = LocalTransport.create(ranks, Math.toIntExact(chunkBytes), depth)) {
+            printHeader(type);
+            CyclicBarrier barrier = new CyclicBarrier(ranks);
+            AtomicLongArray nanos = new AtomicLongArray(sizes.size() * 2 * ranks);
+            AtomicLongArray wrong = new AtomicLongArray(sizes.size() * 2);
+            ExecutorService threads = Executors.newFixedThreadPool(ranks);
+            List<Future<?>> done = new ArrayList<>();
+            for (int r = 0; r < ranks; r++) {
+                Communicator comm = Communicator.builder(job.endpoint(r)).chunkBytes(Math.toIntExact(chunkBytes))
+                        .timeout(Duration.ofSeconds(timeoutSeconds)).idleStrategy(IdleStrategy.named(idle)).build();
+                done.add(threads.submit(() -> {
+                    try (comm) {
+                        runRank(comm, type, reduceOp, sizes, maxCount, barrier, nanos, wrong, rows);
+                    }
+                    return null;
+                }));
+            }
+            try {
+                for (Future<?> f : done) {
+                    f.get();
+                }
+            } finally {
+                threads.shutdownNow();
+            }
+        }
+        long totalWrong = 0;
+        double busSum = 0;
+        for (Row row : rows) {
+            totalWrong += row.wrongOut + row.wrongIn;
+            busSum += row.busbwOut;
+        }
+        System.out.printf(Locale.ROOT, "# Out of bounds values : %d %s%n", totalWrong, totalWrong == 0 ? "OK" : "FAILED");
+        System.out.printf(Locale.ROOT, "# Avg bus bandwidth    : %.4f %n#%n", busSum / rows.length);
+        if (csv != null) {
+            writeCsv(rows, type, reduceOp);
+        }
+        return totalWrong == 0 ? 0 : 1;
+    }
+
+    /** One rank's sweep. Rank 0 prints each row once every rank has finished it. */
+    private void runRank(Communicator comm, DataType type, ReduceOp reduceOp, List<Long> sizes, int maxCount,
+                         CyclicBarrier barrier, AtomicLongArray nanos, AtomicLongArray wrong, Row[] rows) throws Exception {
+        int bytes = Math.multiplyExact(maxCount, type.bytes());
+        ByteBuffer inMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
+        ByteBuffer outMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
+        for (int s = 0; s < sizes.size(); s++) {
+            int count = Math.toIntExact(sizes.get(s) / type.bytes());
+            GradientBuffer in = view(inMemory, type, count);
+            GradientBuffer out = view(outMemory, type, count);
+            for (int inPlace = 0; inPlace < 2; inPlace++) {
+                GradientBuffer target = inPlace == 1 ? in : out;
+                CheckPattern.fill(in, reduceOp, comm.rank());
+                long timed = 0;
+                long wrongHere = 0;
+                if (check == 1) {
+                    // Every iteration checked on every rank; a barrier keeps the checks out of the timing.
+                    for (int i = 0; i < warmup + iterations; i++) {
+                        await(barrier);
+                        long t0 = System.nanoTime();
+                        comm.allReduceBlocking(in, target, reduceOp);
+                        long t1 = System.nanoTime();
+                        if (i >= warmup) {
+                            timed += t1 - t0;
+                        }
+                        wrongHere += CheckPattern.countWrong(target, reduceOp, comm.size());
+                        if (inPlace == 1) {
+                            CheckPattern.fill(in, reduceOp, comm.rank());
+                        }
+                    }
+                } else {
+                    // nccl-tests -c 0: back to back, timed as a block.
+                    for (int i = 0; i < warmup; i++) {
+                        comm.allReduceBlocking(in, target, reduceOp);
+                    }
+                    await(barrier);
+                    long t0 = System.nanoTime();
+                    for (int i = 0; i < iterations; i++) {
+                        comm.allReduceBlocking(in, target, reduceOp);
+                    }
+                    timed = System.nanoTime() - t0;
+                }
+                nanos.set((s * 2 + inPlace) * comm.size() + comm.rank(), timed / iterations);
+                wrong.addAndGet(s * 2 + inPlace, wrongHere);
+            }
+            if (await(barrier) == 0) {
+                rows[s] = row(sizes.get(s), count, comm.size(), s, nanos, wrong);
+                printRow(rows[s], type, reduceOp);
+            }
+        }
+        await(barrier);
+    }
+
+    /** The slowest rank's mean iteration time, as the time every rank waited for the result. */
+    private static Row row(long size, int count, int n, int s, AtomicLongArray nanos, AtomicLongArray wrong) {
+        long[] worst = new long[2];
+        for (int placement = 0; placement < 2; placement++) {
+            for (int r = 0; r < n; r++) {
+                worst[placement] = Math.max(worst[placement], nanos.get((s * 2 + placement) * n + r));
+            }
+        }
+        double factor = n == 1 ? 0 : 2.0 * (n - 1) / n;
+        double algOut = worst[0] == 0 ? 0 : size / (double) worst[0];
+        double algIn = worst[1] == 0 ? 0 : size / (double) worst[1];
+        return new Row(size, count, worst[0] / 1e3, algOut, algOut * factor, wrong.get(s * 2),
+                worst[1] / 1e3, algIn, algIn * factor, wrong.get(s * 2 + 1));
+    }
+
+    record Row(long size, int count, double usOut, double algbwOut, double busbwOut, long wrongOut,
+               double usIn, double algbwIn, double busbwIn, long wrongIn) {
+    }
+
+    private void printHeader(DataType type) {
+        System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: ranks %d, transport %s, algorithm ring, chunk %d B, depth %d, idle %s%n",
+                ranks, transport, chunkBytes, depth, idle);
+        System.out.printf(Locale.ROOT, "# java %s, %s, %d cores; iters %d, warmup %d, check %s%n#%n",
+                System.getProperty("java.version"), System.getProperty("os.arch"),
+                Runtime.getRuntime().availableProcessors(), iterations, warmup, check == 1 ? "every iteration" : "off");
+        System.out.println("#                                              out-of-place                       in-place          ");
+        System.out.println("#       size         count      type   redop     time   algbw   busbw #wrong     time   algbw   busbw #wrong");
+        System.out.println("#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       ");
+    }
+
+    private static void printRow(Row r, DataType type, ReduceOp op) {
+        System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %8.1f  %6.2f  %6.2f  %5d  %8.1f  %6.2f  %6.2f  %5d%n",
+                r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut, r.busbwOut, r.wrongOut,
+                r.usIn, r.algbwIn, r.busbwIn, r.wrongIn);
+        System.out.flush();
+    }
+
+    private void writeCsv(Row[] rows, DataType type, ReduceOp op) throws IOException {
+        try (PrintWriter w = new PrintWriter(Files.newBufferedWriter(csv, StandardCharsets.UTF_8))) {
+            w.println("ranks,transport,chunk_bytes,depth,size_bytes,count,type,redop,"
+                    + "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong");
+            for (Row r : rows) {
+                w.printf(Locale.ROOT, "%d,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d%n", ranks, transport,
+                        chunkBytes, depth, r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut,
+                        r.busbwOut, r.wrongOut, r.usIn, r.algbwIn, r.busbwIn, r.wrongIn);
+            }
+        }
+    }
+
+    private static GradientBuffer view(ByteBuffer memory, DataType type, int count) {
+        ByteBuffer v = memory.duplicate();
+        v.limit(count * type.bytes());
+        return GradientBuffer.wrap(v.slice().order(ByteOrder.nativeOrder()), type);
+    }
+
+    private static int await(CyclicBarrier barrier) throws InterruptedException, BrokenBarrierException, TimeoutException {
+        return barrier.await(10, TimeUnit.MINUTES);
+    }
+
+    static ReduceOp parseOp(String name) {
+        for (ReduceOp o : ReduceOp.values()) {
+            if (o.shortName().equals(name.toLowerCase(Locale.ROOT))) {
+                return o;
+            }
+        }
+        throw new IllegalArgumentException("unknown op '" + name + "'; expected sum, prod, max, min or avg");
+    }
+
+    static DataType parseType(String name) {
+        for (DataType t : DataType.values()) {
+            if (t.shortName().equals(name.toLowerCase(Locale.ROOT)) || t.name().equalsIgnoreCase(name)) {
+                return t;
+            }
+        }
+        throw new IllegalArgumentException("unknown datatype '" + name + "'; expected float, double, int32 or int64");
+    }
+}

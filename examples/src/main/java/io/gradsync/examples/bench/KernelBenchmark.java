@@ -1,0 +1,82 @@
+package io.gradsync.examples.bench;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * The reduction kernels against a plain copy of the same buffer size, off-heap. A copy streams two
+ * buffers (read one, write one), a reduction three (read two, write one); both are reported per
+ * operation, and docs/benchmarks.md turns them into bandwidths.
+ */
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.MICROSECONDS)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(1)
+public class KernelBenchmark {
+
+    /** Three off-heap buffers of {@code bytes} bytes. */
+    @State(Scope.Thread)
+    public static class Buffers {
+        @Param({"4096", "67108864"})
+        public int bytes;
+
+        long a;
+        long b;
+        long dst;
+        private ByteBuffer[] keep;
+
+        @Setup
+        public void allocate() {
+            keep = new ByteBuffer[3];
+            long[] addresses = new long[3];
+            for (int i = 0; i < 3; i++) {
+                keep[i] = ByteBuffer.allocateDirect(bytes + 64).alignedSlice(64).order(ByteOrder.nativeOrder());
+                for (int j = 0; j + 4 <= bytes; j += 4) {
+                    // near 1.0f as float, a normal double as pairs: no denormals to slow the float kernels
+                    keep[i].putInt(j, 0x3F800000 + (j / 4) % 17);
+                }
+                addresses[i] = Region.ofDirect(keep[i]).offset();
+            }
+            a = addresses[0];
+            b = addresses[1];
+            dst = addresses[2];
+        }
+    }
+
+    /** Which reduction kernel. */
+    @State(Scope.Thread)
+    public static class Kernel {
+        @Param({"FLOAT32", "FLOAT64", "INT32", "INT64"})
+        public DataType type;
+
+        @Param({"SUM", "PROD", "MAX", "MIN"})
+        public ReduceOp op;
+    }
+
+    @Benchmark
+    public void copy(Buffers m) {
+        Kernels.copy(null, m.a, null, m.dst, m.bytes);
+    }
+
+    @Benchmark
+    public void reduce(Buffers m, Kernel k) {
+        Kernels.reduce(k.type, k.op, null, m.a, null, m.b, null, m.dst, m.bytes / k.type.bytes());
+    }
+}

@@ -1,0 +1,140 @@
+package io.gradsync.core;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gradsync.core.check.CheckPattern;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * The nccl-tests {@code -c} style matrix: for every rank count, chunk size and pipelining depth, every
+ * element count, operator, type and placement is reduced and checked bit for bit on every rank, and
+ * the ranks' results are compared with each other.
+ */
+class AllReduceCorrectnessTest {
+    /** Small enough that 1 000 003 elements make hundreds of chunks per segment even at 16 ranks. */
+    static final int TINY_CHUNK = 1024;
+    static final int LARGE_CHUNK = 1 << 20;
+    static final int LARGE_COUNT = 1_000_003;
+
+    static Stream<Arguments> jobs() {
+        List<Arguments> jobs = new ArrayList<>();
+        for (int ranks : new int[] {1, 2, 3, 4, 5, 7, 8, 16}) {
+            for (int chunk : new int[] {TINY_CHUNK, LARGE_CHUNK}) {
+                for (int depth : new int[] {1, 8}) {
+                    jobs.add(Arguments.of(ranks, chunk, depth));
+                }
+            }
+        }
+        return jobs.stream();
+    }
+
+    static int[] counts(int ranks) {
+        return new int[] {0, 1, ranks - 1, ranks + 1, 10_007, LARGE_COUNT};
+    }
+
+    @ParameterizedTest(name = "ranks={0} chunk={1}B depth={2}")
+    @MethodSource("jobs")
+    void everyCountOpTypeAndPlacementIsExactOnEveryRank(int ranks, int chunkBytes, int depth) {
+        try (LocalJob job = new LocalJob(ranks, chunkBytes, depth, Duration.ofSeconds(60))) {
+            List<List<String>> results = job.run(AllReduceCorrectnessTest::runMatrix);
+            List<String> reference = results.get(0);
+            for (int r = 0; r < ranks; r++) {
+                List<String> problems = results.get(r).stream().filter(s -> s.startsWith("WRONG")).toList();
+                assertTrue(problems.isEmpty(), "rank " + r + ": " + problems);
+                assertEquals(reference, results.get(r), "rank " + r + " differs from rank 0");
+            }
+        }
+    }
+
+    /**
+     * Chunks of one to eight elements, where every boundary case of the chunk arithmetic shows: a
+     * separate, smaller matrix, because a million one-element messages per rank is a soak, not a test.
+     */
+    @ParameterizedTest(name = "ranks={0} chunk={1}B")
+    @MethodSource("elementSizedChunks")
+    void elementSizedChunksAreExact(int ranks, int chunkBytes) {
+        try (LocalJob job = new LocalJob(ranks, chunkBytes, 2, Duration.ofSeconds(60))) {
+            job.run(c -> {
+                for (int count : new int[] {0, 1, ranks - 1, ranks + 1, 1009, 4099}) {
+                    for (DataType type : DataType.values()) {
+                        for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MIN}) {
+                            GradientBuffer g = heap(type, count);
+                            CheckPattern.fill(g, op, c.rank());
+                            c.allReduceBlocking(g, op);
+                            assertEquals(0, CheckPattern.countWrong(g, op, c.size()), count + " " + type + " " + op);
+                        }
+                    }
+                }
+                return null;
+            });
+        }
+    }
+
+    static Stream<Arguments> elementSizedChunks() {
+        return Stream.of(2, 3, 5, 8).flatMap(r -> Stream.of(Arguments.of(r, 8), Arguments.of(r, 12), Arguments.of(r, 24)));
+    }
+
+    /** One rank's walk through the matrix: per case, "WRONG ..." or the result's fingerprint. */
+    private static List<String> runMatrix(Communicator c) {
+        List<String> report = new ArrayList<>();
+        int maxBytes = LARGE_COUNT * 8;
+        ByteBuffer directIn = ByteBuffer.allocateDirect(maxBytes).order(ByteOrder.nativeOrder());
+        ByteBuffer directOut = ByteBuffer.allocateDirect(maxBytes).order(ByteOrder.nativeOrder());
+        for (int count : counts(c.size())) {
+            for (ReduceOp op : ReduceOp.values()) {
+                for (DataType type : DataType.values()) {
+                    for (boolean inPlace : new boolean[] {true, false}) {
+                        boolean direct = (op.ordinal() + type.ordinal()) % 2 == 0;
+                        GradientBuffer in = direct ? slice(directIn, type, count) : heap(type, count);
+                        GradientBuffer out = inPlace ? in : direct ? slice(directOut, type, count) : heap(type, count);
+                        CheckPattern.fill(in, op, c.rank());
+                        c.allReduceBlocking(in, out, op);
+                        String name = count + " " + type + " " + op + (inPlace ? " in-place" : " out-of-place")
+                                + (direct ? " direct" : " heap");
+                        long wrong = CheckPattern.countWrong(out, op, c.size());
+                        if (wrong != 0) {
+                            report.add("WRONG " + name + ": " + wrong + " elements");
+                        } else if (!inPlace && CheckPattern.countChanged(in, op, c.rank()) != 0) {
+                            report.add("WRONG " + name + ": input was modified");
+                        } else {
+                            report.add(name + " fingerprint " + fingerprint(out));
+                        }
+                    }
+                }
+            }
+        }
+        return report;
+    }
+
+    private static GradientBuffer slice(ByteBuffer memory, DataType type, int count) {
+        ByteBuffer view = memory.duplicate().order(ByteOrder.nativeOrder());
+        view.limit(count * type.bytes());
+        return GradientBuffer.wrap(view.slice().order(ByteOrder.nativeOrder()), type);
+    }
+
+    private static GradientBuffer heap(DataType type, int count) {
+        switch (type) {
+            case FLOAT32: return GradientBuffer.wrap(new float[count]);
+            case FLOAT64: return GradientBuffer.wrap(new double[count]);
+            case INT32: return GradientBuffer.wrap(new int[count]);
+            default: return GradientBuffer.wrap(new long[count]);
+        }
+    }
+
+    private static long fingerprint(GradientBuffer b) {
+        long h = 1125899906842597L;
+        for (int i = 0; i < b.count(); i++) {
+            h = 31 * h + b.getBits(i);
+        }
+        return h;
+    }
+}

@@ -1,0 +1,96 @@
+package io.gradsync.core.transport.local;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gradsync.core.memory.Elements;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.TransportException;
+import org.junit.jupiter.api.Test;
+
+/** The SPI contract on the in-JVM transport: credits, order, headers, close. */
+class LocalTransportTest {
+
+    @Test
+    void creditsAreTheReceiversFreeSlotsAndMessagesArriveInOrder() {
+        try (LocalTransport transport = LocalTransport.create(2, 64, 3)) {
+            Endpoint sender = transport.endpoint(0);
+            Endpoint receiver = transport.endpoint(1);
+            Link out = sender.link(1);
+            Link in = receiver.link(0);
+            for (int i = 0; i < 3; i++) {
+                SendSlot slot = out.tryClaim();
+                assertNotNull(slot, "credit " + i);
+                Elements.putLong(slot.payload().base(), slot.payload().offset(), 100 + i);
+                slot.commit(8, 7, 42 + i);
+            }
+            assertNull(out.tryClaim(), "a fourth message with three slots");
+            assertEquals(3, transport.messagesInFlight());
+            RecvSlot first = in.poll();
+            assertEquals(100, Elements.getLong(first.payload().base(), first.payload().offset()));
+            assertEquals(8, first.length());
+            assertEquals(7, first.sequence());
+            assertEquals(42, first.descriptor());
+            assertThrows(IllegalStateException.class, in::poll, "second poll before release");
+            first.release();
+            assertNotNull(out.tryClaim(), "released slot is a credit again");
+            for (int i = 1; i < 3; i++) {
+                RecvSlot next = in.poll();
+                assertEquals(42 + i, next.descriptor());
+                next.release();
+            }
+            assertNull(in.poll());
+        }
+    }
+
+    @Test
+    void aClosedPeerIsReportedAfterItsLastMessageIsRead() {
+        try (LocalTransport transport = LocalTransport.create(2, 64, 2)) {
+            Endpoint a = transport.endpoint(0);
+            Endpoint b = transport.endpoint(1);
+            SendSlot slot = a.link(1).tryClaim();
+            slot.commit(0, 0, 0);
+            a.close();
+            Link fromA = b.link(0);
+            fromA.poll().release();
+            TransportException e = assertThrows(TransportException.class, fromA::poll);
+            assertEquals(0, e.peer());
+            assertTrue(e.getMessage().contains("rank 0 has closed"));
+            assertThrows(TransportException.class, () -> b.link(0).tryClaim());
+        }
+    }
+
+    @Test
+    void abortsAndAnnouncementsReachEveryPeer() {
+        try (LocalTransport transport = LocalTransport.create(3, 64, 2)) {
+            Endpoint[] e = {transport.endpoint(0), transport.endpoint(1), transport.endpoint(2)};
+            assertEquals(-1, e[0].announced(2));
+            e[2].announce(5);
+            assertEquals(5, e[0].announced(2));
+            e[1].abort(5, "out of memory");
+            assertNull(e[1].pendingAbort());
+            assertEquals("out of memory", e[0].pendingAbort().reason());
+            assertEquals(1, e[2].pendingAbort().rank());
+        }
+    }
+
+    @Test
+    void rejectsBadShapes() {
+        assertThrows(IllegalArgumentException.class, () -> LocalTransport.create(0, 64, 1));
+        assertThrows(IllegalArgumentException.class, () -> LocalTransport.create(2, 4, 1));
+        assertThrows(IllegalArgumentException.class, () -> LocalTransport.create(2, 64, 0));
+        try (LocalTransport transport = LocalTransport.create(2, 64, 1)) {
+            Endpoint e = transport.endpoint(0);
+            assertThrows(IllegalStateException.class, () -> transport.endpoint(0));
+            assertThrows(IllegalArgumentException.class, () -> e.link(0));
+            SendSlot slot = e.link(1).tryClaim();
+            assertThrows(IllegalArgumentException.class, () -> slot.commit(65, 0, 0));
+        }
+    }
+}
