@@ -47,6 +47,22 @@ class FailureTest {
     }
 
     @Test
+    void aSlowPeerWithinTheDeadlineIsWaitedFor() {
+        try (LocalJob job = new LocalJob(3, 4096, 4, TIMEOUT)) {
+            job.run(c -> {
+                if (c.rank() == 1) {
+                    Thread.sleep(TIMEOUT.toMillis() / 2);
+                }
+                GradientBuffer g = GradientBuffer.wrap(new long[5000]);
+                io.gradsync.core.check.CheckPattern.fill(g, ReduceOp.SUM, c.rank());
+                c.allReduceBlocking(g, ReduceOp.SUM);
+                assertEquals(0, io.gradsync.core.check.CheckPattern.countWrong(g, ReduceOp.SUM, c.size()));
+                return null;
+            });
+        }
+    }
+
+    @Test
     void mismatchedCountsFailWithBothCallsDescribed() {
         try (LocalJob job = new LocalJob(3, 4096, 4, TIMEOUT)) {
             List<LocalJob.Outcome<Object>> outcomes = job.outcomes(c -> {

@@ -119,7 +119,9 @@ public final class CollectiveContext {
             return;
         }
         PeerAbort abort = endpoint.pendingAbort();
-        if (abort != null) {
+        // An abort from a rank that finished this collective and gave up on a later one must not fail
+        // this one: every message this collective needs from that rank was sent before it aborted.
+        if (abort != null && abort.sequence() <= sequence) {
             throw new PeerFailureException(rank(), collective, sequence, abort.rank(),
                     "rank " + abort.rank() + " aborted the job: " + abort.reason(), null);
         }
