@@ -38,6 +38,8 @@ import picocli.CommandLine.Option;
 @Command(name = "allreduce-perf", mixinStandardHelpOptions = true, sortOptions = false,
         description = "AllReduce bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
 public final class AllReducePerf implements java.util.concurrent.Callable<Integer> {
+    private static final int JIT_WARMUP_CALLS = 2_000;
+    private static final int JIT_WARMUP_ELEMENTS = 16 * 1024;
 
     @Option(names = {"-b", "--minbytes"}, defaultValue = "32M", converter = SizeConverter.class,
             description = "Smallest size (default ${DEFAULT-VALUE}).")
@@ -155,6 +157,11 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         int bytes = Math.multiplyExact(maxCount, type.bytes());
         ByteBuffer inMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
         ByteBuffer outMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
+        // Compile the data path before the first row is timed: a few warm-up calls per size are not enough.
+        GradientBuffer jit = view(inMemory, type, Math.min(maxCount, JIT_WARMUP_ELEMENTS));
+        for (int i = 0; i < JIT_WARMUP_CALLS; i++) {
+            comm.allReduceBlocking(jit, view(outMemory, type, jit.count()), reduceOp);
+        }
         for (int s = 0; s < sizes.size(); s++) {
             int count = Math.toIntExact(sizes.get(s) / type.bytes());
             GradientBuffer in = view(inMemory, type, count);

@@ -61,7 +61,7 @@ public interface IdleStrategy {
         switch (name) {
             case "busy-spin": return IdleStrategy::busySpin;
             case "yield": return IdleStrategy::yielding;
-            case "backoff": return () -> backoff(100, 20, 1_000, 200_000);
+            case "backoff": return () -> backoff(50, 1_000, 1_000, 100_000);
             default:
                 throw new IllegalArgumentException("unknown idle strategy '" + name
                         + "'; expected busy-spin, yield or backoff");

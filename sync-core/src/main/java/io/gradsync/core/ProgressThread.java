@@ -14,6 +14,7 @@ import reactor.core.publisher.MonoSink;
 final class ProgressThread {
     private static final System.Logger LOG = System.getLogger("io.gradsync.core");
     private static final Object STOP = new Object();
+    private static final int IDLE_CYCLES_BEFORE_BLOCKING = 2_000;
 
     /** One submitted collective. */
     static final class Task {
@@ -87,7 +88,7 @@ final class ProgressThread {
     private void run() {
         try {
             Object next;
-            while ((next = queue.take()) != STOP) {
+            while ((next = nextRequest()) != STOP) {
                 if (next instanceof Task) {
                     execute((Task) next);
                 } else {
@@ -103,6 +104,23 @@ final class ProgressThread {
                 ((Task) left).sink.error(closedError((Task) left));
             }
         }
+    }
+
+    /**
+     * Training loops issue collectives back to back, so the next request usually comes within
+     * microseconds: wait for it with the idle strategy first, and block on the queue only after that,
+     * which saves a thread wake-up per collective.
+     */
+    private Object nextRequest() throws InterruptedException {
+        idle.reset();
+        for (int cycle = 0; cycle < IDLE_CYCLES_BEFORE_BLOCKING; cycle++) {
+            Object next = queue.poll();
+            if (next != null) {
+                return next;
+            }
+            idle.idle(0);
+        }
+        return queue.take();
     }
 
     /** Runs a task even if its subscriber has cancelled: peers may already be inside the collective. */
