@@ -14,7 +14,8 @@ import reactor.core.publisher.MonoSink;
 final class ProgressThread {
     private static final System.Logger LOG = System.getLogger("io.gradsync.core");
     private static final Object STOP = new Object();
-    private static final int IDLE_CYCLES_BEFORE_BLOCKING = 2_000;
+    /** Long enough to catch a back-to-back call, short enough not to steal a shared core for long. */
+    private static final long WAIT_BEFORE_BLOCKING_NANOS = 50_000;
 
     /** One submitted collective. */
     static final class Task {
@@ -113,13 +114,14 @@ final class ProgressThread {
      */
     private Object nextRequest() throws InterruptedException {
         idle.reset();
-        for (int cycle = 0; cycle < IDLE_CYCLES_BEFORE_BLOCKING; cycle++) {
+        long giveUp = System.nanoTime() + WAIT_BEFORE_BLOCKING_NANOS;
+        do {
             Object next = queue.poll();
             if (next != null) {
                 return next;
             }
             idle.idle(0);
-        }
+        } while (System.nanoTime() < giveUp);
         return queue.take();
     }
 
