@@ -5,6 +5,7 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.io.IOException;
@@ -70,6 +71,9 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Option(names = "--transport", defaultValue = "local", description = "Transport: local (in-JVM) (default ${DEFAULT-VALUE}).")
     String transport;
 
+    @Option(names = "--algo", defaultValue = "ring", description = "AllReduce algorithm: ring or rhd (default ${DEFAULT-VALUE}).")
+    String algorithm;
+
     @Option(names = "--chunk", defaultValue = "256K", converter = SizeConverter.class, description = "Chunk size (default ${DEFAULT-VALUE}).")
     long chunkBytes;
 
@@ -97,6 +101,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Override
     public Integer call() throws Exception {
         ReduceOp reduceOp = parseOp(op);
+        AllReduceAlgorithms.named(algorithm); // fail on a bad name before any thread starts
         DataType type = parseType(datatype);
         if (!"local".equals(transport)) {
             throw new CommandLine.ParameterException(new CommandLine(this), "unknown transport '" + transport + "'; available: local");
@@ -121,7 +126,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             List<Future<?>> done = new ArrayList<>();
             for (int r = 0; r < ranks; r++) {
                 Communicator comm = Communicator.builder(job.endpoint(r)).chunkBytes(Math.toIntExact(chunkBytes))
-                        .timeout(Duration.ofSeconds(timeoutSeconds)).idleStrategy(IdleStrategy.named(idle)).build();
+                        .timeout(Duration.ofSeconds(timeoutSeconds)).idleStrategy(IdleStrategy.named(idle))
+                        .allReduceAlgorithm(AllReduceAlgorithms.named(algorithm)).build();
                 done.add(threads.submit(() -> {
                     try (comm) {
                         runRank(comm, type, reduceOp, sizes, maxCount, barrier, nanos, wrong, rows);
@@ -229,8 +235,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     }
 
     private void printHeader(DataType type) {
-        System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: ranks %d, transport %s, algorithm ring, chunk %d B, depth %d, idle %s%n",
-                ranks, transport, chunkBytes, depth, idle);
+        System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: ranks %d, transport %s, algorithm %s, chunk %d B, depth %d, idle %s%n",
+                ranks, transport, algorithm, chunkBytes, depth, idle);
         System.out.printf(Locale.ROOT, "# java %s, %s, %d cores; iters %d, warmup %d, check %s%n#%n",
                 System.getProperty("java.version"), System.getProperty("os.arch"),
                 Runtime.getRuntime().availableProcessors(), iterations, warmup, check == 1 ? "every iteration" : "off");
@@ -248,11 +254,11 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
 
     private void writeCsv(Row[] rows, DataType type, ReduceOp op) throws IOException {
         try (PrintWriter w = new PrintWriter(Files.newBufferedWriter(csv, StandardCharsets.UTF_8))) {
-            w.println("ranks,transport,chunk_bytes,depth,size_bytes,count,type,redop,"
+            w.println("ranks,transport,algorithm,chunk_bytes,depth,size_bytes,count,type,redop,"
                     + "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong");
             for (Row r : rows) {
-                w.printf(Locale.ROOT, "%d,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d%n", ranks, transport,
-                        chunkBytes, depth, r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut,
+                w.printf(Locale.ROOT, "%d,%s,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d%n", ranks, transport,
+                        algorithm, chunkBytes, depth, r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut,
                         r.busbwOut, r.wrongOut, r.usIn, r.algbwIn, r.busbwIn, r.wrongIn);
             }
         }

@@ -1,9 +1,9 @@
 package io.gradsync.core;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.algorithm.CollectiveContext;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
-import io.gradsync.core.algorithm.RingAllReduce;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Endpoint;
 import java.time.Duration;
@@ -209,7 +209,7 @@ public final class Communicator implements AutoCloseable {
         private int chunkBytes = GradSyncConfiguration.chunkBytes();
         private Duration timeout = GradSyncConfiguration.timeout();
         private Supplier<IdleStrategy> idleStrategy = IdleStrategy.named(GradSyncConfiguration.idleStrategy());
-        private AllReduceAlgorithm allReduceAlgorithm = new RingAllReduce();
+        private AllReduceAlgorithm allReduceAlgorithm = AllReduceAlgorithms.named(GradSyncConfiguration.allReduceAlgorithm());
 
         private Builder(Endpoint endpoint) {
             this.endpoint = Objects.requireNonNull(endpoint, "endpoint");
@@ -239,6 +239,7 @@ public final class Communicator implements AutoCloseable {
             return this;
         }
 
+        /** The AllReduce algorithm, e.g. {@code AllReduceAlgorithms.named("rhd")}. */
         public Builder allReduceAlgorithm(AllReduceAlgorithm algorithm) {
             this.allReduceAlgorithm = Objects.requireNonNull(algorithm, "algorithm");
             return this;

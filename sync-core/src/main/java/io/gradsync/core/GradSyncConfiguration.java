@@ -40,6 +40,13 @@ public final class GradSyncConfiguration {
     public static final String IDLE_STRATEGY_PROP = "gradsync.idle.strategy";
     public static final String IDLE_STRATEGY_DEFAULT = "backoff";
 
+    /**
+     * The AllReduce algorithm: {@code ring} (bandwidth-optimal: large messages) or {@code rhd}
+     * (recursive halving-doubling: fewer steps, for small and medium messages).
+     */
+    public static final String ALLREDUCE_ALGORITHM_PROP = "gradsync.allreduce.algorithm";
+    public static final String ALLREDUCE_ALGORITHM_DEFAULT = "ring";
+
     private GradSyncConfiguration() {
     }
 
@@ -53,6 +60,10 @@ public final class GradSyncConfiguration {
 
     public static Duration timeout() {
         return Duration.ofMillis(Long.getLong(TIMEOUT_MS_PROP, TIMEOUT_MS_DEFAULT));
+    }
+
+    public static String allReduceAlgorithm() {
+        return System.getProperty(ALLREDUCE_ALGORITHM_PROP, ALLREDUCE_ALGORITHM_DEFAULT);
     }
 
     public static String idleStrategy() {

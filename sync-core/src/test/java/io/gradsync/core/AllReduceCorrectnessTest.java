@@ -3,6 +3,7 @@ package io.gradsync.core;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.check.CheckPattern;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -27,10 +28,12 @@ class AllReduceCorrectnessTest {
 
     static Stream<Arguments> jobs() {
         List<Arguments> jobs = new ArrayList<>();
-        for (int ranks : new int[] {1, 2, 3, 4, 5, 7, 8, 16}) {
-            for (int chunk : new int[] {TINY_CHUNK, LARGE_CHUNK}) {
-                for (int depth : new int[] {1, 8}) {
-                    jobs.add(Arguments.of(ranks, chunk, depth));
+        for (String algorithm : AllReduceAlgorithms.names()) {
+            for (int ranks : new int[] {1, 2, 3, 4, 5, 7, 8, 16}) {
+                for (int chunk : new int[] {TINY_CHUNK, LARGE_CHUNK}) {
+                    for (int depth : new int[] {1, 8}) {
+                        jobs.add(Arguments.of(algorithm, ranks, chunk, depth));
+                    }
                 }
             }
         }
@@ -41,10 +44,10 @@ class AllReduceCorrectnessTest {
         return new int[] {0, 1, ranks - 1, ranks + 1, 10_007, LARGE_COUNT};
     }
 
-    @ParameterizedTest(name = "ranks={0} chunk={1}B depth={2}")
+    @ParameterizedTest(name = "{0} ranks={1} chunk={2}B depth={3}")
     @MethodSource("jobs")
-    void everyCountOpTypeAndPlacementIsExactOnEveryRank(int ranks, int chunkBytes, int depth) {
-        try (LocalJob job = new LocalJob(ranks, chunkBytes, depth, Duration.ofSeconds(60))) {
+    void everyCountOpTypeAndPlacementIsExactOnEveryRank(String algorithm, int ranks, int chunkBytes, int depth) {
+        try (LocalJob job = new LocalJob(ranks, chunkBytes, depth, Duration.ofSeconds(60), algorithm)) {
             List<List<String>> results = job.run(AllReduceCorrectnessTest::runMatrix);
             List<String> reference = results.get(0);
             for (int r = 0; r < ranks; r++) {
@@ -59,10 +62,10 @@ class AllReduceCorrectnessTest {
      * Chunks of one to eight elements, where every boundary case of the chunk arithmetic shows: a
      * separate, smaller matrix, because a million one-element messages per rank is a soak, not a test.
      */
-    @ParameterizedTest(name = "ranks={0} chunk={1}B")
+    @ParameterizedTest(name = "{0} ranks={1} chunk={2}B")
     @MethodSource("elementSizedChunks")
-    void elementSizedChunksAreExact(int ranks, int chunkBytes) {
-        try (LocalJob job = new LocalJob(ranks, chunkBytes, 2, Duration.ofSeconds(60))) {
+    void elementSizedChunksAreExact(String algorithm, int ranks, int chunkBytes) {
+        try (LocalJob job = new LocalJob(ranks, chunkBytes, 2, Duration.ofSeconds(60), algorithm)) {
             job.run(c -> {
                 for (int count : new int[] {0, 1, ranks - 1, ranks + 1, 1009, 4099}) {
                     for (DataType type : DataType.values()) {
@@ -80,7 +83,8 @@ class AllReduceCorrectnessTest {
     }
 
     static Stream<Arguments> elementSizedChunks() {
-        return Stream.of(2, 3, 5, 8).flatMap(r -> Stream.of(Arguments.of(r, 8), Arguments.of(r, 12), Arguments.of(r, 24)));
+        return AllReduceAlgorithms.names().stream().flatMap(a -> Stream.of(2, 3, 5, 8)
+                .flatMap(r -> Stream.of(Arguments.of(a, r, 8), Arguments.of(a, r, 12), Arguments.of(a, r, 24))));
     }
 
     /** One rank's walk through the matrix: per case, "WRONG ..." or the result's fingerprint. */

@@ -1,5 +1,6 @@
 package io.gradsync.core;
 
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -29,9 +30,14 @@ final class LocalJob implements AutoCloseable {
     private final ExecutorService threads;
 
     LocalJob(int ranks, int chunkBytes, int depth, Duration timeout) {
+        this(ranks, chunkBytes, depth, timeout, "ring");
+    }
+
+    LocalJob(int ranks, int chunkBytes, int depth, Duration timeout, String algorithm) {
         transport = LocalTransport.create(ranks, chunkBytes, depth);
         for (int r = 0; r < ranks; r++) {
-            communicators.add(Communicator.builder(transport.endpoint(r)).chunkBytes(chunkBytes).timeout(timeout).build());
+            communicators.add(Communicator.builder(transport.endpoint(r)).chunkBytes(chunkBytes).timeout(timeout)
+                    .allReduceAlgorithm(AllReduceAlgorithms.named(algorithm)).build());
         }
         threads = Executors.newFixedThreadPool(ranks);
     }

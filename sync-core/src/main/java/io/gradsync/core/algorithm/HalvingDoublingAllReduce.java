@@ -1,0 +1,108 @@
+package io.gradsync.core.algorithm;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.transport.Link;
+
+/**
+ * Recursive halving-doubling AllReduce (Rabenseifner): a reduce-scatter by recursive halving, where
+ * each of {@code log2 p} steps exchanges half of the remaining range with the partner at distance
+ * {@code p/2, p/4, ..., 1}, then an all-gather by recursive doubling in the reverse order. It takes
+ * {@code 2 log2 p} steps instead of the ring's {@code 2(n-1)}, with the same bandwidth term, which is
+ * what small and medium messages want.
+ *
+ * <p>Rank counts that are not a power of two are folded: with {@code p} the largest power of two
+ * below {@code n} and {@code r = n - p}, each of the first {@code r} even ranks hands its whole
+ * buffer to the odd rank above it and sits out; the {@code p} remaining ranks run the algorithm; the
+ * odd ranks then hand the result back. Every element's final value is computed once, by the rank
+ * that owns it after the halving, so every rank holds the same bits.
+ */
+public final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
+
+    @Override
+    public String name() {
+        return "rhd";
+    }
+
+    @Override
+    public void allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        DataType type = input.dataType();
+        int esize = type.bytes();
+        Object out = output.region().base();
+        long outOffset = output.region().offset();
+        if (input.region() != output.region()) {
+            Kernels.copy(input.region().base(), input.region().offset(), out, outOffset, output.byteSize());
+        }
+        int n = ctx.size();
+        if (n == 1) {
+            return;
+        }
+        int rank = ctx.rank();
+        int count = input.count();
+        int p = Integer.highestOneBit(n);
+        int folded = n - p;
+        int none = PairwiseTransfer.NONE;
+
+        // Fold the extra ranks in: even ranks below 2*folded give their buffer to the odd rank above.
+        boolean sitsOut = rank < 2 * folded && rank % 2 == 0;
+        if (rank < 2 * folded) {
+            Link partner = ctx.link(sitsOut ? rank + 1 : rank - 1);
+            if (sitsOut) {
+                PairwiseTransfer.run(ctx, partner, type, out, outOffset, count, null, 0, none, null);
+            } else {
+                PairwiseTransfer.run(ctx, partner, type, null, 0, none, out, outOffset, count, op);
+            }
+        }
+
+        if (!sitsOut) {
+            int virtual = rank < 2 * folded ? rank / 2 : rank - folded;
+            int steps = Integer.numberOfTrailingZeros(p);
+            int[] givenFrom = new int[steps];
+            int[] givenTo = new int[steps];
+            int lo = 0;
+            int hi = count;
+            for (int step = 0; step < steps; step++) {
+                int mask = p >>> (step + 1);
+                int mid = lo + (hi - lo) / 2;
+                boolean keepLower = (virtual & mask) == 0;
+                givenFrom[step] = keepLower ? mid : lo;
+                givenTo[step] = keepLower ? hi : mid;
+                int keptFrom = keepLower ? lo : mid;
+                int keptTo = keepLower ? mid : hi;
+                Link partner = ctx.link(realRank(virtual ^ mask, folded));
+                PairwiseTransfer.run(ctx, partner, type,
+                        out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step],
+                        out, outOffset + (long) keptFrom * esize, keptTo - keptFrom, op);
+                lo = keptFrom;
+                hi = keptTo;
+            }
+            if (op == ReduceOp.AVG) {
+                Kernels.divide(type, out, outOffset + (long) lo * esize, hi - lo, n);
+            }
+            for (int step = steps - 1; step >= 0; step--) {
+                Link partner = ctx.link(realRank(virtual ^ (p >>> (step + 1)), folded));
+                PairwiseTransfer.run(ctx, partner, type,
+                        out, outOffset + (long) lo * esize, hi - lo,
+                        out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step], null);
+                lo = Math.min(lo, givenFrom[step]);
+                hi = Math.max(hi, givenTo[step]);
+            }
+        }
+
+        // Fold out: the odd ranks hand the result back.
+        if (rank < 2 * folded) {
+            Link partner = ctx.link(sitsOut ? rank + 1 : rank - 1);
+            if (sitsOut) {
+                PairwiseTransfer.run(ctx, partner, type, null, 0, none, out, outOffset, count, null);
+            } else {
+                PairwiseTransfer.run(ctx, partner, type, out, outOffset, count, null, 0, none, null);
+            }
+        }
+    }
+
+    private static int realRank(int virtual, int folded) {
+        return virtual < folded ? 2 * virtual + 1 : virtual + folded;
+    }
+}
