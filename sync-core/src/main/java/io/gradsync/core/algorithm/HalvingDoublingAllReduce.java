@@ -32,9 +32,7 @@ public final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
         int esize = type.bytes();
         Object out = output.region().base();
         long outOffset = output.region().offset();
-        if (input.region() != output.region()) {
-            Kernels.copy(input.region().base(), input.region().offset(), out, outOffset, output.byteSize());
-        }
+        Placement.copyInputToOutput(input, output);
         int n = ctx.size();
         if (n == 1) {
             return;

@@ -36,11 +36,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
     public void allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         int n = ctx.size();
         if (n == 1) {
-            if (input.region() != output.region()) {
-                Region in = input.region();
-                Region out = output.region();
-                Kernels.copy(in.base(), in.offset(), out.base(), out.offset(), in.byteLength());
-            }
+            Placement.copyInputToOutput(input, output);
             return;
         }
         new Run(ctx, input, output, op).execute();
