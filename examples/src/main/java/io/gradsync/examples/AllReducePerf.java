@@ -62,7 +62,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Option(names = {"-o", "--op"}, defaultValue = "sum", description = "sum, prod, max, min or avg (default ${DEFAULT-VALUE}).")
     String op;
 
-    @Option(names = {"-d", "--datatype"}, defaultValue = "float", description = "float, double, int32 or int64 (default ${DEFAULT-VALUE}).")
+    @Option(names = {"-d", "--datatype"}, defaultValue = "float", description = "float, double, int32, int64, bfloat16 or half (default ${DEFAULT-VALUE}).")
     String datatype;
 
     @Option(names = {"-r", "--ranks"}, defaultValue = "4", description = "Ranks, as threads of this JVM (default ${DEFAULT-VALUE}).")
@@ -289,6 +289,6 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                 return t;
             }
         }
-        throw new IllegalArgumentException("unknown datatype '" + name + "'; expected float, double, int32 or int64");
+        throw new IllegalArgumentException("unknown datatype '" + name + "'; expected float, double, int32, int64, bfloat16 or half");
     }
 }

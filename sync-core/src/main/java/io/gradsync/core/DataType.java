@@ -5,7 +5,11 @@ public enum DataType {
     FLOAT32(4),
     FLOAT64(8),
     INT32(4),
-    INT64(8);
+    INT64(8),
+    /** bfloat16, stored in a {@code short}; reduced in float32, rounded once per step. */
+    BFLOAT16(2),
+    /** IEEE binary16 ("half"), stored in a {@code short}; reduced in float32, rounded once per step. */
+    FLOAT16(2);
 
     private final int bytes;
 
@@ -18,13 +22,20 @@ public enum DataType {
         return bytes;
     }
 
-    /** Lower-case name as nccl-tests prints it ({@code float}, {@code double}, {@code int32}, {@code int64}). */
+    /** True for the formats kept in 16 bits and computed in float32. */
+    public boolean isHalfFloat() {
+        return this == BFLOAT16 || this == FLOAT16;
+    }
+
+    /** Name as nccl-tests prints it ({@code float}, {@code double}, {@code int32}, {@code int64}, {@code bfloat16}, {@code half}). */
     public String shortName() {
         switch (this) {
             case FLOAT32: return "float";
             case FLOAT64: return "double";
             case INT32: return "int32";
-            default: return "int64";
+            case INT64: return "int64";
+            case BFLOAT16: return "bfloat16";
+            default: return "half";
         }
     }
 }

@@ -1,6 +1,7 @@
 package io.gradsync.core;
 
 import io.gradsync.core.memory.Elements;
+import io.gradsync.core.memory.HalfFloats;
 import io.gradsync.core.memory.Region;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -59,6 +60,19 @@ public final class GradientBuffer {
         return new GradientBuffer(DataType.INT64, count, Region.ofArray(array, from, count), false);
     }
 
+    /** A view of a {@code short[]} holding 16-bit floats of {@code type} (BFLOAT16 or FLOAT16). */
+    public static GradientBuffer wrap(short[] array, DataType type) {
+        return wrap(array, 0, Objects.requireNonNull(array, "array").length, type);
+    }
+
+    public static GradientBuffer wrap(short[] array, int from, int count, DataType type) {
+        Objects.requireNonNull(type, "type");
+        if (!type.isHalfFloat()) {
+            throw new IllegalArgumentException("a short[] holds BFLOAT16 or FLOAT16 gradients, not " + type);
+        }
+        return new GradientBuffer(type, count, Region.ofArray(array, from, count), false);
+    }
+
     /**
      * Wraps any supported primitive array: {@code float[]}, {@code double[]}, {@code int[]} or
      * {@code long[]}.
@@ -75,9 +89,12 @@ public final class GradientBuffer {
             return wrap((int[]) array);
         } else if (array instanceof long[]) {
             return wrap((long[]) array);
+        } else if (array instanceof short[]) {
+            throw new IllegalArgumentException("a short[] gradient needs its 16-bit type:"
+                    + " wrap(array, DataType.BFLOAT16) or wrap(array, DataType.FLOAT16)");
         }
         throw new IllegalArgumentException("unsupported gradient type " + array.getClass().getSimpleName()
-                + "; supported: float[], double[], int[], long[] and direct ByteBuffers");
+                + "; supported: float[], double[], int[], long[], short[] (16-bit floats) and direct ByteBuffers");
     }
 
     /**
@@ -156,18 +173,24 @@ public final class GradientBuffer {
             case FLOAT32: return Elements.getFloat(region.base(), offset);
             case FLOAT64: return Elements.getDouble(region.base(), offset);
             case INT32: return Elements.getInt(region.base(), offset);
-            default: return Elements.getLong(region.base(), offset);
+            case INT64: return Elements.getLong(region.base(), offset);
+            case BFLOAT16: return HalfFloats.bfloat16ToFloat(Elements.getShort(region.base(), offset));
+            default: return HalfFloats.float16ToFloat(Elements.getShort(region.base(), offset));
         }
     }
 
-    /** Element {@code index}'s bits: the raw IEEE bits for floating-point types, the value for integers. */
+    /**
+     * Element {@code index}'s bits: the raw IEEE bits for floating-point types (16-bit ones as an
+     * unsigned value), the value itself for integers.
+     */
     public long getBits(int index) {
         long offset = elementOffset(index);
         switch (type) {
             case FLOAT32: return Float.floatToRawIntBits(Elements.getFloat(region.base(), offset));
             case FLOAT64: return Double.doubleToRawLongBits(Elements.getDouble(region.base(), offset));
             case INT32: return Elements.getInt(region.base(), offset);
-            default: return Elements.getLong(region.base(), offset);
+            case INT64: return Elements.getLong(region.base(), offset);
+            default: return Elements.getShort(region.base(), offset) & 0xFFFF;
         }
     }
 
@@ -179,7 +202,9 @@ public final class GradientBuffer {
             case FLOAT32: Elements.putFloat(region.base(), offset, value); break;
             case FLOAT64: Elements.putDouble(region.base(), offset, value); break;
             case INT32: Elements.putInt(region.base(), offset, (int) value); break;
-            default: Elements.putLong(region.base(), offset, value); break;
+            case INT64: Elements.putLong(region.base(), offset, value); break;
+            case BFLOAT16: Elements.putShort(region.base(), offset, HalfFloats.floatToBfloat16(value)); break;
+            default: Elements.putShort(region.base(), offset, HalfFloats.floatToFloat16(value)); break;
         }
     }
 

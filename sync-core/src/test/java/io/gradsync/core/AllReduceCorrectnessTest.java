@@ -130,7 +130,8 @@ class AllReduceCorrectnessTest {
             case FLOAT32: return GradientBuffer.wrap(new float[count]);
             case FLOAT64: return GradientBuffer.wrap(new double[count]);
             case INT32: return GradientBuffer.wrap(new int[count]);
-            default: return GradientBuffer.wrap(new long[count]);
+            case INT64: return GradientBuffer.wrap(new long[count]);
+            default: return GradientBuffer.wrap(new short[count], type);
         }
     }
 

@@ -48,9 +48,10 @@ public class KernelBenchmark {
             long[] addresses = new long[3];
             for (int i = 0; i < 3; i++) {
                 keep[i] = ByteBuffer.allocateDirect(bytes + 64).alignedSlice(64).order(ByteOrder.nativeOrder());
-                for (int j = 0; j + 4 <= bytes; j += 4) {
-                    // near 1.0f as float, a normal double as pairs: no denormals to slow the float kernels
-                    keep[i].putInt(j, 0x3F800000 + (j / 4) % 17);
+                for (int j = 0; j + 2 <= bytes; j += 2) {
+                    // 0x3C00 is 1.0 in float16 and a normal number in every other float format read
+                    // over these bytes: no subnormals to slow the floating-point kernels down
+                    keep[i].putShort(j, (short) (0x3C00 + (j / 2) % 17));
                 }
                 addresses[i] = Region.ofDirect(keep[i]).offset();
             }
@@ -63,7 +64,7 @@ public class KernelBenchmark {
     /** Which reduction kernel. */
     @State(Scope.Thread)
     public static class Kernel {
-        @Param({"FLOAT32", "FLOAT64", "INT32", "INT64"})
+        @Param({"FLOAT32", "FLOAT64", "INT32", "INT64", "BFLOAT16", "FLOAT16"})
         public DataType type;
 
         @Param({"SUM", "PROD", "MAX", "MIN"})

@@ -3,15 +3,17 @@ package io.gradsync.core.check;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.HalfFloats;
 
 /**
  * Inputs whose reductions are exact in every type, and the expected results, for checking a
  * collective the way nccl-tests' {@code -c} does: every element, every rank, bit for bit.
  *
  * <p>Inputs are small integers, different on every rank and element: in [-8, 8] for SUM, AVG, MAX and
- * MIN, and in {1, 2, -1} for PROD with at most two 2s per element over 16 ranks. Sums and products are
- * then exact in float32, and AVG's single division is correctly rounded, so the expected value is
- * unique. The pattern repeats every {@value #PERIOD} elements (a prime, so no chunk or segment size is
+ * MIN, and in {1, 2, -1} for PROD with at most two 2s per element over 16 ranks. Every partial sum or
+ * product then stays an integer of magnitude at most 128, which every supported type holds exactly
+ * (bfloat16 holds integers up to 256), and AVG's single division is correctly rounded, so the
+ * expected value is unique even for the 16-bit types. The pattern repeats every {@value #PERIOD} elements (a prime, so no chunk or segment size is
  * a multiple of it), which lets {@link #countWrong} check 256 MiB without a reference buffer.
  */
 public final class CheckPattern {
@@ -60,6 +62,8 @@ public final class CheckPattern {
             case FLOAT64: return Double.doubleToRawLongBits((double) acc / (double) ranks);
             case INT32: return (int) acc / ranks;
             case INT64: return acc / ranks;
+            case BFLOAT16: return HalfFloats.floatToBfloat16((float) acc / ranks) & 0xFFFF;
+            case FLOAT16: return HalfFloats.floatToFloat16((float) acc / ranks) & 0xFFFF;
             default: throw new IllegalArgumentException("unsupported type " + type);
         }
     }
@@ -71,6 +75,8 @@ public final class CheckPattern {
             case FLOAT64: return Double.doubleToRawLongBits((double) value);
             case INT32: return (int) value;
             case INT64: return value;
+            case BFLOAT16: return HalfFloats.floatToBfloat16(value) & 0xFFFF;
+            case FLOAT16: return HalfFloats.floatToFloat16(value) & 0xFFFF;
             default: throw new IllegalArgumentException("unsupported type " + type);
         }
     }

@@ -25,6 +25,14 @@ public final class Elements {
         return U.getLong(base, offset);
     }
 
+    public static short getShort(Object base, long offset) {
+        return U.getShort(base, offset);
+    }
+
+    public static void putShort(Object base, long offset, short value) {
+        U.putShort(base, offset, value);
+    }
+
     public static void putFloat(Object base, long offset, float value) {
         U.putFloat(base, offset, value);
     }

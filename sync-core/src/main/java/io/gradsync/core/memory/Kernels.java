@@ -23,6 +23,8 @@ public final class Kernels {
             case FLOAT64: reduceFloat64(op, a, aOff, b, bOff, dst, dstOff, count); break;
             case INT32: reduceInt32(op, a, aOff, b, bOff, dst, dstOff, count); break;
             case INT64: reduceInt64(op, a, aOff, b, bOff, dst, dstOff, count); break;
+            case BFLOAT16: reduceBfloat16(op, a, aOff, b, bOff, dst, dstOff, count); break;
+            case FLOAT16: reduceFloat16(op, a, aOff, b, bOff, dst, dstOff, count); break;
             default: throw new IllegalArgumentException("unsupported type " + type);
         }
     }
@@ -56,6 +58,18 @@ public final class Kernels {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 3);
                     U.putLong(dst, o, U.getLong(dst, o) / divisor);
+                }
+                break;
+            case BFLOAT16:
+                for (int i = 0; i < count; i++) {
+                    long o = dstOff + ((long) i << 1);
+                    U.putShort(dst, o, HalfFloats.floatToBfloat16(HalfFloats.bfloat16ToFloat(U.getShort(dst, o)) / divisor));
+                }
+                break;
+            case FLOAT16:
+                for (int i = 0; i < count; i++) {
+                    long o = dstOff + ((long) i << 1);
+                    U.putShort(dst, o, HalfFloats.floatToFloat16(HalfFloats.float16ToFloat(U.getShort(dst, o)) / divisor));
                 }
                 break;
             default:
@@ -193,6 +207,34 @@ public final class Kernels {
                 break;
             default:
                 throw new IllegalArgumentException("unsupported op " + op);
+        }
+    }
+
+    private static void reduceBfloat16(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
+        for (int i = 0; i < n; i++) {
+            long x = (long) i << 1;
+            float r = apply(op, HalfFloats.bfloat16ToFloat(U.getShort(a, ao + x)), HalfFloats.bfloat16ToFloat(U.getShort(b, bo + x)));
+            U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(r));
+        }
+    }
+
+    private static void reduceFloat16(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
+        for (int i = 0; i < n; i++) {
+            long x = (long) i << 1;
+            float r = apply(op, HalfFloats.float16ToFloat(U.getShort(a, ao + x)), HalfFloats.float16ToFloat(U.getShort(b, bo + x)));
+            U.putShort(d, dOff + x, HalfFloats.floatToFloat16(r));
+        }
+    }
+
+    /** One float32 step of a 16-bit reduction; the conversions dominate, so the switch stays in the loop. */
+    private static float apply(ReduceOp op, float x, float y) {
+        switch (op) {
+            case SUM:
+            case AVG: return x + y;
+            case PROD: return x * y;
+            case MAX: return Math.max(x, y);
+            case MIN: return Math.min(x, y);
+            default: throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 }
