@@ -27,8 +27,41 @@ public final class HalfFloats {
         return (short) ((bits + roundingBias) >>> 16);
     }
 
+    /** float16 to float32 by table: 65 536 entries (256 KiB), filled by the exact decoder below. */
+    private static final float[] FLOAT16_TO_FLOAT = new float[1 << 16];
+
+    static {
+        for (int h = 0; h < FLOAT16_TO_FLOAT.length; h++) {
+            FLOAT16_TO_FLOAT[h] = decodeFloat16(h);
+        }
+    }
+
     public static float float16ToFloat(short bits) {
-        int h = bits & 0xFFFF;
+        return FLOAT16_TO_FLOAT[bits & 0xFFFF];
+    }
+
+    public static short floatToFloat16(float value) {
+        int bits = Float.floatToRawIntBits(value);
+        int sign = (bits >>> 16) & 0x8000;
+        int magnitude = bits & 0x7FFFFFFF;
+        int half;
+        if (magnitude >= 0x477FF000) {
+            // 65520 and up round to infinity; NaN keeps its top payload bits and is made quiet
+            half = magnitude > 0x7F800000 ? 0x7E00 | ((magnitude >>> 13) & 0x3FF) : 0x7C00;
+        } else if (magnitude < 0x38800000) {
+            // Below 2^-14 the result is subnormal, in units of 2^-24: adding 0.5f (whose ulp is 2^-24)
+            // makes the float adder do the rounding, to nearest even, and leaves the units in the low bits.
+            half = Float.floatToRawIntBits(Float.intBitsToFloat(magnitude) + 0.5f) - 0x3F000000;
+        } else {
+            // Rebias the exponent and round the 13 dropped mantissa bits to nearest even; a carry
+            // into the exponent is the correct result.
+            int odd = (magnitude >>> 13) & 1;
+            half = (magnitude + ((15 - 127) << 23) + 0xFFF + odd) >>> 13;
+        }
+        return (short) (sign | half);
+    }
+
+    private static float decodeFloat16(int h) {
         int sign = (h & 0x8000) << 16;
         int exponent = (h >>> 10) & 0x1F;
         int mantissa = h & 0x3FF;
@@ -40,37 +73,5 @@ public final class HalfFloats {
             return Float.intBitsToFloat(sign | 0x7F800000 | (mantissa << 13));
         }
         return Float.intBitsToFloat(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
-    }
-
-    public static short floatToFloat16(float value) {
-        int bits = Float.floatToRawIntBits(value);
-        int sign = (bits >>> 16) & 0x8000;
-        int exponent = (bits >>> 23) & 0xFF;
-        int mantissa = bits & 0x7FFFFF;
-        if (exponent == 0xFF) {
-            return (short) (sign | 0x7C00 | (mantissa == 0 ? 0 : 0x200 | (mantissa >>> 13)));
-        }
-        int halfExponent = exponent - 127 + 15;
-        if (halfExponent >= 0x1F) {
-            return (short) (sign | 0x7C00);
-        }
-        if (halfExponent <= 0) {
-            if (halfExponent < -10) {
-                return (short) sign; // below half the smallest subnormal: rounds to zero
-            }
-            int significand = mantissa | 0x800000;
-            int shift = 14 - halfExponent;
-            return (short) (sign | roundShift(significand, shift));
-        }
-        // A carry out of the mantissa correctly bumps the exponent (up to infinity).
-        return (short) (sign | (halfExponent << 10) + roundShift(mantissa, 13));
-    }
-
-    /** {@code value >> shift}, rounded to nearest, ties to even. */
-    private static int roundShift(int value, int shift) {
-        int kept = value >>> shift;
-        int rest = value & ((1 << shift) - 1);
-        int half = 1 << (shift - 1);
-        return rest > half || (rest == half && (kept & 1) != 0) ? kept + 1 : kept;
     }
 }

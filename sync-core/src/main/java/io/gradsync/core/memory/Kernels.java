@@ -211,30 +211,74 @@ public final class Kernels {
     }
 
     private static void reduceBfloat16(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
-        for (int i = 0; i < n; i++) {
-            long x = (long) i << 1;
-            float r = apply(op, HalfFloats.bfloat16ToFloat(U.getShort(a, ao + x)), HalfFloats.bfloat16ToFloat(U.getShort(b, bo + x)));
-            U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(r));
+        switch (op) {
+            case SUM:
+            case AVG:
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 1;
+                    U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) + bf16(b, bo + x)));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 1;
+                    U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) * bf16(b, bo + x)));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 1;
+                    U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(Math.max(bf16(a, ao + x), bf16(b, bo + x))));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 1;
+                    U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(Math.min(bf16(a, ao + x), bf16(b, bo + x))));
+                }
+                break;
+            default:
+                throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceFloat16(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
-        for (int i = 0; i < n; i++) {
-            long x = (long) i << 1;
-            float r = apply(op, HalfFloats.float16ToFloat(U.getShort(a, ao + x)), HalfFloats.float16ToFloat(U.getShort(b, bo + x)));
-            U.putShort(d, dOff + x, HalfFloats.floatToFloat16(r));
+        switch (op) {
+            case SUM:
+            case AVG:
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 1;
+                    U.putShort(d, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) + fp16(b, bo + x)));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 1;
+                    U.putShort(d, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) * fp16(b, bo + x)));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 1;
+                    U.putShort(d, dOff + x, HalfFloats.floatToFloat16(Math.max(fp16(a, ao + x), fp16(b, bo + x))));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 1;
+                    U.putShort(d, dOff + x, HalfFloats.floatToFloat16(Math.min(fp16(a, ao + x), fp16(b, bo + x))));
+                }
+                break;
+            default:
+                throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
-    /** One float32 step of a 16-bit reduction; the conversions dominate, so the switch stays in the loop. */
-    private static float apply(ReduceOp op, float x, float y) {
-        switch (op) {
-            case SUM:
-            case AVG: return x + y;
-            case PROD: return x * y;
-            case MAX: return Math.max(x, y);
-            case MIN: return Math.min(x, y);
-            default: throw new IllegalArgumentException("unsupported op " + op);
-        }
+    private static float bf16(Object base, long offset) {
+        return HalfFloats.bfloat16ToFloat(U.getShort(base, offset));
+    }
+
+    private static float fp16(Object base, long offset) {
+        return HalfFloats.float16ToFloat(U.getShort(base, offset));
     }
 }

@@ -30,6 +30,25 @@ class HalfFloatsTest {
     }
 
     @Test
+    void float16OfAnyFloatIsANearestValue() {
+        java.util.Random random = new java.util.Random(16);
+        for (int i = 0; i < 2_000_000; i++) {
+            float f = Float.intBitsToFloat(random.nextInt() & 0x47FFFFFF | (random.nextBoolean() ? 0x80000000 : 0));
+            if (Math.abs(f) >= 65520f) {
+                continue;
+            }
+            int h = HalfFloats.floatToFloat16(f) & 0xFFFF;
+            double error = Math.abs((double) f - HalfFloats.float16ToFloat((short) h));
+            for (int neighbour : new int[] {h - 1, h + 1}) {
+                float other = HalfFloats.float16ToFloat((short) neighbour);
+                if (!Float.isNaN(other) && !Float.isInfinite(other) && ((neighbour ^ h) & 0x8000) == 0) {
+                    assertTrue(error <= Math.abs((double) f - other), f + " -> " + Integer.toHexString(h));
+                }
+            }
+        }
+    }
+
+    @Test
     void bfloat16RoundTripsAndRoundsToNearestEven() {
         for (int h = 0; h < 0x10000; h++) {
             float f = HalfFloats.bfloat16ToFloat((short) h);
