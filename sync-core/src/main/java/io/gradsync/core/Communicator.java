@@ -2,7 +2,6 @@ package io.gradsync.core;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
-import io.gradsync.core.algorithm.CollectiveContext;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Endpoint;

@@ -11,6 +11,15 @@ package io.gradsync.core.memory;
  * </ul>
  */
 public final class HalfFloats {
+    /** float16 to float32 by table: 65 536 entries (256 KiB), filled by the exact decoder below. */
+    private static final float[] FLOAT16_TO_FLOAT = new float[1 << 16];
+
+    static {
+        for (int h = 0; h < FLOAT16_TO_FLOAT.length; h++) {
+            FLOAT16_TO_FLOAT[h] = decodeFloat16(h);
+        }
+    }
+
     private HalfFloats() {
     }
 
@@ -25,15 +34,6 @@ public final class HalfFloats {
         }
         int roundingBias = 0x7FFF + ((bits >>> 16) & 1);
         return (short) ((bits + roundingBias) >>> 16);
-    }
-
-    /** float16 to float32 by table: 65 536 entries (256 KiB), filled by the exact decoder below. */
-    private static final float[] FLOAT16_TO_FLOAT = new float[1 << 16];
-
-    static {
-        for (int h = 0; h < FLOAT16_TO_FLOAT.length; h++) {
-            FLOAT16_TO_FLOAT[h] = decodeFloat16(h);
-        }
     }
 
     public static float float16ToFloat(short bits) {
