@@ -46,6 +46,17 @@ public final class Communicator implements AutoCloseable {
         return builder(endpoint).build();
     }
 
+    /**
+     * A communicator for a multi-process job: reads this process's rank and the rendezvous address from
+     * the launcher's environment (torchrun, Slurm, Open MPI, {@code gradsync-run}), meets the other ranks
+     * and connects over transport {@code transport} (e.g. {@code aeron-ipc}, {@code aeron-udp},
+     * {@code aeron}). Settings come from {@link GradSyncConfiguration}.
+     */
+    public static Communicator connect(String transport) {
+        return create(io.gradsync.core.transport.Transports.connect(transport,
+                io.gradsync.core.transport.TransportOptions.fromConfiguration()));
+    }
+
     public static Builder builder(Endpoint endpoint) {
         return new Builder(endpoint);
     }

@@ -47,6 +47,13 @@ public final class GradSyncConfiguration {
     public static final String ALLREDUCE_ALGORITHM_PROP = "gradsync.allreduce.algorithm";
     public static final String ALLREDUCE_ALGORITHM_DEFAULT = "ring";
 
+    /**
+     * How long ranks wait for each other at the rendezvous, in milliseconds (all ranks must arrive within
+     * it); also bounds the rendezvous' all-gathers and the wait for all ranks to leave at close.
+     */
+    public static final String RENDEZVOUS_TIMEOUT_MS_PROP = "gradsync.rendezvous.timeout.ms";
+    public static final long RENDEZVOUS_TIMEOUT_MS_DEFAULT = 120_000;
+
     private GradSyncConfiguration() {
     }
 
@@ -60,6 +67,10 @@ public final class GradSyncConfiguration {
 
     public static Duration timeout() {
         return Duration.ofMillis(Long.getLong(TIMEOUT_MS_PROP, TIMEOUT_MS_DEFAULT));
+    }
+
+    public static Duration rendezvousTimeout() {
+        return Duration.ofMillis(Long.getLong(RENDEZVOUS_TIMEOUT_MS_PROP, RENDEZVOUS_TIMEOUT_MS_DEFAULT));
     }
 
     public static String allReduceAlgorithm() {

@@ -68,18 +68,18 @@ public final class CollectiveContext {
         }
     }
 
-    /** A send slot to {@code link}'s peer, or null when it has no credit for us. */
-    public SendSlot tryClaim(Link link) {
+    /** A send slot of {@code length} bytes to {@code link}'s peer, or null when it has no room for it yet. */
+    public SendSlot tryClaim(Link link, int length) {
         try {
-            return link.tryClaim();
+            return link.tryClaim(length);
         } catch (TransportException e) {
             throw peerFailure(link.peer(), e.getMessage(), e);
         }
     }
 
     /** Sends the claimed slot, stamped with this call's sequence number and descriptor. */
-    public void commit(SendSlot slot, int length) {
-        slot.commit(length, sequence, descriptor);
+    public void commit(SendSlot slot) {
+        slot.commit(sequence, descriptor);
     }
 
     /**
@@ -122,8 +122,9 @@ public final class CollectiveContext {
         // An abort from a rank that finished this collective and gave up on a later one must not fail
         // this one: every message this collective needs from that rank was sent before it aborted.
         if (abort != null && abort.sequence() <= sequence) {
+            String what = abort.sequence() < 0 ? " failed: " : " aborted the job: ";
             throw new PeerFailureException(rank(), collective, sequence, abort.rank(),
-                    "rank " + abort.rank() + " aborted the job: " + abort.reason(), null);
+                    "rank " + abort.rank() + what + abort.reason(), null);
         }
         long waited = System.nanoTime() - lastProgressNanos;
         if (waited > timeoutNanos) {

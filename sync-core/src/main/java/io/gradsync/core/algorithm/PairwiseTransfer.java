@@ -59,16 +59,16 @@ final class PairwiseTransfer {
             }
             boolean outOfCredit = false;
             while (sent < toSend) {
-                SendSlot slot = ctx.tryClaim(link);
+                int first = sent * chunk;
+                int length = Math.min(sendCount, first + chunk) - first;
+                SendSlot slot = ctx.tryClaim(link, length * esize);
                 if (slot == null) {
                     outOfCredit = true;
                     break;
                 }
-                int first = sent * chunk;
-                int length = Math.min(sendCount, first + chunk) - first;
                 Region payload = slot.payload();
                 Kernels.copy(srcBase, srcOffset + (long) first * esize, payload.base(), payload.offset(), (long) length * esize);
-                ctx.commit(slot, length * esize);
+                ctx.commit(slot);
                 sent++;
                 work++;
             }

@@ -89,7 +89,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
                 }
                 boolean outOfCredit = false;
                 while (sent < messages && (sent < chunksPerSegment || received > sent - chunksPerSegment)) {
-                    SendSlot slot = ctx.tryClaim(right);
+                    SendSlot slot = ctx.tryClaim(right, messageBytes(sent));
                     if (slot == null) {
                         outOfCredit = true;
                         break;
@@ -127,6 +127,12 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             }
         }
 
+        private int messageBytes(int j) {
+            int segment = Math.floorMod(rank - j / chunksPerSegment, n);
+            int first = chunkStart(segment, j % chunksPerSegment);
+            return (chunkStart(segment, j % chunksPerSegment + 1) - first) * type.bytes();
+        }
+
         /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code rank - step}. */
         private void produce(int j, SendSlot slot) {
             int step = j / chunksPerSegment;
@@ -141,7 +147,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             } else {
                 Kernels.copy(outBase, outOffset + at, payload.base(), payload.offset(), bytes);
             }
-            ctx.commit(slot, (int) bytes);
+            ctx.commit(slot);
         }
 
         /** First element of chunk {@code k} of {@code segment}; {@code k == C} gives the segment's end. */

@@ -10,18 +10,49 @@ import java.util.Objects;
  *
  * <p>Byte order is the platform's (little-endian): every kernel and every transport reads and writes
  * elements in that order.
+ *
+ * <p>Regions are immutable, except those made by {@link #movable(Object)}: a transport re-points one of
+ * those at each message it hands out, so the data path allocates no region per message.
  */
 public final class Region {
-    private final Object base;
-    private final long offset;
-    private final long byteLength;
+    private Object base;
+    private long offset;
+    private long byteLength;
     private final Object owner;
+    private final boolean movable;
 
     private Region(Object base, long offset, long byteLength, Object owner) {
+        this(base, offset, byteLength, owner, false);
+    }
+
+    private Region(Object base, long offset, long byteLength, Object owner, boolean movable) {
         this.base = base;
         this.offset = offset;
         this.byteLength = byteLength;
         this.owner = owner;
+        this.movable = movable;
+    }
+
+    /**
+     * An empty region that its owner re-points with {@link #moveTo} as it walks memory that
+     * {@code owner} keeps alive (a transport's mapped log or registered slots).
+     */
+    public static Region movable(Object owner) {
+        return new Region(null, 0, 0, Objects.requireNonNull(owner, "owner"), true);
+    }
+
+    /**
+     * Re-points a {@link #movable} region at off-heap memory.
+     *
+     * @throws IllegalStateException if this region is not movable
+     */
+    public Region moveTo(long address, long length) {
+        if (!movable) {
+            throw new IllegalStateException("only regions made by Region.movable() can be moved");
+        }
+        this.offset = address;
+        this.byteLength = length;
+        return this;
     }
 
     /** A view of {@code length} elements of a primitive array starting at element {@code from}. */

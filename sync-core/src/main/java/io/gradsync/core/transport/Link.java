@@ -12,13 +12,16 @@ public interface Link {
     int peer();
 
     /**
-     * Claims the next send slot. Write the payload into {@link SendSlot#payload()}, then
-     * {@link SendSlot#commit commit} it. At most one slot is claimed at a time.
+     * Claims the next send slot for a message of {@code length} bytes. Write the payload into
+     * {@link SendSlot#payload()}, then {@link SendSlot#commit commit} it. At most one slot is claimed at
+     * a time. The length is fixed at the claim because transports that write in place (Aeron's
+     * {@code tryClaim}) reserve exactly that much of their log.
      *
-     * @return the slot, or {@code null} when the peer has no free receive slot (no credit)
+     * @param length the payload length, {@code 0 <= length <= }{@link Endpoint#maxMessageBytes()}
+     * @return the slot, or {@code null} when the peer has no room for it yet (no credit, back pressure)
      * @throws TransportException if the link is broken or the peer has closed
      */
-    SendSlot tryClaim();
+    SendSlot tryClaim(int length);
 
     /**
      * The next message from the peer. Read it, then {@link RecvSlot#release() release} it, which returns

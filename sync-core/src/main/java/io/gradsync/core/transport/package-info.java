@@ -2,7 +2,7 @@
  * The transport SPI: what an algorithm needs from the network, and no more.
  *
  * <p>The contract is built around receive slots owned by the receiver. A sender claims a slot
- * ({@link io.gradsync.core.transport.Link#tryClaim()}), fills it and commits it; the receiver polls
+ * ({@link io.gradsync.core.transport.Link#tryClaim(int)}), fills it and commits it; the receiver polls
  * the message, consumes it and releases it, which returns the credit. This one shape fits the
  * in-JVM transport (the slot is shared memory: zero copy), Aeron ({@code tryClaim} into the term
  * buffer, {@code controlledPeek} and position release on the image) and RDMA (write-with-immediate

@@ -234,12 +234,12 @@ public final class LocalTransport implements AutoCloseable {
             }
 
             @Override
-            public SendSlot tryClaim() {
+            public SendSlot tryClaim(int length) {
                 checkOpen();
                 if (isClosed(peer)) {
                     throw new TransportException(peer, "rank " + peer + " has closed its endpoint");
                 }
-                return outbound.tryClaim();
+                return outbound.tryClaim(length);
             }
 
             @Override

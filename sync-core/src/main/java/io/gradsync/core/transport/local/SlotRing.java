@@ -17,6 +17,7 @@ final class SlotRing {
 
     private final int slots;
     private final Region[] payloads;
+    private final int slotBytes;
     private final int[] lengths;
     private final long[] sequences;
     private final long[] descriptors;
@@ -32,6 +33,7 @@ final class SlotRing {
 
     SlotRing(int slots, int slotBytes) {
         this.slots = slots;
+        this.slotBytes = slotBytes;
         int bytes = Math.multiplyExact(slots, slotBytes);
         // alignedSlice rounds the capacity down to whole cache lines, so allocate whole lines plus one
         int lines = (bytes + CACHE_LINE - 1) / CACHE_LINE;
@@ -49,9 +51,12 @@ final class SlotRing {
     }
 
     /** The next free slot, or null when all slots hold unreleased messages. Sender thread only. */
-    SendSlot tryClaim() {
+    SendSlot tryClaim(int length) {
         if (claimed) {
             throw new IllegalStateException("a send slot is already claimed on this link");
+        }
+        if (length < 0 || length > slotBytes) {
+            throw new IllegalArgumentException("message length " + length + " outside slot of " + slotBytes + " bytes");
         }
         long next = produced.get();
         if (next - consumed.get() >= slots) {
@@ -59,6 +64,7 @@ final class SlotRing {
         }
         claimed = true;
         sender.index = (int) (next % slots);
+        sender.length = length;
         return sender;
     }
 
@@ -83,6 +89,7 @@ final class SlotRing {
 
     private final class Sender implements SendSlot {
         int index;
+        int length;
 
         @Override
         public Region payload() {
@@ -90,13 +97,9 @@ final class SlotRing {
         }
 
         @Override
-        public void commit(int length, long sequence, long descriptor) {
+        public void commit(long sequence, long descriptor) {
             if (!claimed) {
                 throw new IllegalStateException("commit without claim");
-            }
-            if (length < 0 || length > payloads[index].byteLength()) {
-                throw new IllegalArgumentException("message length " + length + " outside slot of "
-                        + payloads[index].byteLength() + " bytes");
             }
             lengths[index] = length;
             sequences[index] = sequence;

@@ -25,12 +25,12 @@ class LocalTransportTest {
             Link out = sender.link(1);
             Link in = receiver.link(0);
             for (int i = 0; i < 3; i++) {
-                SendSlot slot = out.tryClaim();
+                SendSlot slot = out.tryClaim(8);
                 assertNotNull(slot, "credit " + i);
                 Elements.putLong(slot.payload().base(), slot.payload().offset(), 100 + i);
-                slot.commit(8, 7, 42 + i);
+                slot.commit(7, 42 + i);
             }
-            assertNull(out.tryClaim(), "a fourth message with three slots");
+            assertNull(out.tryClaim(8), "a fourth message with three slots");
             assertEquals(3, transport.messagesInFlight());
             RecvSlot first = in.poll();
             assertEquals(100, Elements.getLong(first.payload().base(), first.payload().offset()));
@@ -39,7 +39,7 @@ class LocalTransportTest {
             assertEquals(42, first.descriptor());
             assertThrows(IllegalStateException.class, in::poll, "second poll before release");
             first.release();
-            assertNotNull(out.tryClaim(), "released slot is a credit again");
+            assertNotNull(out.tryClaim(8), "released slot is a credit again");
             for (int i = 1; i < 3; i++) {
                 RecvSlot next = in.poll();
                 assertEquals(42 + i, next.descriptor());
@@ -54,15 +54,15 @@ class LocalTransportTest {
         try (LocalTransport transport = LocalTransport.create(2, 64, 2)) {
             Endpoint a = transport.endpoint(0);
             Endpoint b = transport.endpoint(1);
-            SendSlot slot = a.link(1).tryClaim();
-            slot.commit(0, 0, 0);
+            SendSlot slot = a.link(1).tryClaim(0);
+            slot.commit(0, 0);
             a.close();
             Link fromA = b.link(0);
             fromA.poll().release();
             TransportException e = assertThrows(TransportException.class, fromA::poll);
             assertEquals(0, e.peer());
             assertTrue(e.getMessage().contains("rank 0 has closed"));
-            assertThrows(TransportException.class, () -> b.link(0).tryClaim());
+            assertThrows(TransportException.class, () -> b.link(0).tryClaim(0));
         }
     }
 
@@ -89,8 +89,8 @@ class LocalTransportTest {
             Endpoint e = transport.endpoint(0);
             assertThrows(IllegalStateException.class, () -> transport.endpoint(0));
             assertThrows(IllegalArgumentException.class, () -> e.link(0));
-            SendSlot slot = e.link(1).tryClaim();
-            assertThrows(IllegalArgumentException.class, () -> slot.commit(65, 0, 0));
+            assertThrows(IllegalArgumentException.class, () -> e.link(1).tryClaim(65));
+            assertThrows(IllegalArgumentException.class, () -> e.link(1).tryClaim(-1));
         }
     }
 }

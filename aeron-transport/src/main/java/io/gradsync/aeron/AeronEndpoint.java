@@ -1,0 +1,284 @@
+package io.gradsync.aeron;
+
+import io.aeron.Aeron;
+import io.aeron.ChannelUriStringBuilder;
+import io.aeron.ExclusivePublication;
+import io.aeron.Subscription;
+import io.aeron.driver.MediaDriver;
+import io.gradsync.core.bootstrap.Rendezvous;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.PeerAbort;
+import io.gradsync.core.transport.TransportException;
+import java.io.File;
+import java.nio.charset.StandardCharsets;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * A rank's Aeron endpoint. Peers on the same host are reached over IPC through the host's shared media
+ * driver (unless the mode is {@link Mode#UDP}); others over UDP to the address they published at the
+ * rendezvous. Each directed pair of ranks has its own stream, tagged with a session id derived from the
+ * job secret, so a process outside the job cannot inject into it.
+ */
+final class AeronEndpoint implements Endpoint {
+    private static final System.Logger LOG = System.getLogger(AeronEndpoint.class.getName());
+    private static final int STREAM_ID_BASE = 0x6a00_0000;
+
+    enum Mode {
+        UDP("aeron-udp"), IPC("aeron-ipc"), AUTO("aeron");
+
+        final String transportName;
+
+        Mode(String transportName) {
+            this.transportName = transportName;
+        }
+    }
+
+    private final Rendezvous rendezvous;
+    private final Mode mode;
+    private final int maxMessageBytes;
+    private final int window;
+    private final int mtu;
+    private final int termLength;
+    private final MediaDriver driver;
+    private final Aeron aeron;
+    private final Subscription[] subscriptions;
+    private final String[] udpEndpoints;
+    private final AeronLink[] links;
+    private final AtomicReference<Throwable> clientError = new AtomicReference<>();
+    private boolean closed;
+
+    AeronEndpoint(Rendezvous rendezvous, Mode mode, int messageBytes, int window) {
+        this.rendezvous = rendezvous;
+        this.mode = mode;
+        this.window = window;
+        if (mode == Mode.IPC && rendezvous.hostCount() > 1) {
+            throw new TransportException(-1, "aeron-ipc needs every rank on one host, but the job spans "
+                    + rendezvous.hostCount() + " hosts: use aeron (IPC inside a host, UDP between hosts) or aeron-udp");
+        }
+        this.mtu = AeronConfiguration.mtu(messageBytes);
+        this.maxMessageBytes = Math.min(messageBytes, (mtu - AeronLink.FRAME_OVERHEAD) & -64);
+        this.termLength = termLength(mtu, window);
+        int size = rendezvous.size();
+        this.subscriptions = new Subscription[size];
+        this.udpEndpoints = new String[size];
+        this.links = new AeronLink[size];
+
+        boolean perProcess = AeronConfiguration.driver().equals("process");
+        if (perProcess && mode != Mode.UDP) {
+            throw new TransportException(-1, AeronConfiguration.DRIVER_PROP + "=process allows aeron-udp only: IPC "
+                    + "between processes needs the host's shared driver");
+        }
+        File dir = MediaDriverHost.directory(AeronConfiguration.dirRoot(), jobKey(rendezvous),
+                perProcess ? "r" + rendezvous.rank() : "h" + rendezvous.hostIndex(rendezvous.rank()));
+        boolean launches = perProcess || rendezvous.localRank() == 0;
+        this.driver = launches ? MediaDriverHost.launch(dir, mtu, termLength, AeronConfiguration.socketBuffer(),
+                AeronConfiguration.driverIdle()) : null;
+        MediaDriver started = driver;
+        try {
+            rendezvous.allGather(new byte[0]); // every host's driver is up before any rank attaches to one
+            this.aeron = Aeron.connect(new Aeron.Context()
+                    .aeronDirectoryName(dir.getAbsolutePath())
+                    .driverTimeoutMs(AeronConfiguration.connectTimeoutMs())
+                    .errorHandler(this::onClientError)
+                    .subscriberErrorHandler(this::onClientError));
+            openSubscriptions();
+        } catch (RuntimeException e) {
+            if (started != null) {
+                started.close();
+            }
+            throw e;
+        }
+    }
+
+    /** Room in a term for four windows of full frames, so a full window never meets back pressure. */
+    static int termLength(int mtu, int window) {
+        long wanted = 4L * window * mtu;
+        int length = 64 * 1024;
+        while (length < wanted && length < (1 << 30)) {
+            length <<= 1;
+        }
+        return length;
+    }
+
+    private static String jobKey(Rendezvous rendezvous) {
+        String id = rendezvous.jobId();
+        if (id.matches("[A-Za-z0-9._-]{1,64}")) {
+            return id;
+        }
+        return Integer.toHexString(rendezvous.derivedKey("job-directory"));
+    }
+
+    private void openSubscriptions() {
+        int rank = rendezvous.rank();
+        String udpEndpoint = null;
+        for (int peer = 0; peer < rendezvous.size(); peer++) {
+            if (peer == rank) {
+                continue;
+            }
+            ChannelUriStringBuilder channel = new ChannelUriStringBuilder().sessionId(sessionId(peer, rank));
+            if (usesIpc(peer)) {
+                channel.media("ipc");
+            } else {
+                if (udpEndpoint == null) {
+                    udpEndpoint = freeUdpEndpoint(rendezvous.localAddress());
+                }
+                channel.media("udp").endpoint(udpEndpoint);
+            }
+            subscriptions[peer] = aeron.addSubscription(channel.build(), streamId(peer, rank));
+        }
+        byte[] mine = (udpEndpoint == null ? "" : udpEndpoint).getBytes(StandardCharsets.UTF_8);
+        byte[][] all = rendezvous.allGather(mine);
+        for (int r = 0; r < all.length; r++) {
+            udpEndpoints[r] = new String(all[r], StandardCharsets.UTF_8);
+        }
+    }
+
+    /**
+     * An address and a port that is free now, for this rank's one UDP socket (every peer's stream shares
+     * it). Aeron's own port 0 would bind a new socket per subscription.
+     */
+    private static String freeUdpEndpoint(java.net.InetAddress address) {
+        try (java.net.DatagramSocket probe = new java.net.DatagramSocket(new java.net.InetSocketAddress(address, 0))) {
+            String host = address.getHostAddress();
+            return (host.contains(":") ? "[" + host + "]" : host) + ":" + probe.getLocalPort();
+        } catch (java.io.IOException e) {
+            throw new TransportException(-1, "no free UDP port on " + address + ": " + e, e);
+        }
+    }
+
+    private boolean usesIpc(int peer) {
+        return mode != Mode.UDP && rendezvous.sameHost(peer);
+    }
+
+    private int sessionId(int from, int to) {
+        return rendezvous.derivedKey("aeron-session " + from + "->" + to);
+    }
+
+    private int streamId(int from, int to) {
+        return STREAM_ID_BASE + from * rendezvous.size() + to;
+    }
+
+    private void onClientError(Throwable error) {
+        if (!closed && clientError.compareAndSet(null, error)) {
+            LOG.log(System.Logger.Level.ERROR, "rank " + rendezvous.rank() + ": Aeron client error: " + error);
+        }
+    }
+
+    @Override
+    public int rank() {
+        return rendezvous.rank();
+    }
+
+    @Override
+    public int size() {
+        return rendezvous.size();
+    }
+
+    @Override
+    public int localRank() {
+        return rendezvous.localRank();
+    }
+
+    @Override
+    public int localSize() {
+        return rendezvous.localSize();
+    }
+
+    @Override
+    public String transportName() {
+        return mode.transportName;
+    }
+
+    @Override
+    public int maxMessageBytes() {
+        return maxMessageBytes;
+    }
+
+    @Override
+    public int window() {
+        return window;
+    }
+
+    @Override
+    public Link link(int peer) {
+        Objects.checkIndex(peer, size());
+        if (peer == rank()) {
+            throw new IllegalArgumentException("rank " + rank() + " has no link to itself");
+        }
+        if (closed) {
+            throw new TransportException(-1, "the Aeron endpoint of rank " + rank() + " is closed");
+        }
+        AeronLink link = links[peer];
+        if (link == null) {
+            ChannelUriStringBuilder channel = new ChannelUriStringBuilder()
+                    .sessionId(sessionId(rank(), peer))
+                    .mtu(mtu)
+                    .termLength(termLength);
+            if (usesIpc(peer)) {
+                channel.media("ipc");
+            } else {
+                channel.media("udp").endpoint(udpEndpoints[peer]);
+            }
+            ExclusivePublication publication = aeron.addExclusivePublication(channel.build(), streamId(rank(), peer));
+            link = new AeronLink(rank(), peer, maxMessageBytes, publication, subscriptions[peer], sessionId(peer, rank()));
+            links[peer] = link;
+        }
+        return link;
+    }
+
+    @Override
+    public int doWork() {
+        Throwable error = clientError.get();
+        if (error != null) {
+            throw new TransportException(-1, "rank " + rank() + ": the Aeron client failed: " + error, error);
+        }
+        return 0;
+    }
+
+    @Override
+    public void announce(long sequence) {
+        rendezvous.announce(sequence);
+    }
+
+    @Override
+    public long announced(int peer) {
+        return rendezvous.announced(peer);
+    }
+
+    @Override
+    public void abort(long sequence, String reason) {
+        rendezvous.abort(sequence, reason);
+    }
+
+    @Override
+    public PeerAbort pendingAbort() {
+        return rendezvous.pendingAbort();
+    }
+
+    /**
+     * Leaves the job in order: wait until every rank is done with its collectives, close this rank's
+     * streams and client, wait until every rank has done so, and only then stop the host's driver.
+     */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        boolean peersAlive = rendezvous.pendingAbort() == null;
+        if (peersAlive) {
+            try {
+                rendezvous.allGather(new byte[0]);
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": closing without every peer: " + e.getMessage());
+            }
+        }
+        aeron.close();
+        rendezvous.close();
+        if (driver != null) {
+            driver.close();
+        }
+    }
+}

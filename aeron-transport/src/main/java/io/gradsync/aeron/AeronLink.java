@@ -1,0 +1,208 @@
+package io.gradsync.aeron;
+
+import io.aeron.ExclusivePublication;
+import io.aeron.Image;
+import io.aeron.Publication;
+import io.aeron.Subscription;
+import io.aeron.logbuffer.BufferClaim;
+import io.aeron.logbuffer.ControlledFragmentHandler;
+import io.aeron.logbuffer.FrameDescriptor;
+import io.aeron.logbuffer.Header;
+import io.aeron.protocol.DataHeaderFlyweight;
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.TransportException;
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+/**
+ * A link as two Aeron streams: an exclusive publication to the peer and this rank's subscription to
+ * the peer's publication. One gradsync message is one unfragmented Aeron frame, written in place with
+ * {@code tryClaim} and read in place with {@code controlledPeek}; the image position moves only on
+ * release, so the sender's flow-control window is the receiver's free space and back pressure is
+ * simply "no credit yet".
+ */
+final class AeronLink implements Link {
+    /** Sequence number and descriptor ahead of the payload. */
+    static final int HEADER = 16;
+    /** Bytes of a frame that are not payload. */
+    static final int FRAME_OVERHEAD = DataHeaderFlyweight.HEADER_LENGTH + HEADER;
+
+    private final int rank;
+    private final int peer;
+    private final int maxMessageBytes;
+    private final ExclusivePublication publication;
+    private final Subscription subscription;
+    private final int sessionId;
+    private final BufferClaim claim = new BufferClaim();
+    private final Sender sender = new Sender();
+    private final Receiver receiver = new Receiver();
+    private final Peeker peeker = new Peeker();
+    private Image image;
+    private boolean wasConnected;
+    private boolean claimed;
+    private boolean held;
+
+    AeronLink(int rank, int peer, int maxMessageBytes, ExclusivePublication publication, Subscription subscription,
+              int sessionId) {
+        this.rank = rank;
+        this.peer = peer;
+        this.maxMessageBytes = maxMessageBytes;
+        this.publication = publication;
+        this.subscription = subscription;
+        this.sessionId = sessionId;
+    }
+
+    @Override
+    public int peer() {
+        return peer;
+    }
+
+    @Override
+    public SendSlot tryClaim(int length) {
+        if (claimed) {
+            throw new IllegalStateException("a send slot is already claimed on the link to rank " + peer);
+        }
+        if (length < 0 || length > maxMessageBytes) {
+            throw new IllegalArgumentException("message length " + length + " outside 0.." + maxMessageBytes);
+        }
+        long result = publication.tryClaim(HEADER + length, claim);
+        if (result > 0) {
+            wasConnected = true;
+            claimed = true;
+            sender.payload.moveTo(claim.buffer().addressOffset() + claim.offset() + HEADER, length);
+            return sender;
+        }
+        if (result == Publication.BACK_PRESSURED || result == Publication.ADMIN_ACTION) {
+            return null;
+        }
+        if (result == Publication.NOT_CONNECTED) {
+            if (wasConnected) {
+                throw new TransportException(peer, "rank " + peer + " stopped receiving from rank " + rank
+                        + " (its process closed or died)");
+            }
+            return null; // not subscribed yet: the collective's deadline bounds the wait
+        }
+        throw new TransportException(peer, "the publication from rank " + rank + " to rank " + peer + " failed: "
+                + (result == Publication.CLOSED ? "closed" : "position limit exceeded"));
+    }
+
+    @Override
+    public RecvSlot poll() {
+        if (held) {
+            throw new IllegalStateException("a received message is still held on the link from rank " + peer);
+        }
+        Image source = image();
+        if (source == null) {
+            return null;
+        }
+        long position = source.position();
+        peeker.found = false;
+        long next = source.controlledPeek(position, peeker, Long.MAX_VALUE);
+        if (!peeker.found && next > position) {
+            // only a padding frame (the end of a term) was there: step over it and look in the next term
+            source.position(next);
+            position = next;
+            next = source.controlledPeek(position, peeker, Long.MAX_VALUE);
+        }
+        if (!peeker.found) {
+            if (source.isClosed() || source.isEndOfStream()) {
+                throw new TransportException(peer, "rank " + peer + " closed its stream to rank " + rank
+                        + " (its process closed or died)");
+            }
+            return null;
+        }
+        held = true;
+        receiver.next = next;
+        return receiver;
+    }
+
+    private Image image() {
+        if (image == null) {
+            image = subscription.imageBySessionId(sessionId);
+        }
+        return image;
+    }
+
+    void close() {
+        publication.close();
+    }
+
+    private final class Sender implements SendSlot {
+        final Region payload = Region.movable(AeronLink.this);
+
+        @Override
+        public Region payload() {
+            return payload;
+        }
+
+        @Override
+        public void commit(long sequence, long descriptor) {
+            if (!claimed) {
+                throw new IllegalStateException("commit without claim");
+            }
+            MutableDirectBuffer buffer = claim.buffer();
+            int at = claim.offset();
+            buffer.putLong(at, sequence);
+            buffer.putLong(at + 8, descriptor);
+            claimed = false;
+            claim.commit();
+        }
+    }
+
+    /** Records the first frame at the image position and stops there. */
+    private final class Peeker implements ControlledFragmentHandler {
+        boolean found;
+
+        @Override
+        public Action onFragment(DirectBuffer buffer, int offset, int length, Header header) {
+            if ((header.flags() & FrameDescriptor.UNFRAGMENTED) != FrameDescriptor.UNFRAGMENTED || length < HEADER) {
+                throw new TransportException(peer, "rank " + peer + " sent a malformed frame (" + length + " bytes, flags "
+                        + header.flags() + ")");
+            }
+            found = true;
+            receiver.sequence = buffer.getLong(offset);
+            receiver.descriptor = buffer.getLong(offset + 8);
+            receiver.payload.moveTo(buffer.addressOffset() + offset + HEADER, length - HEADER);
+            return Action.BREAK;
+        }
+    }
+
+    private final class Receiver implements RecvSlot {
+        final Region payload = Region.movable(AeronLink.this);
+        long sequence;
+        long descriptor;
+        long next;
+
+        @Override
+        public Region payload() {
+            return payload;
+        }
+
+        @Override
+        public int length() {
+            return (int) payload.byteLength();
+        }
+
+        @Override
+        public long sequence() {
+            return sequence;
+        }
+
+        @Override
+        public long descriptor() {
+            return descriptor;
+        }
+
+        @Override
+        public void release() {
+            if (!held) {
+                throw new IllegalStateException("release without poll");
+            }
+            held = false;
+            image.position(next);
+        }
+    }
+}

@@ -1,0 +1,94 @@
+package io.gradsync.aeron;
+
+import io.gradsync.core.Communicator;
+import io.gradsync.core.bootstrap.LaunchEnvironment;
+import io.gradsync.core.bootstrap.Rendezvous;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.TransportOptions;
+import io.gradsync.core.transport.Transports;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+/** A job of ranks as threads of this JVM, each with its own rendezvous connection and Aeron endpoint. */
+final class ThreadJob {
+    interface RankBody {
+        void run(Communicator comm) throws Exception;
+    }
+
+    private final int ranks;
+    private final int ranksPerHost;
+    private final String transport;
+    private final TransportOptions options;
+    private final Duration timeout;
+
+    ThreadJob(int ranks, int ranksPerHost, String transport, TransportOptions options, Duration timeout) {
+        this.ranks = ranks;
+        this.ranksPerHost = ranksPerHost;
+        this.transport = transport;
+        this.options = options;
+        this.timeout = timeout;
+    }
+
+    static Map<String, String> environment(int rank, int size, int port, String jobId, String hostId) {
+        Map<String, String> env = new HashMap<>();
+        env.put("RANK", Integer.toString(rank));
+        env.put("WORLD_SIZE", Integer.toString(size));
+        env.put("MASTER_ADDR", "127.0.0.1");
+        env.put("MASTER_PORT", Integer.toString(port));
+        env.put(LaunchEnvironment.JOB_ID_VAR, jobId);
+        env.put(LaunchEnvironment.JOB_SECRET_VAR, "secret-" + jobId);
+        env.put(LaunchEnvironment.HOST_ID_VAR, hostId);
+        return env;
+    }
+
+    static int freePort() {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Runs {@code body} on every rank; returns each rank's failure (null where it succeeded). */
+    List<Throwable> run(RankBody body) throws InterruptedException {
+        int port = freePort();
+        String jobId = "t" + UUID.randomUUID().toString().substring(0, 8);
+        ExecutorService pool = Executors.newFixedThreadPool(ranks);
+        List<Future<?>> futures = new ArrayList<>();
+        for (int r = 0; r < ranks; r++) {
+            int rank = r;
+            futures.add(pool.submit(() -> {
+                LaunchEnvironment env = LaunchEnvironment.from(environment(rank, ranks, port, jobId, "host" + rank / ranksPerHost));
+                Endpoint endpoint = Transports.open(transport, Rendezvous.join(env, Duration.ofSeconds(30)), options);
+                try (Communicator comm = Communicator.builder(endpoint).timeout(timeout).build()) {
+                    body.run(comm);
+                }
+                return null;
+            }));
+        }
+        pool.shutdown();
+        List<Throwable> failures = new ArrayList<>();
+        for (Future<?> f : futures) {
+            try {
+                f.get(120, TimeUnit.SECONDS);
+                failures.add(null);
+            } catch (java.util.concurrent.ExecutionException e) {
+                failures.add(e.getCause());
+            } catch (java.util.concurrent.TimeoutException e) {
+                failures.add(e);
+            }
+        }
+        pool.shutdownNow();
+        return failures;
+    }
+}

@@ -1,0 +1,7 @@
+/**
+ * How separate processes become one job: {@link io.gradsync.core.bootstrap.LaunchEnvironment} reads who
+ * this process is from the launcher's variables (torchrun, Slurm, Open MPI, {@code gradsync-run}), and
+ * {@link io.gradsync.core.bootstrap.Rendezvous} meets the other ranks at rank 0, learns which ranks share
+ * a host, and stays connected as the job's control plane.
+ */
+package io.gradsync.core.bootstrap;

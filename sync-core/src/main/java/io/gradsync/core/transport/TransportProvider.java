@@ -1,0 +1,25 @@
+package io.gradsync.core.transport;
+
+import io.gradsync.core.bootstrap.Rendezvous;
+import java.util.List;
+
+/**
+ * A transport that connects separate processes, found with {@link java.util.ServiceLoader} so that
+ * sync-core never depends on a transport module: put the module's jar on the class path and its names
+ * become valid in {@link Transports#open}.
+ */
+public interface TransportProvider {
+
+    /** The transport names this provider opens, e.g. {@code aeron-udp}. */
+    List<String> names();
+
+    /**
+     * Opens this rank's endpoint of the job that {@code rendezvous} joined. The endpoint takes over the
+     * rendezvous (its control plane carries announcements and aborts) and closes it when closed.
+     *
+     * @param name one of {@link #names()}
+     * @param options slot size and count
+     * @throws TransportException if the transport cannot start or reach its peers
+     */
+    Endpoint open(String name, Rendezvous rendezvous, TransportOptions options);
+}
