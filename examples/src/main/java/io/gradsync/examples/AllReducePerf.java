@@ -7,6 +7,8 @@ import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.transport.TransportOptions;
+import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -19,14 +21,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.BrokenBarrierException;
-import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicLongArray;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -65,10 +62,12 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Option(names = {"-d", "--datatype"}, defaultValue = "float", description = "float, double, int32, int64, bfloat16 or half (default ${DEFAULT-VALUE}).")
     String datatype;
 
-    @Option(names = {"-r", "--ranks"}, defaultValue = "4", description = "Ranks, as threads of this JVM (default ${DEFAULT-VALUE}).")
+    @Option(names = {"-r", "--ranks"}, defaultValue = "4", description = "Ranks, as threads of this JVM, for --transport local (default ${DEFAULT-VALUE}). "
+                    + "Other transports run one rank per process, started by a launcher such as gradsync-run.")
     int ranks;
 
-    @Option(names = "--transport", defaultValue = "local", description = "Transport: local (in-JVM) (default ${DEFAULT-VALUE}).")
+    @Option(names = "--transport", defaultValue = "local", description = "Transport: local (ranks as threads of this JVM), aeron-ipc, aeron-udp, or auto "
+                    + "(Aeron IPC inside a host, UDP between hosts) (default ${DEFAULT-VALUE}).")
     String transport;
 
     @Option(names = "--algo", defaultValue = "ring", description = "AllReduce algorithm: ring or rhd (default ${DEFAULT-VALUE}).")
@@ -91,8 +90,11 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Option(names = "--timeout", defaultValue = "60", description = "Seconds a collective may go without progress (default ${DEFAULT-VALUE}).")
     long timeoutSeconds;
 
-    @Option(names = "--csv", description = "Also write the rows to this CSV file.")
+    @Option(names = "--csv", description = "Also write the rows to this CSV file (rank 0).")
     Path csv;
+
+    private int jobSize;
+    private String jobTransport;
 
     public static void main(String[] args) {
         System.exit(new CommandLine(new AllReducePerf()).setCaseInsensitiveEnumValuesAllowed(true).execute(args));
@@ -101,11 +103,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Override
     public Integer call() throws Exception {
         ReduceOp reduceOp = parseOp(op);
-        AllReduceAlgorithms.named(algorithm); // fail on a bad name before any thread starts
+        AllReduceAlgorithms.named(algorithm); // fail on a bad name before any rank starts
         DataType type = parseType(datatype);
-        if (!"local".equals(transport)) {
-            throw new CommandLine.ParameterException(new CommandLine(this), "unknown transport '" + transport + "'; available: local");
-        }
         if (ranks < 1 || iterations < 1 || warmup < 0 || stepFactor < 2 || minBytes < 0 || maxBytes < minBytes || depth < 1) {
             throw new CommandLine.ParameterException(new CommandLine(this),
                     "need ranks >= 1, iters >= 1, warmup_iters >= 0, stepfactor >= 2, 0 <= minbytes <= maxbytes, depth >= 1");
@@ -114,33 +113,22 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         for (long s = minBytes; s <= maxBytes; s = s == 0 ? type.bytes() : s * stepFactor) {
             sizes.add(s / type.bytes() * type.bytes());
         }
-        int maxCount = Math.toIntExact(maxBytes / type.bytes());
-
         Row[] rows = new Row[sizes.size()];
-        try (LocalTransport job = LocalTransport.create(ranks, Math.toIntExact(chunkBytes), depth)) {
-            printHeader(type);
-            CyclicBarrier barrier = new CyclicBarrier(ranks);
-            AtomicLongArray nanos = new AtomicLongArray(sizes.size() * 2 * ranks);
-            AtomicLongArray wrong = new AtomicLongArray(sizes.size() * 2);
-            ExecutorService threads = Executors.newFixedThreadPool(ranks);
-            List<Future<?>> done = new ArrayList<>();
-            for (int r = 0; r < ranks; r++) {
-                Communicator comm = Communicator.builder(job.endpoint(r)).chunkBytes(Math.toIntExact(chunkBytes))
-                        .timeout(Duration.ofSeconds(timeoutSeconds)).idleStrategy(IdleStrategy.named(idle))
-                        .allReduceAlgorithm(AllReduceAlgorithms.named(algorithm)).build();
-                done.add(threads.submit(() -> {
-                    try (comm) {
-                        runRank(comm, type, reduceOp, sizes, maxCount, barrier, nanos, wrong, rows);
-                    }
-                    return null;
-                }));
+        if ("local".equals(transport)) {
+            runThreads(type, reduceOp, sizes, rows);
+        } else {
+            String name = "auto".equals(transport) ? "aeron" : transport;
+            if (!Transports.available().contains(name)) {
+                throw new CommandLine.ParameterException(new CommandLine(this), "unknown transport '" + transport
+                        + "'; available: local, auto, " + String.join(", ", Transports.available()));
             }
-            try {
-                for (Future<?> f : done) {
-                    f.get();
+            // One rank per process: the launcher (gradsync-run, torchrun, srun, mpirun) says which.
+            try (Communicator comm = configure(Communicator.builder(Transports.connect(name,
+                    new TransportOptions(Math.toIntExact(chunkBytes), depth)))).build()) {
+                runRank(comm, type, reduceOp, sizes, rows);
+                if (comm.rank() != 0) {
+                    return 0;
                 }
-            } finally {
-                threads.shutdownNow();
             }
         }
         long totalWrong = 0;
@@ -157,12 +145,52 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         return totalWrong == 0 ? 0 : 1;
     }
 
-    /** One rank's sweep. Rank 0 prints each row once every rank has finished it. */
-    private void runRank(Communicator comm, DataType type, ReduceOp reduceOp, List<Long> sizes, int maxCount,
-                         CyclicBarrier barrier, AtomicLongArray nanos, AtomicLongArray wrong, Row[] rows) throws Exception {
+    private Communicator.Builder configure(Communicator.Builder builder) {
+        return builder.chunkBytes(Math.toIntExact(chunkBytes)).timeout(Duration.ofSeconds(timeoutSeconds))
+                .idleStrategy(IdleStrategy.named(idle)).allReduceAlgorithm(AllReduceAlgorithms.named(algorithm));
+    }
+
+    /** Ranks as threads of this JVM over the in-JVM transport. */
+    private void runThreads(DataType type, ReduceOp reduceOp, List<Long> sizes, Row[] rows) throws Exception {
+        try (LocalTransport job = LocalTransport.create(ranks, Math.toIntExact(chunkBytes), depth)) {
+            ExecutorService threads = Executors.newFixedThreadPool(ranks);
+            List<Future<?>> done = new ArrayList<>();
+            for (int r = 0; r < ranks; r++) {
+                Communicator comm = configure(Communicator.builder(job.endpoint(r))).build();
+                done.add(threads.submit(() -> {
+                    try (comm) {
+                        runRank(comm, type, reduceOp, sizes, rows);
+                    }
+                    return null;
+                }));
+            }
+            try {
+                for (Future<?> f : done) {
+                    f.get();
+                }
+            } finally {
+                threads.shutdownNow();
+            }
+        }
+    }
+
+    /**
+     * One rank's sweep. Ranks align and combine their timings with small collectives of their own (outside
+     * the timed region), so the same code runs for threads and for processes; rank 0 prints each row.
+     */
+    private void runRank(Communicator comm, DataType type, ReduceOp reduceOp, List<Long> sizes, Row[] rows) {
+        int maxCount = Math.toIntExact(maxBytes / type.bytes());
         int bytes = Math.multiplyExact(maxCount, type.bytes());
         ByteBuffer inMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
         ByteBuffer outMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
+        GradientBuffer barrier = GradientBuffer.wrap(new int[1]);
+        long[] nanos = new long[2];
+        long[] wrong = new long[2];
+        if (comm.rank() == 0) {
+            jobSize = comm.size();
+            jobTransport = comm.transportName();
+            printHeader(type, comm);
+        }
         // Compile the data path before the first row is timed: a few warm-up calls per size are not enough.
         GradientBuffer jit = view(inMemory, type, Math.min(maxCount, JIT_WARMUP_ELEMENTS));
         for (int i = 0; i < JIT_WARMUP_CALLS; i++) {
@@ -180,7 +208,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                 if (check == 1) {
                     // Every iteration checked on every rank; a barrier keeps the checks out of the timing.
                     for (int i = 0; i < warmup + iterations; i++) {
-                        await(barrier);
+                        comm.allReduceBlocking(barrier, ReduceOp.MAX);
                         long t0 = System.nanoTime();
                         comm.allReduceBlocking(in, target, reduceOp);
                         long t1 = System.nanoTime();
@@ -197,46 +225,41 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                     for (int i = 0; i < warmup; i++) {
                         comm.allReduceBlocking(in, target, reduceOp);
                     }
-                    await(barrier);
+                    comm.allReduceBlocking(barrier, ReduceOp.MAX);
                     long t0 = System.nanoTime();
                     for (int i = 0; i < iterations; i++) {
                         comm.allReduceBlocking(in, target, reduceOp);
                     }
                     timed = System.nanoTime() - t0;
                 }
-                nanos.set((s * 2 + inPlace) * comm.size() + comm.rank(), timed / iterations);
-                wrong.addAndGet(s * 2 + inPlace, wrongHere);
+                nanos[inPlace] = timed / iterations;
+                wrong[inPlace] = wrongHere;
             }
-            if (await(barrier) == 0) {
-                rows[s] = row(sizes.get(s), count, comm.size(), s, nanos, wrong);
+            // The slowest rank's mean iteration time is the time every rank waited for the result.
+            comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX);
+            comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
+            if (comm.rank() == 0) {
+                rows[s] = row(sizes.get(s), count, comm.size(), nanos, wrong);
                 printRow(rows[s], type, reduceOp);
             }
         }
-        await(barrier);
     }
 
-    /** The slowest rank's mean iteration time, as the time every rank waited for the result. */
-    private static Row row(long size, int count, int n, int s, AtomicLongArray nanos, AtomicLongArray wrong) {
-        long[] worst = new long[2];
-        for (int placement = 0; placement < 2; placement++) {
-            for (int r = 0; r < n; r++) {
-                worst[placement] = Math.max(worst[placement], nanos.get((s * 2 + placement) * n + r));
-            }
-        }
+    private static Row row(long size, int count, int n, long[] worst, long[] wrong) {
         double factor = n == 1 ? 0 : 2.0 * (n - 1) / n;
         double algOut = worst[0] == 0 ? 0 : size / (double) worst[0];
         double algIn = worst[1] == 0 ? 0 : size / (double) worst[1];
-        return new Row(size, count, worst[0] / 1e3, algOut, algOut * factor, wrong.get(s * 2),
-                worst[1] / 1e3, algIn, algIn * factor, wrong.get(s * 2 + 1));
+        return new Row(size, count, worst[0] / 1e3, algOut, algOut * factor, wrong[0],
+                worst[1] / 1e3, algIn, algIn * factor, wrong[1]);
     }
 
     record Row(long size, int count, double usOut, double algbwOut, double busbwOut, long wrongOut,
                double usIn, double algbwIn, double busbwIn, long wrongIn) {
     }
 
-    private void printHeader(DataType type) {
-        System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: ranks %d, transport %s, algorithm %s, chunk %d B, depth %d, idle %s%n",
-                ranks, transport, algorithm, chunkBytes, depth, idle);
+    private void printHeader(DataType type, Communicator comm) {
+        System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: ranks %d (%d per host), transport %s, algorithm %s, chunk %d B, depth %d, idle %s%n",
+                comm.size(), comm.localSize(), comm.transportName(), algorithm, chunkBytes, depth, idle);
         System.out.printf(Locale.ROOT, "# java %s, %s, %d cores; iters %d, warmup %d, check %s%n#%n",
                 System.getProperty("java.version"), System.getProperty("os.arch"),
                 Runtime.getRuntime().availableProcessors(), iterations, warmup, check == 1 ? "every iteration" : "off");
@@ -257,7 +280,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             w.println("ranks,transport,algorithm,chunk_bytes,depth,size_bytes,count,type,redop,"
                     + "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong");
             for (Row r : rows) {
-                w.printf(Locale.ROOT, "%d,%s,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d%n", ranks, transport,
+                w.printf(Locale.ROOT, "%d,%s,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d%n", jobSize, jobTransport,
                         algorithm, chunkBytes, depth, r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut,
                         r.busbwOut, r.wrongOut, r.usIn, r.algbwIn, r.busbwIn, r.wrongIn);
             }
@@ -268,10 +291,6 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         ByteBuffer v = memory.duplicate();
         v.limit(count * type.bytes());
         return GradientBuffer.wrap(v.slice().order(ByteOrder.nativeOrder()), type);
-    }
-
-    private static int await(CyclicBarrier barrier) throws InterruptedException, BrokenBarrierException, TimeoutException {
-        return barrier.await(10, TimeUnit.MINUTES);
     }
 
     static ReduceOp parseOp(String name) {
