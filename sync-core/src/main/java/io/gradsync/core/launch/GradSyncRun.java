@@ -1,0 +1,134 @@
+package io.gradsync.core.launch;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@code gradsync-run}: starts the ranks of a job on this machine and supervises them, in the spirit of
+ * {@code torchrun --standalone}.
+ *
+ * <pre>gradsync-run -n N [--nnodes H] [--node-prefix T] [--master-addr A] [--master-port P]
+ *              [--grace S] [--deadline S] [--no-prefix] [--] COMMAND [ARGS...]</pre>
+ *
+ * <p>Each rank gets the launcher's environment plus {@code RANK}, {@code WORLD_SIZE},
+ * {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE}, {@code GROUP_RANK}, {@code MASTER_ADDR},
+ * {@code MASTER_PORT}, {@code GRADSYNC_JOB_ID} and {@code GRADSYNC_JOB_SECRET} (random, or the
+ * launcher's own when set), and {@code GRADSYNC_HOST_ID=node<k>} when {@code --nnodes} is above 1. Its
+ * output lines are copied to the launcher's stdout and stderr with a {@code [rank] } prefix.
+ *
+ * <p>When a rank exits with a non-zero status, or is killed by a signal (status 128 + signal), the
+ * launcher stops the other ranks and everything they started (SIGTERM, then SIGKILL after the grace
+ * period) and exits with that first failure's status; it exits with 0 when every rank does. It does the
+ * same on its own SIGINT or SIGTERM, and exits with 124 when the deadline passes, 127 when a rank cannot
+ * be started and 2 on bad usage. At the end it removes the job's leftover {@code /dev/shm/gradsync-<id>}
+ * directories.
+ */
+public final class GradSyncRun {
+    /** The exit status on bad usage. */
+    static final int USAGE_ERROR = 2;
+    /** The result reported when the launcher is stopped by a signal (the JVM exits with 128 + signal). */
+    private static final int STOPPED = 128 + 15;
+    /** Beyond the grace period: how long a signal-triggered shutdown waits for the job to wind down. */
+    private static final long SHUTDOWN_MARGIN_MILLIS = 15_000;
+
+    private final Map<String, String> environment;
+    private final ShmCleaner shmCleaner;
+    private final SecureRandom random = new SecureRandom();
+
+    /**
+     * A launcher whose ranks start from {@code environment} (where it also looks for an existing job id
+     * and secret) and which cleans job directories under {@code shmRoot}.
+     */
+    GradSyncRun(Map<String, String> environment, Path shmRoot) {
+        this.environment = Map.copyOf(environment);
+        this.shmCleaner = new ShmCleaner(shmRoot);
+    }
+
+    /** Runs {@code gradsync-run} with {@code args} and exits with its status. */
+    public static void main(String[] args) {
+        int status = new GradSyncRun(System.getenv(), ShmCleaner.DEFAULT_ROOT).run(args, System.out, System.err);
+        System.exit(status);
+    }
+
+    /**
+     * Runs the launcher with {@code args}, writing the ranks' output and its own messages to {@code out}
+     * and {@code err}, and returns its exit status. While it runs, a shutdown hook stops the ranks if
+     * the JVM is asked to exit.
+     */
+    int run(String[] args, PrintStream out, PrintStream err) {
+        LaunchOptions options;
+        JobIdentity identity;
+        int masterPort;
+        try {
+            options = LaunchOptions.parse(args);
+            if (options.help()) {
+                out.print(LaunchOptions.USAGE);
+                out.flush();
+                return 0;
+            }
+            identity = JobIdentity.from(environment, random);
+            masterPort = options.masterPort() != 0 ? options.masterPort() : freePort(options.masterAddr());
+        } catch (UsageException e) {
+            err.println("gradsync-run: " + e.getMessage());
+            err.print(LaunchOptions.USAGE);
+            err.flush();
+            return USAGE_ERROR;
+        }
+
+        RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(options.nproc(), options.nnodes()),
+                identity, masterPort, environment);
+        Supervisor supervisor = new Supervisor(spec, options.grace(), options.deadline(), options.prefixOutput(),
+                out, err);
+        CountDownLatch finished = new CountDownLatch(1);
+        long shutdownWait = options.grace().toMillis() + SHUTDOWN_MARGIN_MILLIS;
+        Thread hook = new Thread(() -> {
+            supervisor.requestStop("stopped by a signal", STOPPED);
+            try {
+                finished.await(shutdownWait, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }, "gradsync-run-shutdown");
+        Runtime.getRuntime().addShutdownHook(hook);
+        try {
+            int status = supervisor.run();
+            for (Path dir : shmCleaner.removeLeftovers(identity.id(), problem -> say(err, "gradsync-run: " + problem))) {
+                say(err, "gradsync-run: removed leftover " + dir);
+            }
+            return status;
+        } finally {
+            finished.countDown();
+            try {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            } catch (IllegalStateException shuttingDown) {
+                // The hook is running, and waits for the countdown above.
+            }
+        }
+    }
+
+    /** A TCP port free on {@code address} now: the kernel's pick for a socket bound to port 0. */
+    private static int freePort(String address) throws UsageException {
+        try (ServerSocket socket = new ServerSocket()) {
+            socket.bind(new InetSocketAddress(InetAddress.getByName(address), 0));
+            return socket.getLocalPort();
+        } catch (IOException | SecurityException e) {
+            throw new UsageException("cannot find a free port on --master-addr " + address + " (" + e.getMessage()
+                    + "); give --master-port");
+        }
+    }
+
+    private static void say(PrintStream err, String line) {
+        synchronized (err) {
+            err.println(line);
+            err.flush();
+        }
+    }
+}

@@ -1,0 +1,169 @@
+package io.gradsync.core.launch;
+
+import java.math.BigDecimal;
+import java.math.RoundingMode;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * The parsed command line of {@code gradsync-run}: {@code [options] [--] COMMAND [ARGS...]}. Options
+ * take their value as the next argument or after {@code =} ({@code --nproc=4}, and {@code -n4} for the
+ * short form); the command starts after {@code --} or at the first argument that is not an option.
+ *
+ * @param nproc       ranks to start
+ * @param nnodes      simulated hosts; {@code nproc} is a multiple of it
+ * @param nodePrefix  tokens put before the command, {@code {node}} not yet replaced; empty for none
+ * @param masterAddr  the MASTER_ADDR for the ranks
+ * @param masterPort  the MASTER_PORT for the ranks; 0 to pick a free one
+ * @param grace       time between SIGTERM and SIGKILL when stopping ranks
+ * @param deadline    limit for the whole job; zero for none
+ * @param prefixOutput whether output lines get a {@code [rank] } prefix
+ * @param help        whether help was asked for (the other fields are then defaults)
+ * @param command     the command and its arguments
+ */
+record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String masterAddr, int masterPort,
+                     Duration grace, Duration deadline, boolean prefixOutput, boolean help, List<String> command) {
+
+    static final String NODE_PLACEHOLDER = "{node}";
+    static final String DEFAULT_MASTER_ADDR = "127.0.0.1";
+    static final Duration DEFAULT_GRACE = Duration.ofSeconds(5);
+
+    static final String USAGE = String.join(System.lineSeparator(),
+            "usage: gradsync-run -n N [options] [--] COMMAND [ARGS...]",
+            "Starts N ranks of COMMAND on this machine, each with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,",
+            "GROUP_RANK, MASTER_ADDR, MASTER_PORT, GRADSYNC_JOB_ID and GRADSYNC_JOB_SECRET set, and supervises them:",
+            "when one fails, the others are stopped and its status is the launcher's.",
+            "  -n, --nproc N         ranks to start (required, >= 1)",
+            "      --nnodes H        simulated hosts (default 1); N must be divisible by H; rank r is on node r/(N/H)",
+            "      --node-prefix T   command prefix for each rank, split on whitespace, {node} replaced by its node",
+            "      --master-addr A   MASTER_ADDR (default " + DEFAULT_MASTER_ADDR + ")",
+            "      --master-port P   MASTER_PORT (default: a free TCP port on the master address)",
+            "      --grace S         seconds between SIGTERM and SIGKILL when stopping ranks (default 5)",
+            "      --deadline S      stop all ranks after S seconds and exit 124 (default 0: no deadline)",
+            "      --no-prefix       do not prefix output lines with [rank]",
+            "  -h, --help            show this help",
+            "");
+
+    LaunchOptions {
+        nodePrefix = List.copyOf(nodePrefix);
+        command = List.copyOf(command);
+    }
+
+    /** Parses {@code args}; a {@link UsageException} names the first problem found. */
+    static LaunchOptions parse(String[] args) throws UsageException {
+        Integer nproc = null;
+        int nnodes = 1;
+        List<String> nodePrefix = List.of();
+        String masterAddr = DEFAULT_MASTER_ADDR;
+        int masterPort = 0;
+        Duration grace = DEFAULT_GRACE;
+        Duration deadline = Duration.ZERO;
+        boolean prefixOutput = true;
+
+        int i = 0;
+        for (; i < args.length; i++) {
+            String arg = args[i];
+            if (arg.equals("--")) {
+                i++;
+                break;
+            }
+            if (!arg.startsWith("-") || arg.equals("-")) {
+                break;
+            }
+            String name = arg;
+            String value = null;
+            int equals = arg.indexOf('=');
+            if (arg.startsWith("--") && equals > 0) {
+                name = arg.substring(0, equals);
+                value = arg.substring(equals + 1);
+            } else if (arg.startsWith("-n") && !arg.startsWith("--") && arg.length() > 2) {
+                name = "-n";
+                value = arg.substring(2);
+            }
+            switch (name) {
+                case "-h", "--help" -> {
+                    return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, Duration.ZERO,
+                            true, true, List.of());
+                }
+                case "--no-prefix" -> {
+                    if (value != null) {
+                        throw new UsageException("--no-prefix takes no value");
+                    }
+                    prefixOutput = false;
+                }
+                case "-n", "--nproc" -> nproc = positiveInt(name, value != null ? value : valueAfter(args, ++i, name));
+                case "--nnodes" -> nnodes = positiveInt(name, value != null ? value : valueAfter(args, ++i, name));
+                case "--node-prefix" -> {
+                    String template = (value != null ? value : valueAfter(args, ++i, name)).trim();
+                    nodePrefix = template.isEmpty() ? List.of() : Arrays.asList(template.split("\\s+"));
+                }
+                case "--master-addr" -> {
+                    masterAddr = value != null ? value : valueAfter(args, ++i, name);
+                    if (masterAddr.isBlank()) {
+                        throw new UsageException("--master-addr is empty");
+                    }
+                }
+                case "--master-port" -> {
+                    masterPort = positiveInt(name, value != null ? value : valueAfter(args, ++i, name));
+                    if (masterPort > 65_535) {
+                        throw new UsageException("--master-port must be a TCP port (1 to 65535), got " + masterPort);
+                    }
+                }
+                case "--grace" -> grace = seconds(name, value != null ? value : valueAfter(args, ++i, name));
+                case "--deadline" -> deadline = seconds(name, value != null ? value : valueAfter(args, ++i, name));
+                default -> throw new UsageException("unknown option " + arg);
+            }
+        }
+        List<String> command = Arrays.asList(args).subList(i, args.length);
+
+        if (nproc == null) {
+            throw new UsageException("-n/--nproc is required");
+        }
+        if (nproc % nnodes != 0) {
+            throw new UsageException("--nproc " + nproc + " is not divisible by --nnodes " + nnodes);
+        }
+        if (command.isEmpty()) {
+            throw new UsageException("no command to run (give it after --)");
+        }
+        return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, deadline, prefixOutput,
+                false, command);
+    }
+
+    private static String valueAfter(String[] args, int index, String name) throws UsageException {
+        if (index >= args.length) {
+            throw new UsageException(name + " needs a value");
+        }
+        return args[index];
+    }
+
+    private static int positiveInt(String name, String value) throws UsageException {
+        int n;
+        try {
+            n = Integer.parseInt(value.trim());
+        } catch (NumberFormatException e) {
+            throw new UsageException(name + " needs a whole number, got '" + value + "'");
+        }
+        if (n < 1) {
+            throw new UsageException(name + " must be at least 1, got " + n);
+        }
+        return n;
+    }
+
+    /** Whole or decimal seconds, at least 0, to the millisecond. */
+    private static Duration seconds(String name, String value) throws UsageException {
+        BigDecimal s;
+        try {
+            s = new BigDecimal(value.trim());
+        } catch (NumberFormatException e) {
+            throw new UsageException(name + " needs a number of seconds, got '" + value + "'");
+        }
+        if (s.signum() < 0) {
+            throw new UsageException(name + " must not be negative, got " + value);
+        }
+        if (s.compareTo(BigDecimal.valueOf(1_000_000_000L)) > 0) {
+            throw new UsageException(name + " is too large, got " + value);
+        }
+        return Duration.ofMillis(s.movePointRight(3).setScale(0, RoundingMode.CEILING).longValueExact());
+    }
+}

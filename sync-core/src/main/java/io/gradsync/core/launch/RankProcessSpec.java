@@ -1,0 +1,72 @@
+package io.gradsync.core.launch;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The command line and environment of each rank: the node prefix (with {@code {node}} replaced) before
+ * the command, and the launcher's environment plus the job's variables.
+ */
+final class RankProcessSpec {
+    private final RankLayout layout;
+    private final List<String> nodePrefix;
+    private final List<String> command;
+    private final Map<String, String> baseEnvironment;
+    private final Map<String, String> jobEnvironment;
+
+    RankProcessSpec(LaunchOptions options, RankLayout layout, JobIdentity identity, int masterPort,
+                    Map<String, String> baseEnvironment) {
+        this.layout = layout;
+        this.nodePrefix = options.nodePrefix();
+        this.command = options.command();
+        this.baseEnvironment = Map.copyOf(baseEnvironment);
+        Map<String, String> job = new LinkedHashMap<>();
+        job.put("WORLD_SIZE", Integer.toString(layout.worldSize()));
+        job.put("LOCAL_WORLD_SIZE", Integer.toString(layout.localWorldSize()));
+        job.put("MASTER_ADDR", options.masterAddr());
+        job.put("MASTER_PORT", Integer.toString(masterPort));
+        job.put(JobIdentity.ID_VAR, identity.id());
+        job.put(JobIdentity.SECRET_VAR, identity.secret());
+        this.jobEnvironment = job;
+    }
+
+    int worldSize() {
+        return layout.worldSize();
+    }
+
+    /** The node prefix for {@code rank}'s node, then the command. */
+    List<String> command(int rank) {
+        String node = Integer.toString(layout.node(rank));
+        List<String> line = new ArrayList<>(nodePrefix.size() + command.size());
+        for (String token : nodePrefix) {
+            line.add(token.replace(LaunchOptions.NODE_PLACEHOLDER, node));
+        }
+        line.addAll(command);
+        return line;
+    }
+
+    /** The variables the launcher sets for {@code rank}, on top of its own environment. */
+    Map<String, String> environment(int rank) {
+        Map<String, String> env = new LinkedHashMap<>();
+        env.put("RANK", Integer.toString(rank));
+        env.put("LOCAL_RANK", Integer.toString(layout.localRank(rank)));
+        env.put("GROUP_RANK", Integer.toString(layout.node(rank)));
+        env.putAll(jobEnvironment);
+        if (layout.nodes() > 1) {
+            env.put("GRADSYNC_HOST_ID", "node" + layout.node(rank));
+        }
+        return env;
+    }
+
+    /** A builder for {@code rank}'s process; its standard streams are pipes. */
+    ProcessBuilder processBuilder(int rank) {
+        ProcessBuilder builder = new ProcessBuilder(command(rank));
+        Map<String, String> env = builder.environment();
+        env.clear();
+        env.putAll(baseEnvironment);
+        env.putAll(environment(rank));
+        return builder;
+    }
+}

@@ -1,0 +1,333 @@
+package io.gradsync.core.launch;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The launcher in-process, with {@code sh -c} ranks: environment, output, failures, stopping, clean-up. */
+@Timeout(15)
+class GradSyncRunTest {
+    private static final String PRINT_ENV = "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK"
+            + " LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR"
+            + " MASTER_PORT=$MASTER_PORT JOB=$GRADSYNC_JOB_ID SECRET=$GRADSYNC_JOB_SECRET"
+            + " HOST=${GRADSYNC_HOST_ID-unset} NODE_SEEN=${NODE_SEEN-unset}\"";
+    private static final Pattern PREFIXED = Pattern.compile("\\[(\\d+)] (.*)");
+
+    @TempDir
+    Path dir;
+
+    private record Result(int status, String out, String err, long millis) {
+        /** The lines of {@code out} by the rank in their prefix, without it. */
+        Map<Integer, List<String>> linesByRank() {
+            Map<Integer, List<String>> byRank = new TreeMap<>();
+            for (String line : out.split("\n")) {
+                Matcher m = PREFIXED.matcher(line);
+                assertTrue(m.matches(), "not a prefixed line: '" + line + "'");
+                byRank.computeIfAbsent(Integer.parseInt(m.group(1)), r -> new ArrayList<>()).add(m.group(2));
+            }
+            return byRank;
+        }
+
+        /** The {@code KEY=value} pairs each rank printed with {@link #PRINT_ENV}. */
+        Map<Integer, Map<String, String>> envByRank() {
+            Map<Integer, Map<String, String>> byRank = new TreeMap<>();
+            linesByRank().forEach((rank, lines) -> {
+                Map<String, String> env = new HashMap<>();
+                for (String pair : lines.get(0).split(" ")) {
+                    int eq = pair.indexOf('=');
+                    env.put(pair.substring(0, eq), pair.substring(eq + 1));
+                }
+                byRank.put(rank, env);
+            });
+            return byRank;
+        }
+    }
+
+    @Test
+    void everyRankGetsItsPlaceAndAllShareTheJobsIdentity() {
+        Result first = launch("-n", "3", "--", "sh", "-c", PRINT_ENV);
+        assertEquals(0, first.status(), first.err());
+        Map<Integer, Map<String, String>> env = first.envByRank();
+        assertEquals(List.of(0, 1, 2), List.copyOf(env.keySet()));
+        Map<String, String> rank0 = env.get(0);
+        assertTrue(rank0.get("JOB").matches("[0-9a-f]{16}"), rank0.get("JOB"));
+        assertTrue(rank0.get("SECRET").matches("[0-9a-f]{64}"), rank0.get("SECRET"));
+        int port = Integer.parseInt(rank0.get("MASTER_PORT"));
+        assertTrue(port > 0 && port < 65_536, "port " + port);
+        env.forEach((rank, e) -> {
+            assertEquals(Integer.toString(rank), e.get("RANK"));
+            assertEquals("3", e.get("WORLD_SIZE"));
+            assertEquals(Integer.toString(rank), e.get("LOCAL_RANK"));
+            assertEquals("3", e.get("LOCAL_WORLD_SIZE"));
+            assertEquals("0", e.get("GROUP_RANK"));
+            assertEquals("127.0.0.1", e.get("MASTER_ADDR"));
+            assertEquals(rank0.get("MASTER_PORT"), e.get("MASTER_PORT"));
+            assertEquals(rank0.get("JOB"), e.get("JOB"));
+            assertEquals(rank0.get("SECRET"), e.get("SECRET"));
+            assertEquals("unset", e.get("HOST"));
+        });
+
+        Map<String, String> again = launch("--nproc=1", "sh", "-c", PRINT_ENV).envByRank().get(0);
+        assertNotEquals(rank0.get("JOB"), again.get("JOB"));
+        assertNotEquals(rank0.get("SECRET"), again.get("SECRET"));
+    }
+
+    @Test
+    void nodesHoldContiguousBlocksOfRanks() {
+        Result result = launch("-n4", "--nnodes", "2", "--master-addr", "10.1.2.3", "--master-port", "29500", "--",
+                "sh", "-c", PRINT_ENV);
+        assertEquals(0, result.status(), result.err());
+        Map<Integer, Map<String, String>> env = result.envByRank();
+        assertEquals(4, env.size());
+        env.forEach((rank, e) -> {
+            assertEquals(Integer.toString(rank), e.get("RANK"));
+            assertEquals("4", e.get("WORLD_SIZE"));
+            assertEquals(Integer.toString(rank % 2), e.get("LOCAL_RANK"));
+            assertEquals("2", e.get("LOCAL_WORLD_SIZE"));
+            assertEquals(Integer.toString(rank / 2), e.get("GROUP_RANK"));
+            assertEquals("node" + rank / 2, e.get("HOST"));
+            assertEquals("10.1.2.3", e.get("MASTER_ADDR"));
+            assertEquals("29500", e.get("MASTER_PORT"));
+        });
+    }
+
+    @Test
+    void theNodePrefixRunsFirstWithItsNodeFilledIn() {
+        Result result = launch("-n", "4", "--nnodes", "2", "--node-prefix", " env  NODE_SEEN={node} ", "--",
+                "sh", "-c", PRINT_ENV);
+        assertEquals(0, result.status(), result.err());
+        result.envByRank().forEach((rank, e) -> assertEquals(Integer.toString(rank / 2), e.get("NODE_SEEN")));
+    }
+
+    @Test
+    void anIdentityInTheLaunchersEnvironmentIsKept() {
+        Map<String, String> env = cleanEnvironment();
+        env.put("GRADSYNC_JOB_ID", "outer_42");
+        env.put("GRADSYNC_JOB_SECRET", "not-random-at-all");
+        env.put("GRADSYNC_TEST_PASSED_ON", "yes");
+        Result result = launch(env, "-n", "2", "--", "sh", "-c", PRINT_ENV + "; echo \"$GRADSYNC_TEST_PASSED_ON\"");
+        assertEquals(0, result.status(), result.err());
+        result.linesByRank().forEach((rank, lines) -> {
+            assertTrue(lines.get(0).contains(" JOB=outer_42 SECRET=not-random-at-all "), lines.get(0));
+            assertEquals("yes", lines.get(1));
+        });
+    }
+
+    @Test
+    void outputLinesAreWholeAndCarryTheirRank() {
+        String script = "i=0; while [ $i -lt 200 ]; do "
+                + "echo \"rank $RANK line $i ........................................................................\"; "
+                + "i=$((i+1)); done; echo \"to stderr $RANK\" >&2; printf \"no newline at the end $RANK\"";
+        Result result = launch("-n", "4", "--", "sh", "-c", script);
+        assertEquals(0, result.status(), result.err());
+        Map<Integer, List<String>> lines = result.linesByRank();
+        assertEquals(List.of(0, 1, 2, 3), List.copyOf(lines.keySet()));
+        lines.forEach((rank, ofRank) -> {
+            assertEquals(201, ofRank.size(), "rank " + rank);
+            for (int i = 0; i < 200; i++) {
+                assertEquals("rank " + rank + " line " + i + " " + ".".repeat(72), ofRank.get(i));
+            }
+            assertEquals("no newline at the end " + rank, ofRank.get(200));
+            assertTrue(result.err().contains("[" + rank + "] to stderr " + rank + "\n"), result.err());
+        });
+
+        Result plain = launch("-n", "1", "--no-prefix", "--", "sh", "-c", "echo plain; echo also >&2");
+        assertEquals("plain\n", plain.out());
+        assertEquals("also\n", plain.err());
+    }
+
+    @Test
+    void aFailingRankStopsTheOthersAndEverythingTheyStarted() throws IOException {
+        Map<String, String> env = cleanEnvironment();
+        env.put("T", dir.toString());
+        String script = "if [ \"$RANK\" = 1 ]; then "
+                + "  while [ ! -s \"$T/gc-0\" ] || [ ! -s \"$T/gc-2\" ]; do sleep 0.05; done; "
+                + "  echo 'rank 1 gives up' >&2; exit 3; "
+                + "fi; "
+                + "sleep 60 & echo $! > \"$T/tmp-$RANK\" && mv \"$T/tmp-$RANK\" \"$T/gc-$RANK\"; "
+                + "sleep 60";
+        Result result = launch(env, "-n", "3", "--grace", "3", "--", "sh", "-c", script);
+        assertEquals(3, result.status(), result.err());
+        assertTrue(result.millis() < 6_000, "took " + result.millis() + " ms");
+        String failed = "gradsync-run: rank 1 exited with status 3; stopping the other ranks\n";
+        assertTrue(result.err().contains(failed), result.err());
+        assertTrue(result.err().indexOf("[1] rank 1 gives up\n") < result.err().indexOf(failed), result.err());
+        for (int rank : new int[] {0, 2}) {
+            long pid = Long.parseLong(Files.readString(dir.resolve("gc-" + rank)).trim());
+            assertFalse(running(pid), "grandchild " + pid + " of rank " + rank + " is still running");
+        }
+    }
+
+    @Test
+    void whatAFailedRankLeftRunningIsStoppedToo() throws IOException {
+        Map<String, String> env = cleanEnvironment();
+        env.put("T", dir.toString());
+        // The orphan keeps the rank's stdout open: the launcher must not wait for it either.
+        Result result = launch(env, "-n", "1", "--grace", "1", "--", "sh", "-c",
+                "sleep 60 & echo $! > \"$T/orphan\"; sleep 1.2; exit 5");
+        assertEquals(5, result.status(), result.err());
+        long pid = Long.parseLong(Files.readString(dir.resolve("orphan")).trim());
+        assertFalse(running(pid), "orphan " + pid + " is still running");
+        assertTrue(result.millis() < 6_000, "took " + result.millis() + " ms");
+    }
+
+    @Test
+    void aRankKilledBySignalFailsWith128PlusTheSignal() {
+        Result result = launch("-n", "2", "--grace", "1", "--", "sh", "-c",
+                "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; sleep 60");
+        assertEquals(128 + 9, result.status(), result.err());
+        assertTrue(result.err().contains("gradsync-run: rank 0 exited with status 137; stopping the other ranks"),
+                result.err());
+        assertTrue(result.millis() < 5_000, "took " + result.millis() + " ms");
+    }
+
+    @Test
+    void theDeadlineStopsTheJobWith124() {
+        Result result = launch("-n", "2", "--deadline", "0.5", "--", "sh", "-c", "echo started; sleep 60");
+        assertEquals(124, result.status(), result.err());
+        assertTrue(result.err().contains("gradsync-run: deadline of 0.5 s exceeded; stopping all ranks"), result.err());
+        assertTrue(result.millis() >= 500 && result.millis() < 4_000, "took " + result.millis() + " ms");
+        assertEquals(2, result.linesByRank().size());
+    }
+
+    @Test
+    void ranksThatIgnoreSigtermAreKilledAfterTheGracePeriod() {
+        Result result = launch("-n", "2", "--deadline", "0.3", "--grace", "0.7", "--", "sh", "-c",
+                "trap '' TERM; sleep 60");
+        assertEquals(124, result.status(), result.err());
+        assertTrue(result.millis() >= 1_000 && result.millis() < 5_000, "took " + result.millis() + " ms");
+    }
+
+    @Test
+    void badUsageExitsWith2NamingTheProblem() {
+        Map<List<String>, String> cases = Map.of(
+                List.of(), "-n/--nproc is required",
+                List.of("-n", "0", "--", "true"), "-n must be at least 1, got 0",
+                List.of("--nproc", "two", "--", "true"), "--nproc needs a whole number, got 'two'",
+                List.of("-n", "3", "--nnodes", "2", "--", "true"), "--nproc 3 is not divisible by --nnodes 2",
+                List.of("-n", "2"), "no command to run",
+                List.of("--bogus", "-n", "2", "--", "true"), "unknown option --bogus",
+                List.of("-n", "2", "--grace", "-1", "--", "true"), "--grace must not be negative",
+                List.of("-n", "2", "--master-port", "70000", "--", "true"), "--master-port must be a TCP port",
+                List.of("-n", "2", "--deadline"), "--deadline needs a value");
+        cases.forEach((args, problem) -> {
+            Result result = launch(args.toArray(String[]::new));
+            assertEquals(2, result.status(), args + ": " + result.err());
+            String firstLine = result.err().lines().findFirst().orElse("");
+            assertTrue(firstLine.startsWith("gradsync-run: ") && firstLine.contains(problem), args + ": " + firstLine);
+            assertTrue(result.err().contains("usage: gradsync-run -n N"), result.err());
+            assertEquals("", result.out());
+        });
+
+        Map<String, String> env = cleanEnvironment();
+        env.put("GRADSYNC_JOB_ID", "../etc");
+        Result badId = launch(env, "-n", "1", "--", "true");
+        assertEquals(2, badId.status());
+        assertTrue(badId.err().startsWith("gradsync-run: GRADSYNC_JOB_ID in the environment"), badId.err());
+
+        Result help = launch("--help");
+        assertEquals(0, help.status());
+        assertTrue(help.out().startsWith("usage: gradsync-run -n N"), help.out());
+    }
+
+    @Test
+    void aCommandThatCannotStartFailsWith127() {
+        Result result = launch("-n", "2", "--", dir.resolve("no-such-command").toString());
+        assertEquals(127, result.status(), result.err());
+        assertTrue(result.err().startsWith("gradsync-run: cannot start rank 0"), result.err());
+    }
+
+    @Test
+    void theJobsLeftoverShmDirectoriesAreRemovedAndNoOthers() throws IOException {
+        Path shm = Files.createDirectory(dir.resolve("shm"));
+        Path outside = Files.createDirectory(dir.resolve("outside"));
+        Files.writeString(outside.resolve("keep"), "x");
+        Files.createDirectories(shm.resolve("gradsync-job_7/sub"));
+        Files.writeString(shm.resolve("gradsync-job_7/sub/file"), "x");
+        List<Path> others = List.of(
+                Files.createDirectories(shm.resolve("gradsync-job_70-rank0")), // job_70 is another job
+                Files.createDirectories(shm.resolve("gradsync-job_8-rank0")),
+                Files.createDirectories(shm.resolve("unrelated")),
+                Files.createSymbolicLink(shm.resolve("gradsync-job_7-link"), outside));
+        Map<String, String> env = cleanEnvironment();
+        env.put("GRADSYNC_JOB_ID", "job_7");
+        env.put("SHM", shm.toString());
+        // Like a media driver: each rank makes its directory; rank 1 "crashes" and leaves its own behind.
+        String script = "mkdir \"$SHM/gradsync-$GRADSYNC_JOB_ID-rank$RANK\" && touch \"$SHM/gradsync-$GRADSYNC_JOB_ID-rank$RANK/cnc.dat\";"
+                + " if [ \"$RANK\" = 1 ]; then exit 1; fi; rm -r \"$SHM/gradsync-$GRADSYNC_JOB_ID-rank$RANK\"";
+        Result result = launch(env, shm, "-n", "2", "--", "sh", "-c", script);
+        assertEquals(1, result.status(), result.err());
+
+        for (String removed : List.of("gradsync-job_7", "gradsync-job_7-rank1")) {
+            assertFalse(Files.exists(shm.resolve(removed)), removed);
+            assertTrue(result.err().contains("gradsync-run: removed leftover " + shm.resolve(removed) + "\n"),
+                    result.err());
+        }
+        assertEquals(2, result.err().lines().filter(l -> l.contains("removed leftover")).count(), result.err());
+        for (Path other : others) {
+            assertTrue(Files.exists(other, java.nio.file.LinkOption.NOFOLLOW_LINKS), other.toString());
+        }
+        assertTrue(Files.exists(outside.resolve("keep")));
+    }
+
+    private Result launch(String... args) {
+        return launch(cleanEnvironment(), args);
+    }
+
+    private Result launch(Map<String, String> env, String... args) {
+        return launch(env, dir.resolve("no-shm-here"), args);
+    }
+
+    private static Result launch(Map<String, String> env, Path shmRoot, String... args) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        long start = System.nanoTime();
+        int status;
+        try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+             PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+            status = new GradSyncRun(env, shmRoot).run(args, o, e);
+        }
+        long millis = (System.nanoTime() - start) / 1_000_000;
+        return new Result(status, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8), millis);
+    }
+
+    /** This JVM's environment without any job identity an outer launcher may have set. */
+    private static Map<String, String> cleanEnvironment() {
+        Map<String, String> env = new HashMap<>(System.getenv());
+        env.remove("GRADSYNC_JOB_ID");
+        env.remove("GRADSYNC_JOB_SECRET");
+        env.remove("GRADSYNC_HOST_ID");
+        return env;
+    }
+
+    /** Alive and not a zombie: a killed orphan may wait a while for init to collect it. */
+    private static boolean running(long pid) {
+        if (ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
+            try {
+                String stat = Files.readString(Path.of("/proc/" + pid + "/stat"));
+                return stat.charAt(stat.lastIndexOf(')') + 2) != 'Z';
+            } catch (IOException e) {
+                return false;
+            }
+        }
+        return false;
+    }
+}
