@@ -85,7 +85,7 @@ public final class GradSyncRun {
 
         RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(options.nproc(), options.nnodes()),
                 identity, masterPort, environment);
-        Supervisor supervisor = new Supervisor(spec, options.grace(), options.deadline(), options.prefixOutput(),
+        Supervisor supervisor = new Supervisor(spec, options.grace(), options.stopDelay(), options.deadline(), options.prefixOutput(),
                 out, err);
         CountDownLatch finished = new CountDownLatch(1);
         long shutdownWait = options.grace().toMillis() + SHUTDOWN_MARGIN_MILLIS;

@@ -17,17 +17,20 @@ import java.util.List;
  * @param masterAddr  the MASTER_ADDR for the ranks
  * @param masterPort  the MASTER_PORT for the ranks; 0 to pick a free one
  * @param grace       time between SIGTERM and SIGKILL when stopping ranks
+ * @param stopDelay   after a rank fails, how long the others get to fail on their own (and say why)
+ *                    before they are stopped
  * @param deadline    limit for the whole job; zero for none
  * @param prefixOutput whether output lines get a {@code [rank] } prefix
  * @param help        whether help was asked for (the other fields are then defaults)
  * @param command     the command and its arguments
  */
 record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String masterAddr, int masterPort,
-                     Duration grace, Duration deadline, boolean prefixOutput, boolean help, List<String> command) {
+                     Duration grace, Duration stopDelay, Duration deadline, boolean prefixOutput, boolean help, List<String> command) {
 
     static final String NODE_PLACEHOLDER = "{node}";
     static final String DEFAULT_MASTER_ADDR = "127.0.0.1";
     static final Duration DEFAULT_GRACE = Duration.ofSeconds(5);
+    static final Duration DEFAULT_STOP_DELAY = Duration.ofSeconds(3);
 
     static final String USAGE = String.join(System.lineSeparator(),
             "usage: gradsync-run -n N [options] [--] COMMAND [ARGS...]",
@@ -40,6 +43,8 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             "      --master-addr A   MASTER_ADDR (default " + DEFAULT_MASTER_ADDR + ")",
             "      --master-port P   MASTER_PORT (default: a free TCP port on the master address)",
             "      --grace S         seconds between SIGTERM and SIGKILL when stopping ranks (default 5)",
+            "      --stop-delay S    after a rank fails, seconds the others get to exit on their own before",
+            "                        they are stopped, so they can report the failure they saw (default 3)",
             "      --deadline S      stop all ranks after S seconds and exit 124 (default 0: no deadline)",
             "      --no-prefix       do not prefix output lines with [rank]",
             "  -h, --help            show this help",
@@ -58,6 +63,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
         String masterAddr = DEFAULT_MASTER_ADDR;
         int masterPort = 0;
         Duration grace = DEFAULT_GRACE;
+        Duration stopDelay = DEFAULT_STOP_DELAY;
         Duration deadline = Duration.ZERO;
         boolean prefixOutput = true;
 
@@ -83,7 +89,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             }
             switch (name) {
                 case "-h", "--help" -> {
-                    return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, Duration.ZERO,
+                    return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, DEFAULT_STOP_DELAY, Duration.ZERO,
                             true, true, List.of());
                 }
                 case "--no-prefix" -> {
@@ -111,6 +117,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
                     }
                 }
                 case "--grace" -> grace = seconds(name, value != null ? value : valueAfter(args, ++i, name));
+                case "--stop-delay" -> stopDelay = seconds(name, value != null ? value : valueAfter(args, ++i, name));
                 case "--deadline" -> deadline = seconds(name, value != null ? value : valueAfter(args, ++i, name));
                 default -> throw new UsageException("unknown option " + arg);
             }
@@ -126,8 +133,8 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
         if (command.isEmpty()) {
             throw new UsageException("no command to run (give it after --)");
         }
-        return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, deadline, prefixOutput,
-                false, command);
+        return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, stopDelay, deadline,
+                prefixOutput, false, command);
     }
 
     private static String valueAfter(String[] args, int index, String name) throws UsageException {

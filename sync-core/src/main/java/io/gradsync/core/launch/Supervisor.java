@@ -44,6 +44,7 @@ final class Supervisor {
 
     private final RankProcessSpec spec;
     private final Duration grace;
+    private final Duration stopDelay;
     private final Duration deadline;
     private final boolean prefixOutput;
     private final PrintStream out;
@@ -56,12 +57,15 @@ final class Supervisor {
     private int running;
     private boolean stopping;
     private long stoppedAt;
+    /** When a failed job's remaining ranks are stopped, unless they exit by then; 0 while no rank failed. */
+    private long stopAt;
     private int status;
 
-    Supervisor(RankProcessSpec spec, Duration grace, Duration deadline, boolean prefixOutput, PrintStream out,
+    Supervisor(RankProcessSpec spec, Duration grace, Duration stopDelay, Duration deadline, boolean prefixOutput, PrintStream out,
                PrintStream err) {
         this.spec = spec;
         this.grace = grace;
+        this.stopDelay = stopDelay;
         this.deadline = deadline;
         this.prefixOutput = prefixOutput;
         this.out = out;
@@ -152,6 +156,11 @@ final class Supervisor {
                 beginStop(DEADLINE_EXCEEDED);
                 continue;
             }
+            if (!stopping && stopAt != 0 && now - stopAt >= 0) {
+                say("gradsync-run: stopping the ranks still running");
+                beginStop(status);
+                continue;
+            }
             if (stopping && now - stoppedAt >= EXIT_REPORT_NANOS) {
                 reportUnexitedRanks();
                 return;
@@ -163,6 +172,9 @@ final class Supervisor {
             long waitUntil = stopping ? stoppedAt + EXIT_REPORT_NANOS : scanAt;
             if (!stopping && hasDeadline && deadlineAt - waitUntil < 0) {
                 waitUntil = deadlineAt;
+            }
+            if (!stopping && stopAt != 0 && stopAt - waitUntil < 0) {
+                waitUntil = stopAt;
             }
             Event event = events.poll(Math.max(1_000_000, waitUntil - now), TimeUnit.NANOSECONDS);
             if (event instanceof Exited e) {
@@ -177,14 +189,21 @@ final class Supervisor {
     private void onExited(Exited e) throws InterruptedException {
         running--;
         exited[e.rank()] = true;
-        if (e.status() != 0 && !stopping) {
+        if (e.status() != 0 && !stopping && stopAt == 0) {
             // Its last words first, then the launcher's.
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(FAILED_OUTPUT_MILLIS);
             for (LinePump pump : pumps.get(e.rank())) {
                 pump.awaitEnd(TimeUnit.NANOSECONDS.toMillis(until - System.nanoTime()));
             }
-            say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; stopping the other ranks");
-            beginStop(e.status());
+            if (stopDelay.isZero() || running == 0) {
+                say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; stopping the other ranks");
+                beginStop(e.status());
+            } else {
+                say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; the other ranks are "
+                        + "stopped if still running in " + seconds(stopDelay) + " s");
+                status = e.status();
+                stopAt = Math.max(1, System.nanoTime() + stopDelay.toNanos());
+            }
         }
     }
 

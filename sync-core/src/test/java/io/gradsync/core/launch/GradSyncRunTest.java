@@ -164,7 +164,7 @@ class GradSyncRunTest {
                 + "fi; "
                 + "sleep 60 & echo $! > \"$T/tmp-$RANK\" && mv \"$T/tmp-$RANK\" \"$T/gc-$RANK\"; "
                 + "sleep 60";
-        Result result = launch(env, "-n", "3", "--grace", "3", "--", "sh", "-c", script);
+        Result result = launch(env, "-n", "3", "--grace", "3", "--stop-delay", "0", "--", "sh", "-c", script);
         assertEquals(3, result.status(), result.err());
         assertTrue(result.millis() < 6_000, "took " + result.millis() + " ms");
         String failed = "gradsync-run: rank 1 exited with status 3; stopping the other ranks\n";
@@ -174,6 +174,19 @@ class GradSyncRunTest {
             long pid = Long.parseLong(Files.readString(dir.resolve("gc-" + rank)).trim());
             assertFalse(running(pid), "grandchild " + pid + " of rank " + rank + " is still running");
         }
+    }
+
+    @Test
+    void afterAFailureTheOthersGetTheStopDelayToReportAndExitOnTheirOwn() {
+        // rank 0 fails; rank 1 notices and exits by itself with its own report; rank 2 never does
+        Result result = launch("-n", "3", "--grace", "1", "--stop-delay", "1.5", "--", "sh", "-c",
+                "case $RANK in 0) exit 3 ;; 1) sleep 0.3; echo 'rank 1 saw rank 0 fail'; exit 1 ;; *) sleep 60 ;; esac");
+        assertEquals(3, result.status(), result.err());
+        assertTrue(result.out().contains("[1] rank 1 saw rank 0 fail"), result.out());
+        assertTrue(result.err().contains("gradsync-run: rank 0 exited with status 3; the other ranks are stopped if "
+                + "still running in 1.5 s"), result.err());
+        assertTrue(result.err().contains("gradsync-run: stopping the ranks still running"), result.err());
+        assertTrue(result.millis() >= 1_400 && result.millis() < 6_000, "took " + result.millis() + " ms");
     }
 
     @Test
@@ -191,7 +204,7 @@ class GradSyncRunTest {
 
     @Test
     void aRankKilledBySignalFailsWith128PlusTheSignal() {
-        Result result = launch("-n", "2", "--grace", "1", "--", "sh", "-c",
+        Result result = launch("-n", "2", "--grace", "1", "--stop-delay", "0", "--", "sh", "-c",
                 "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; sleep 60");
         assertEquals(128 + 9, result.status(), result.err());
         assertTrue(result.err().contains("gradsync-run: rank 0 exited with status 137; stopping the other ranks"),
