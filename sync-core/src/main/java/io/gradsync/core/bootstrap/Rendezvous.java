@@ -450,6 +450,14 @@ public final class Rendezvous implements AutoCloseable {
         }
     }
 
+    /** Closes the connection as a crashed process would (no goodbye); tests only. */
+    void dropConnectionForTest() {
+        closing = true;
+        farewell.complete(null);
+        conn.close();
+        announcer.interrupt();
+    }
+
     private static void sleepMillis(long ms) {
         try {
             Thread.sleep(ms);

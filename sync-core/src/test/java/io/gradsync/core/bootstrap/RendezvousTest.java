@@ -1,0 +1,163 @@
+package io.gradsync.core.bootstrap;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gradsync.core.transport.PeerAbort;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.function.IntFunction;
+import org.junit.jupiter.api.Test;
+
+/** Ranks as threads, each with its own rendezvous connection over loopback. */
+class RendezvousTest {
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    private static LaunchEnvironment env(int rank, int size, int port, String secret, String host) {
+        Map<String, String> vars = new HashMap<>(Map.of("RANK", "" + rank, "WORLD_SIZE", "" + size,
+                "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "" + port, "GRADSYNC_JOB_ID", "job1",
+                "GRADSYNC_HOST_ID", host));
+        vars.put("GRADSYNC_JOB_SECRET", secret);
+        return LaunchEnvironment.from(vars);
+    }
+
+    private static List<CompletableFuture<Rendezvous>> joinAll(int size, IntFunction<LaunchEnvironment> envOf,
+                                                             Duration timeout) {
+        List<CompletableFuture<Rendezvous>> all = new ArrayList<>();
+        for (int r = 0; r < size; r++) {
+            LaunchEnvironment e = envOf.apply(r);
+            all.add(CompletableFuture.supplyAsync(() -> Rendezvous.join(e, timeout)));
+        }
+        return all;
+    }
+
+    @Test
+    void ranksLearnTheHostLayoutAndAllGather() throws Exception {
+        int port = freePort();
+        String[] hosts = {"a", "b", "a", "b", "b"};
+        List<CompletableFuture<Rendezvous>> joins = joinAll(5, r -> env(r, 5, port, "k", hosts[r]), Duration.ofSeconds(20));
+        List<Rendezvous> ranks = new ArrayList<>();
+        for (CompletableFuture<Rendezvous> f : joins) {
+            ranks.add(f.get(30, TimeUnit.SECONDS));
+        }
+        Rendezvous r3 = ranks.get(3);
+        assertEquals(2, r3.hostCount());
+        assertEquals(1, r3.localRank(), "rank 3 is the second of ranks 1, 3, 4 on host b");
+        assertEquals(3, r3.localSize());
+        assertEquals(0, r3.hostIndex(2));
+        assertTrue(r3.sameHost(4));
+        assertEquals(r3.derivedKey("x"), ranks.get(0).derivedKey("x"));
+        List<CompletableFuture<byte[][]>> gathers = new ArrayList<>();
+        for (Rendezvous r : ranks) {
+            gathers.add(CompletableFuture.supplyAsync(() -> r.allGather(new byte[] {(byte) r.rank()})));
+        }
+        for (CompletableFuture<byte[][]> g : gathers) {
+            byte[][] all = g.get(30, TimeUnit.SECONDS);
+            for (int r = 0; r < 5; r++) {
+                assertArrayEquals(new byte[] {(byte) r}, all[r]);
+            }
+        }
+        closeAll(ranks);
+    }
+
+    @Test
+    void aTimeoutNamesTheRanksThatNeverArrived() throws Exception {
+        int port = freePort();
+        List<CompletableFuture<Rendezvous>> joins = new ArrayList<>();
+        for (int r : new int[] {0, 2}) {
+            LaunchEnvironment e = env(r, 4, port, "k", "h");
+            joins.add(CompletableFuture.supplyAsync(() -> Rendezvous.join(e, Duration.ofSeconds(2))));
+        }
+        for (CompletableFuture<Rendezvous> f : joins) {
+            ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
+                    () -> f.get(30, TimeUnit.SECONDS));
+            assertTrue(e.getCause() instanceof RendezvousException, e.toString());
+            assertTrue(e.getCause().getMessage().contains("ranks that never arrived: [1, 3]"), e.getCause().getMessage());
+        }
+    }
+
+    @Test
+    void aWrongSecretIsRefusedAndTheJobStillForms() throws Exception {
+        int port = freePort();
+        List<CompletableFuture<Rendezvous>> joins = joinAll(2, r -> env(r, 2, port, "right", "h"), Duration.ofSeconds(20));
+        LaunchEnvironment impostor = env(1, 2, port, "wrong", "h");
+        RendezvousException refused = org.junit.jupiter.api.Assertions.assertThrows(RendezvousException.class,
+                () -> Rendezvous.join(impostor, Duration.ofSeconds(10)));
+        assertTrue(refused.getMessage().contains("refused") || refused.getMessage().contains("already joined"),
+                refused.getMessage());
+        List<Rendezvous> ranks = List.of(joins.get(0).get(30, TimeUnit.SECONDS), joins.get(1).get(30, TimeUnit.SECONDS));
+        assertEquals(2, ranks.get(1).size());
+        closeAll(ranks);
+    }
+
+    @Test
+    void abortsAreRelayedAndAVanishedRankIsReported() throws Exception {
+        int port = freePort();
+        List<CompletableFuture<Rendezvous>> joins = joinAll(3, r -> env(r, 3, port, "k", "h"), Duration.ofSeconds(20));
+        List<Rendezvous> ranks = new ArrayList<>();
+        for (CompletableFuture<Rendezvous> f : joins) {
+            ranks.add(f.get(30, TimeUnit.SECONDS));
+        }
+        ranks.get(1).announce(7);
+        Thread.sleep(100);
+        assertEquals(7, ranks.get(2).announced(1));
+        ranks.get(2).abort(7, "out of memory");
+        PeerAbort seen = awaitAbort(ranks.get(0));
+        assertEquals(2, seen.rank());
+        assertEquals(7, seen.sequence());
+        assertEquals("out of memory", seen.reason());
+        assertNull(ranks.get(2).pendingAbort(), "no notice of its own abort");
+        closeAll(ranks);
+    }
+
+    @Test
+    void aRankWhoseConnectionDropsIsReportedToTheOthers() throws Exception {
+        int port = freePort();
+        List<CompletableFuture<Rendezvous>> joins = joinAll(3, r -> env(r, 3, port, "k", "h"), Duration.ofSeconds(20));
+        List<Rendezvous> ranks = new ArrayList<>();
+        for (CompletableFuture<Rendezvous> f : joins) {
+            ranks.add(f.get(30, TimeUnit.SECONDS));
+        }
+        ranks.get(2).dropConnectionForTest();
+        PeerAbort seen = awaitAbort(ranks.get(1));
+        assertEquals(2, seen.rank());
+        assertEquals(-1, seen.sequence());
+        assertTrue(seen.reason().contains("exited or lost its connection"), seen.reason());
+        closeAll(List.of(ranks.get(0), ranks.get(1)));
+    }
+
+    private static PeerAbort awaitAbort(Rendezvous r) throws InterruptedException {
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (r.pendingAbort() == null && System.nanoTime() < until) {
+            Thread.sleep(10);
+        }
+        assertNotNull(r.pendingAbort(), "no abort notice within 10 s");
+        return r.pendingAbort();
+    }
+
+    private static void closeAll(List<Rendezvous> ranks) throws Exception {
+        List<CompletableFuture<Void>> closes = new ArrayList<>();
+        for (Rendezvous r : ranks) {
+            closes.add(CompletableFuture.runAsync(r::close));
+        }
+        for (CompletableFuture<Void> c : closes) {
+            c.get(30, TimeUnit.SECONDS);
+        }
+    }
+}
