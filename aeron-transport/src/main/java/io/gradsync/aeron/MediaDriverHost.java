@@ -52,7 +52,7 @@ final class MediaDriverHost {
                 .initialWindowLength(Math.min(termLength / 2, socketBuffer))
                 .socketRcvbufLength(socketBuffer)
                 .socketSndbufLength(socketBuffer)
-                .termBufferSparseFile(true)
+                .termBufferSparseFile(false) // pages touched at start, not on the data path
                 .performStorageChecks(false)
                 // A dead peer is reported by the rendezvous at once; these only bound Aeron's own clean-up.
                 .publicationConnectionTimeoutNs(TimeUnit.SECONDS.toNanos(5))

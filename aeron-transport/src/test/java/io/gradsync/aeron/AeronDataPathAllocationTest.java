@@ -1,0 +1,60 @@
+package io.gradsync.aeron;
+
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.transport.TransportOptions;
+import java.lang.management.ManagementFactory;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Claiming, committing, peeking and releasing Aeron frames allocates nothing: the progress threads'
+ * exact allocation counters grow by a small fixed amount per collective, not per message.
+ */
+class AeronDataPathAllocationTest {
+
+    @ParameterizedTest
+    @ValueSource(strings = {"aeron-ipc", "aeron-udp"})
+    void progressThreadsAllocateNothingPerMessage(String transport) throws Exception {
+        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        int count = 256 * 1024;
+        int chunkBytes = 1024;
+        int messagesPerCollective = 2 * (count * 4 / 2 / chunkBytes); // 1024 per rank with 2 ranks
+        long[] perCollective = new long[2];
+        ThreadJob job = new ThreadJob(2, 2, transport, new TransportOptions(chunkBytes, 4), Duration.ofSeconds(30));
+        List<Throwable> failures = job.run(comm -> {
+            GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+            for (int i = 0; i < 50; i++) {
+                comm.allReduceBlocking(buffer, ReduceOp.SUM);
+            }
+            long progress = progressThread(comm.rank());
+            long before = threads.getThreadAllocatedBytes(progress);
+            int measured = 20;
+            for (int i = 0; i < measured; i++) {
+                comm.allReduceBlocking(buffer, ReduceOp.SUM);
+            }
+            perCollective[comm.rank()] = (threads.getThreadAllocatedBytes(progress) - before) / measured;
+        });
+        assertNull(failures.get(0), String.valueOf(failures));
+        assertNull(failures.get(1), String.valueOf(failures));
+        for (long bytes : perCollective) {
+            // One 16-byte object per message would be 16 KiB per collective.
+            assertTrue(bytes < 4096, bytes + " bytes per collective for " + messagesPerCollective + " messages");
+        }
+    }
+
+    private static long progressThread(int rank) {
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().equals("gradsync-progress-rank-" + rank)) {
+                return t.getId();
+            }
+        }
+        throw new AssertionError("no progress thread for rank " + rank);
+    }
+}
