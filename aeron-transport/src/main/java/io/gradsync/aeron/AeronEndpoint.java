@@ -75,7 +75,6 @@ final class AeronEndpoint implements Endpoint {
         boolean launches = perProcess || rendezvous.localRank() == 0;
         this.driver = launches ? MediaDriverHost.launch(dir, mtu, termLength, AeronConfiguration.socketBuffer(),
                 AeronConfiguration.driverIdle()) : null;
-        MediaDriver started = driver;
         try {
             rendezvous.allGather(new byte[0]); // every host's driver is up before any rank attaches to one
             this.aeron = Aeron.connect(new Aeron.Context()
@@ -85,8 +84,8 @@ final class AeronEndpoint implements Endpoint {
                     .subscriberErrorHandler(this::onClientError));
             openSubscriptions();
         } catch (RuntimeException e) {
-            if (started != null) {
-                started.close();
+            if (driver != null) {
+                driver.close();
             }
             throw e;
         }
