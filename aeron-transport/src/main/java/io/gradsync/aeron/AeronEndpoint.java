@@ -186,6 +186,11 @@ final class AeronEndpoint implements Endpoint {
     }
 
     @Override
+    public int hostOf(int rank) {
+        return rendezvous.hostIndex(rank);
+    }
+
+    @Override
     public String transportName() {
         return mode.transportName;
     }

@@ -21,6 +21,12 @@ public interface Endpoint extends AutoCloseable {
     /** Number of ranks on the same host. */
     int localSize();
 
+    /**
+     * The host that {@code rank} runs on, as an index {@code 0 <= h < hosts}; hosts are numbered in the
+     * order of their lowest rank, so rank 0 is on host 0. Topology-aware algorithms group ranks by it.
+     */
+    int hostOf(int rank);
+
     /** Short name for logs and benchmark tables, e.g. {@code local} or {@code aeron-udp}. */
     String transportName();
 

@@ -28,8 +28,9 @@ public final class LocalTransport implements AutoCloseable {
     private final AtomicReferenceArray<PeerAbort> aborts;
     private final AtomicReferenceArray<LocalEndpoint> endpoints;
     private final AtomicIntegerArray closed;
+    private final int[] hostOfRank;
 
-    private LocalTransport(int size, int slotBytes, int slots) {
+    private LocalTransport(int size, int slotBytes, int slots, int[] hostOfRank) {
         if (size < 1) {
             throw new IllegalArgumentException("size must be >= 1, was " + size);
         }
@@ -50,6 +51,22 @@ public final class LocalTransport implements AutoCloseable {
         this.aborts = new AtomicReferenceArray<>(size);
         this.endpoints = new AtomicReferenceArray<>(size);
         this.closed = new AtomicIntegerArray(size);
+        this.hostOfRank = hostOfRank == null ? new int[size] : checkedHosts(hostOfRank, size);
+    }
+
+    private static int[] checkedHosts(int[] hostOfRank, int size) {
+        if (hostOfRank.length != size) {
+            throw new IllegalArgumentException("host layout names " + hostOfRank.length + " ranks, job has " + size);
+        }
+        int nextHost = 0;
+        for (int host : hostOfRank) {
+            if (host < 0 || host > nextHost) {
+                throw new IllegalArgumentException("hosts must be numbered 0, 1, ... in order of their first rank: "
+                        + java.util.Arrays.toString(hostOfRank));
+            }
+            nextHost = Math.max(nextHost, host + 1);
+        }
+        return hostOfRank.clone();
     }
 
     /** A job of {@code size} ranks with the configured chunk size and pipeline depth. */
@@ -64,7 +81,16 @@ public final class LocalTransport implements AutoCloseable {
      * @param slots receive slots per link direction (the pipelining depth)
      */
     public static LocalTransport create(int size, int slotBytes, int slots) {
-        return new LocalTransport(size, slotBytes, slots);
+        return new LocalTransport(size, slotBytes, slots, null);
+    }
+
+    /**
+     * A job whose ranks pretend to run on several hosts, for testing topology-aware algorithms in one
+     * JVM: rank {@code r} is on host {@code hostOfRank[r]}. Hosts are numbered in order of their first
+     * rank, e.g. {@code {0, 0, 1, 1}} or {@code {0, 1, 0, 1}}.
+     */
+    public static LocalTransport create(int size, int slotBytes, int slots, int[] hostOfRank) {
+        return new LocalTransport(size, slotBytes, slots, java.util.Objects.requireNonNull(hostOfRank, "hostOfRank"));
     }
 
     public int size() {
@@ -142,12 +168,25 @@ public final class LocalTransport implements AutoCloseable {
 
         @Override
         public int localRank() {
-            return rank;
+            int below = 0;
+            for (int r = 0; r < rank; r++) {
+                below += hostOfRank[r] == hostOfRank[rank] ? 1 : 0;
+            }
+            return below;
         }
 
         @Override
         public int localSize() {
-            return size;
+            int same = 0;
+            for (int host : hostOfRank) {
+                same += host == hostOfRank[rank] ? 1 : 0;
+            }
+            return same;
+        }
+
+        @Override
+        public int hostOf(int peer) {
+            return hostOfRank[java.util.Objects.checkIndex(peer, size)];
         }
 
         @Override
