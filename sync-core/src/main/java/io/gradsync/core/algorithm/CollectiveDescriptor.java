@@ -8,13 +8,16 @@ import io.gradsync.core.ReduceOp;
  * catches ranks that called different collectives (another count, type or operator) at the first
  * message instead of producing garbage.
  *
- * <p>Layout: bits 63..32 element count, 23..16 collective kind, 15..8 data type, 7..0 operator.
+ * <p>Layout: bits 63..32 element count, 31..24 sub-stream tag (which of an algorithm's interleaved
+ * message streams a message belongs to; not part of the call's identity), 23..16 collective kind,
+ * 15..8 data type, 7..0 operator.
  */
 public final class CollectiveDescriptor {
     /** Collective kinds, as carried on the wire. */
     public static final int ALLREDUCE = 1;
 
     private static final int NO_OP = 0xFF;
+    private static final long TAG_MASK = 0xFFL << 24;
 
     private CollectiveDescriptor() {
     }
@@ -22,6 +25,19 @@ public final class CollectiveDescriptor {
     public static long of(int kind, int count, DataType type, ReduceOp op) {
         int opBits = op == null ? NO_OP : op.ordinal();
         return ((long) count << 32) | ((long) kind << 16) | ((long) type.ordinal() << 8) | opBits;
+    }
+
+    /** {@code descriptor} with its sub-stream tag set to {@code tag} ({@code 0..255}). */
+    public static long withTag(long descriptor, int tag) {
+        if ((tag & ~0xFF) != 0) {
+            throw new IllegalArgumentException("sub-stream tag must be 0..255, was " + tag);
+        }
+        return (descriptor & ~TAG_MASK) | ((long) tag << 24);
+    }
+
+    /** The sub-stream tag of {@code descriptor}. */
+    public static int tag(long descriptor) {
+        return (int) ((descriptor & TAG_MASK) >>> 24);
     }
 
     public static int count(long descriptor) {
