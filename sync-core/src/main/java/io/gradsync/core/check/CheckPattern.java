@@ -117,13 +117,22 @@ public final class CheckPattern {
 
     /** How many elements of {@code result} differ from the expected reduction over {@code ranks} ranks. */
     public static long countWrong(GradientBuffer result, ReduceOp op, int ranks) {
+        return countWrong(result, op, ranks, 0);
+    }
+
+    /**
+     * Like {@link #countWrong(GradientBuffer, ReduceOp, int)} for a result that holds the elements from
+     * {@code firstIndex} on (a reduce-scatter's block).
+     */
+    public static long countWrong(GradientBuffer result, ReduceOp op, int ranks, long firstIndex) {
         long[] expected = new long[PERIOD];
         for (int i = 0; i < PERIOD; i++) {
             expected[i] = expectedBits(result.dataType(), op, ranks, i);
         }
         long wrong = 0;
+        int shift = (int) (firstIndex % PERIOD);
         for (int i = 0; i < result.count(); i++) {
-            if (result.getBits(i) != expected[i % PERIOD]) {
+            if (result.getBits(i) != expected[(int) (((long) i + shift) % PERIOD)]) {
                 wrong++;
             }
         }
