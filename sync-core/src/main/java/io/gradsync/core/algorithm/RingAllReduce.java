@@ -68,7 +68,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             this.n = ctx.size();
             this.rank = ctx.rank();
             this.ring = RingOrder.of(ctx);
-            this.position = RingOrder.positionOf(ring, rank);
+            this.position = GroupRing.position(ring, rank);
             this.count = input.count();
             int chunkElements = Math.max(1, ctx.chunkBytes() / type.bytes());
             int largestSegment = (count + n - 1) / n;
