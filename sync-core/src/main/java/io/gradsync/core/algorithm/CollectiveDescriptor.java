@@ -8,9 +8,9 @@ import io.gradsync.core.ReduceOp;
  * catches ranks that called different collectives (another kind, count, type, operator or root) at the
  * first message instead of producing garbage.
  *
- * <p>Layout: bits 63..32 element count, 31..24 sub-stream tag (which of an algorithm's interleaved
- * message streams a message belongs to; not part of the call's identity), 23..16 collective kind,
- * 15..8 data type, 7..0 operator. Rooted collectives carry their root in the operator byte
+ * <p>Layout: bits 63..32 element count, 31..24 reserved, 23..20 sub-stream tag (which of an
+ * algorithm's interleaved message streams a message belongs to; not part of the call's identity),
+ * 19..16 collective kind, 15..8 data type, 7..0 operator. Rooted collectives carry their root in the operator byte
  * ({@link #rooted}). The count is the whole buffer for allreduce, broadcast and reduce, and one rank's
  * block for reduce-scatter, all-gather and all-to-all.
  */
@@ -29,7 +29,8 @@ public final class CollectiveDescriptor {
     private static final String[] KIND_NAMES = {"", "allreduce", "reducescatter", "allgather", "broadcast (tree)",
         "broadcast (chain)", "reduce", "alltoall", "barrier"};
     private static final int NO_OP = 0xFF;
-    private static final long TAG_MASK = 0xFFL << 24;
+    private static final int TAG_SHIFT = 20;
+    private static final long TAG_MASK = 0xFL << TAG_SHIFT;
     /** Reduce's root shares the operator byte: 3 bits of operator, 5 bits of root + 1 (0: not carried). */
     private static final int OP_BITS = 3;
     private static final int MAX_REDUCE_ROOT = (1 << (8 - OP_BITS)) - 2;
@@ -58,17 +59,17 @@ public final class CollectiveDescriptor {
         return ((long) count << 32) | ((long) kind << 16) | ((long) type.ordinal() << 8) | opByte;
     }
 
-    /** {@code descriptor} with its sub-stream tag set to {@code tag} ({@code 0..255}). */
+    /** {@code descriptor} with its sub-stream tag set to {@code tag} ({@code 0..15}). */
     public static long withTag(long descriptor, int tag) {
-        if ((tag & ~0xFF) != 0) {
-            throw new IllegalArgumentException("sub-stream tag must be 0..255, was " + tag);
+        if ((tag & ~0xF) != 0) {
+            throw new IllegalArgumentException("sub-stream tag must be 0..15, was " + tag);
         }
-        return (descriptor & ~TAG_MASK) | ((long) tag << 24);
+        return (descriptor & ~TAG_MASK) | ((long) tag << TAG_SHIFT);
     }
 
     /** The sub-stream tag of {@code descriptor}. */
     public static int tag(long descriptor) {
-        return (int) ((descriptor & TAG_MASK) >>> 24);
+        return (int) ((descriptor & TAG_MASK) >>> TAG_SHIFT);
     }
 
     public static int count(long descriptor) {
@@ -77,7 +78,7 @@ public final class CollectiveDescriptor {
 
     /** Human-readable form for error messages, e.g. {@code allreduce of 1000 FLOAT32 with SUM}. */
     public static String describe(long descriptor) {
-        int kind = (int) (descriptor >>> 16) & 0xFF;
+        int kind = (int) (descriptor >>> 16) & 0xF;
         int type = (int) (descriptor >>> 8) & 0xFF;
         int opByte = (int) descriptor & 0xFF;
         if (kind == BARRIER) {
