@@ -11,6 +11,7 @@
 
 JNIEXPORT void JNICALL Java_com_ibm_disni_util_NativeAffinity__1setAffinity(JNIEnv *env, jclass cls, jlong mask)
 {
+	GS_COUNT(setAffinity);
 	(void) cls;
 	cpu_set_t set;
 	CPU_ZERO(&set);
@@ -29,6 +30,7 @@ JNIEXPORT void JNICALL Java_com_ibm_disni_util_NativeAffinity__1setAffinity(JNIE
 
 JNIEXPORT jlong JNICALL Java_com_ibm_disni_util_NativeAffinity__1getAffinity(JNIEnv *env, jclass cls)
 {
+	GS_COUNT(getAffinity);
 	(void) env;
 	(void) cls;
 	cpu_set_t set;

@@ -73,6 +73,7 @@ static jint write_sockaddr(const struct sockaddr *addr, jlong address)
 
 JNIEXPORT jlong NATIVE(createEventChannel)(JNIEnv *env, jobject self)
 {
+	GS_COUNT(createEventChannel);
 	(void) self;
 	errno = 0;
 	struct rdma_event_channel *channel = rdma_create_event_channel();
@@ -87,6 +88,7 @@ JNIEXPORT jlong NATIVE(createEventChannel)(JNIEnv *env, jobject self)
 
 JNIEXPORT jint NATIVE(destroyEventChannel)(JNIEnv *env, jobject self, jlong channel)
 {
+	GS_COUNT(destroyEventChannel);
 	(void) env;
 	(void) self;
 	rdma_destroy_event_channel(GS_PTR(struct rdma_event_channel, channel));
@@ -95,6 +97,7 @@ JNIEXPORT jint NATIVE(destroyEventChannel)(JNIEnv *env, jobject self, jlong chan
 
 JNIEXPORT jlong NATIVE(createId)(JNIEnv *env, jobject self, jlong channel, jshort ps)
 {
+	GS_COUNT(createId);
 	(void) self;
 	struct rdma_cm_id *id = NULL;
 	if (rdma_create_id(GS_PTR(struct rdma_event_channel, channel), &id, NULL,
@@ -108,6 +111,7 @@ JNIEXPORT jlong NATIVE(createId)(JNIEnv *env, jobject self, jlong channel, jshor
 
 JNIEXPORT jint NATIVE(destroyCmId)(JNIEnv *env, jobject self, jlong handle)
 {
+	GS_COUNT(destroyCmId);
 	(void) env;
 	(void) self;
 	struct rdma_cm_id *id = GS_PTR(struct rdma_cm_id, handle);
@@ -119,6 +123,7 @@ JNIEXPORT jint NATIVE(destroyCmId)(JNIEnv *env, jobject self, jlong handle)
 
 JNIEXPORT jint NATIVE(destroyEp)(JNIEnv *env, jobject self, jlong handle)
 {
+	GS_COUNT(destroyEp);
 	(void) env;
 	(void) self;
 	/* The QP (and SRQ) if any, then the id. DiSNI does not mark its RdmaCmId closed after this. */
@@ -128,6 +133,7 @@ JNIEXPORT jint NATIVE(destroyEp)(JNIEnv *env, jobject self, jlong handle)
 
 JNIEXPORT void NATIVE(bindAddr)(JNIEnv *env, jobject self, jlong id, jlong address)
 {
+	GS_COUNT(bindAddr);
 	(void) self;
 	struct sockaddr_storage addr;
 	int err = read_sockaddr(address, &addr);
@@ -139,6 +145,7 @@ JNIEXPORT void NATIVE(bindAddr)(JNIEnv *env, jobject self, jlong id, jlong addre
 
 JNIEXPORT void NATIVE(listen)(JNIEnv *env, jobject self, jlong id, jint backlog)
 {
+	GS_COUNT(listen);
 	(void) self;
 	if (rdma_listen(GS_PTR(struct rdma_cm_id, id), backlog) != 0)
 		gs_throw_io(env, "rdma_listen", errno, NULL);
@@ -146,6 +153,7 @@ JNIEXPORT void NATIVE(listen)(JNIEnv *env, jobject self, jlong id, jint backlog)
 
 JNIEXPORT void NATIVE(resolveAddr)(JNIEnv *env, jobject self, jlong id, jlong src, jlong dst, jint timeout)
 {
+	GS_COUNT(resolveAddr);
 	(void) self;
 	struct sockaddr_storage source, destination;
 	int err = src != 0 ? read_sockaddr(src, &source) : 0;
@@ -160,6 +168,7 @@ JNIEXPORT void NATIVE(resolveAddr)(JNIEnv *env, jobject self, jlong id, jlong sr
 
 JNIEXPORT void NATIVE(resolveRoute)(JNIEnv *env, jobject self, jlong id, jint timeout)
 {
+	GS_COUNT(resolveRoute);
 	(void) self;
 	if (rdma_resolve_route(GS_PTR(struct rdma_cm_id, id), timeout) != 0)
 		gs_throw_io(env, "rdma_resolve_route", errno, NULL);
@@ -174,6 +183,7 @@ JNIEXPORT void NATIVE(resolveRoute)(JNIEnv *env, jobject self, jlong id, jint ti
 JNIEXPORT jint NATIVE(getCmEvent)(JNIEnv *env, jobject self, jlong handle, jlong listen_id_out, jlong id_out,
 				  jint timeout)
 {
+	GS_COUNT(getCmEvent);
 	(void) env;
 	(void) self;
 	struct rdma_event_channel *channel = GS_PTR(struct rdma_event_channel, handle);
@@ -199,6 +209,7 @@ JNIEXPORT jint NATIVE(getCmEvent)(JNIEnv *env, jobject self, jlong handle, jlong
 /* Events are acknowledged by _getCmEvent (see there); nothing is left to do. */
 JNIEXPORT jint NATIVE(ackCmEvent)(JNIEnv *env, jobject self, jint event_type)
 {
+	GS_COUNT(ackCmEvent);
 	(void) env;
 	(void) self;
 	(void) event_type;
@@ -216,6 +227,7 @@ static int query_device(JNIEnv *env, struct ibv_context *context, struct ibv_dev
 JNIEXPORT void NATIVE(connect)(JNIEnv *env, jobject self, jlong handle, jint retry_count, jint rnr_retry_count,
 			       jlong private_data, jbyte private_data_len)
 {
+	GS_COUNT(connect);
 	(void) self;
 	struct rdma_cm_id *id = GS_PTR(struct rdma_cm_id, handle);
 	struct ibv_device_attr attr;
@@ -239,6 +251,7 @@ JNIEXPORT void NATIVE(connect)(JNIEnv *env, jobject self, jlong handle, jint ret
 
 JNIEXPORT void NATIVE(accept)(JNIEnv *env, jobject self, jlong handle, jint retry_count, jint rnr_retry_count)
 {
+	GS_COUNT(accept);
 	(void) self;
 	struct rdma_cm_id *id = GS_PTR(struct rdma_cm_id, handle);
 	struct ibv_device_attr attr;
@@ -264,6 +277,7 @@ JNIEXPORT void NATIVE(accept)(JNIEnv *env, jobject self, jlong handle, jint retr
 
 JNIEXPORT jint NATIVE(disconnect)(JNIEnv *env, jobject self, jlong id)
 {
+	GS_COUNT(disconnect);
 	(void) env;
 	(void) self;
 	return rdma_disconnect(GS_PTR(struct rdma_cm_id, id)) == 0 ? 0 : -errno;
@@ -271,6 +285,7 @@ JNIEXPORT jint NATIVE(disconnect)(JNIEnv *env, jobject self, jlong id)
 
 JNIEXPORT jint NATIVE(getSrcAddr)(JNIEnv *env, jobject self, jlong id, jlong address)
 {
+	GS_COUNT(getSrcAddr);
 	(void) env;
 	(void) self;
 	return write_sockaddr(rdma_get_local_addr(GS_PTR(struct rdma_cm_id, id)), address);
@@ -278,6 +293,7 @@ JNIEXPORT jint NATIVE(getSrcAddr)(JNIEnv *env, jobject self, jlong id, jlong add
 
 JNIEXPORT jint NATIVE(getDstAddr)(JNIEnv *env, jobject self, jlong id, jlong address)
 {
+	GS_COUNT(getDstAddr);
 	(void) env;
 	(void) self;
 	return write_sockaddr(rdma_get_peer_addr(GS_PTR(struct rdma_cm_id, id)), address);
@@ -286,6 +302,7 @@ JNIEXPORT jint NATIVE(getDstAddr)(JNIEnv *env, jobject self, jlong id, jlong add
 JNIEXPORT jlong NATIVE(createQP)(JNIEnv *env, jobject self, jlong handle, jlong pd_handle, jlong send_cq,
 				 jlong recv_cq, jint qp_type, jint max_send_wr, jint max_recv_wr, jint max_inline)
 {
+	GS_COUNT(createQP);
 	(void) self;
 	struct rdma_cm_id *id = GS_PTR(struct rdma_cm_id, handle);
 	struct ibv_pd *pd = GS_PTR(struct ibv_pd, pd_handle);
@@ -317,6 +334,7 @@ JNIEXPORT jlong NATIVE(createQP)(JNIEnv *env, jobject self, jlong handle, jlong 
 
 JNIEXPORT jint NATIVE(destroyQP)(JNIEnv *env, jobject self, jlong id)
 {
+	GS_COUNT(destroyQP);
 	(void) env;
 	(void) self;
 	rdma_destroy_qp(GS_PTR(struct rdma_cm_id, id));
@@ -327,6 +345,7 @@ JNIEXPORT jint NATIVE(destroyQP)(JNIEnv *env, jobject self, jlong id)
 
 JNIEXPORT jlong NATIVE(getContext)(JNIEnv *env, jobject self, jlong handle)
 {
+	GS_COUNT(getContext);
 	(void) self;
 	struct rdma_cm_id *id = GS_PTR(struct rdma_cm_id, handle);
 	if (id->verbs == NULL) {

@@ -95,6 +95,36 @@ _Static_assert(offsetof(struct gs_send_wr, rkey) == 48, "DiSNI NatIbvSendWR.RKEY
 _Static_assert(sizeof(struct gs_wc) == 48, "DiSNI IbvWC.CSIZE");
 _Static_assert(offsetof(struct gs_wc, pkey_index) == 40, "IbvWC pkey_index");
 
+/*
+ * Every native DiSNI declares, for call counting: the tests turn counting on and check that each was called.
+ * Off (the default) it costs one predictable branch per call.
+ */
+#define GS_DISNI_NATIVES(X)                                                                                    \
+	X(createEventChannel) X(createId) X(createQP) X(bindAddr) X(listen) X(resolveAddr) X(resolveRoute)     \
+	X(getCmEvent) X(connect) X(accept) X(ackCmEvent) X(disconnect) X(destroyEventChannel) X(destroyCmId)   \
+	X(destroyQP) X(getSrcAddr) X(getDstAddr) X(destroyEp) X(allocPd) X(createCompChannel) X(createCQ)      \
+	X(modifyQP) X(regMr) X(queryOdpSupport) X(expPrefetchMr) X(deregMr) X(postSend) X(postRecv)           \
+	X(getCqEvent) X(pollCQ) X(reqNotifyCQ) X(ackCqEvent) X(destroyCompChannel) X(deallocPd) X(destroyCQ)   \
+	X(getContext) X(getQpNum) X(getContextFd) X(getContextNumCompVectors) X(getPdHandle)                 \
+	X(getSockAddrInSize) X(getIbvRecvWRSize) X(getIbvSendWRSize) X(getIbvSgeSize) X(getIbvWCSize)         \
+	X(getRemoteAddressOffset) X(getRKeyOffset) X(getVersion) X(setAffinity) X(getAffinity)
+
+enum gs_native {
+#define GS_ENUM(name) GS_NATIVE_##name,
+	GS_DISNI_NATIVES(GS_ENUM)
+#undef GS_ENUM
+	GS_NATIVE_COUNT
+};
+_Static_assert(GS_NATIVE_COUNT == 50, "DiSNI 2.1 declares 48 natives in NativeDispatcher and 2 in NativeAffinity");
+
+extern int gs_call_counting;
+extern uint64_t gs_call_counts[GS_NATIVE_COUNT];
+#define GS_COUNT(name)                                                                                         \
+	do {                                                                                                   \
+		if (__builtin_expect(__atomic_load_n(&gs_call_counting, __ATOMIC_RELAXED), 0))                 \
+			__atomic_fetch_add(&gs_call_counts[GS_NATIVE_##name], 1, __ATOMIC_RELAXED);          \
+	} while (0)
+
 /* Throws java.io.IOException("<what>: <strerror(err)> (errno <err>)<hint>"). */
 void gs_throw_io(JNIEnv *env, const char *what, int err, const char *hint);
 /* Throws the given class with a plain message. */

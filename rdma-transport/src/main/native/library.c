@@ -74,6 +74,7 @@ void gs_throw_io(JNIEnv *env, const char *what, int err, const char *hint)
 
 JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getVersion(JNIEnv *env, jobject self)
 {
+	GS_COUNT(getVersion);
 	(void) env;
 	(void) self;
 	return GS_JVERBS_VERSION;
@@ -86,6 +87,7 @@ JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getVersi
 JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getSockAddrInSize(JNIEnv *env,
 											    jobject self)
 {
+	GS_COUNT(getSockAddrInSize);
 	(void) env;
 	(void) self;
 	_Static_assert(sizeof(struct sockaddr_in6) == 28, "sockaddr_in6");
@@ -95,6 +97,7 @@ JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getSockA
 JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getIbvRecvWRSize(JNIEnv *env,
 											   jobject self)
 {
+	GS_COUNT(getIbvRecvWRSize);
 	(void) env;
 	(void) self;
 	return (jint) sizeof(struct gs_recv_wr);
@@ -103,6 +106,7 @@ JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getIbvRe
 JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getIbvSendWRSize(JNIEnv *env,
 											   jobject self)
 {
+	GS_COUNT(getIbvSendWRSize);
 	(void) env;
 	(void) self;
 	return (jint) sizeof(struct gs_send_wr);
@@ -110,6 +114,7 @@ JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getIbvSe
 
 JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getIbvSgeSize(JNIEnv *env, jobject self)
 {
+	GS_COUNT(getIbvSgeSize);
 	(void) env;
 	(void) self;
 	return (jint) sizeof(struct gs_sge);
@@ -117,6 +122,7 @@ JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getIbvSg
 
 JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getIbvWCSize(JNIEnv *env, jobject self)
 {
+	GS_COUNT(getIbvWCSize);
 	(void) env;
 	(void) self;
 	return (jint) sizeof(struct gs_wc);
@@ -125,6 +131,7 @@ JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getIbvWC
 JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getRemoteAddressOffset(JNIEnv *env,
 												 jobject self)
 {
+	GS_COUNT(getRemoteAddressOffset);
 	(void) env;
 	(void) self;
 	return (jint) offsetof(struct gs_send_wr, remote_addr);
@@ -132,6 +139,7 @@ JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getRemot
 
 JNIEXPORT jint JNICALL Java_com_ibm_disni_verbs_impl_NativeDispatcher__1getRKeyOffset(JNIEnv *env, jobject self)
 {
+	GS_COUNT(getRKeyOffset);
 	(void) env;
 	(void) self;
 	return (jint) offsetof(struct gs_send_wr, rkey);
@@ -176,4 +184,52 @@ JNIEXPORT jobjectArray JNICALL Java_io_gradsync_rdma_NativeLibrary_deviceNames0(
 	}
 	ibv_free_device_list(list);
 	return names;
+}
+
+/* ---- call counting, for the tests that check every DiSNI native is exercised ---- */
+
+int gs_call_counting;
+uint64_t gs_call_counts[GS_NATIVE_COUNT];
+
+static const char *const native_names[GS_NATIVE_COUNT] = {
+#define GS_NAME(name) "_" #name,
+	GS_DISNI_NATIVES(GS_NAME)
+#undef GS_NAME
+};
+
+JNIEXPORT void JNICALL Java_io_gradsync_rdma_NativeLibrary_countCalls0(JNIEnv *env, jclass cls, jboolean on)
+{
+	(void) env;
+	(void) cls;
+	__atomic_store_n(&gs_call_counting, on ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+/* The counted natives' Java names (_createEventChannel, ...), in the order of callCounts0. */
+JNIEXPORT jobjectArray JNICALL Java_io_gradsync_rdma_NativeLibrary_countedNatives0(JNIEnv *env, jclass cls)
+{
+	(void) cls;
+	jclass string_class = (*env)->FindClass(env, "java/lang/String");
+	if (string_class == NULL)
+		return NULL;
+	jobjectArray names = (*env)->NewObjectArray(env, GS_NATIVE_COUNT, string_class, NULL);
+	for (int i = 0; names != NULL && i < GS_NATIVE_COUNT; i++) {
+		jstring name = (*env)->NewStringUTF(env, native_names[i]);
+		if (name == NULL)
+			return NULL;
+		(*env)->SetObjectArrayElement(env, names, i, name);
+		(*env)->DeleteLocalRef(env, name);
+	}
+	return names;
+}
+
+JNIEXPORT jlongArray JNICALL Java_io_gradsync_rdma_NativeLibrary_callCounts0(JNIEnv *env, jclass cls)
+{
+	(void) cls;
+	jlong counts[GS_NATIVE_COUNT];
+	for (int i = 0; i < GS_NATIVE_COUNT; i++)
+		counts[i] = (jlong) __atomic_load_n(&gs_call_counts[i], __ATOMIC_RELAXED);
+	jlongArray array = (*env)->NewLongArray(env, GS_NATIVE_COUNT);
+	if (array != NULL)
+		(*env)->SetLongArrayRegion(env, array, 0, GS_NATIVE_COUNT, counts);
+	return array;
 }

@@ -25,6 +25,7 @@
 
 JNIEXPORT jlong NATIVE(allocPd)(JNIEnv *env, jobject self, jlong context)
 {
+	GS_COUNT(allocPd);
 	(void) self;
 	struct ibv_pd *pd = ibv_alloc_pd(GS_PTR(struct ibv_context, context));
 	if (pd == NULL) {
@@ -36,6 +37,7 @@ JNIEXPORT jlong NATIVE(allocPd)(JNIEnv *env, jobject self, jlong context)
 
 JNIEXPORT jint NATIVE(deallocPd)(JNIEnv *env, jobject self, jlong pd)
 {
+	GS_COUNT(deallocPd);
 	(void) env;
 	(void) self;
 	return -ibv_dealloc_pd(GS_PTR(struct ibv_pd, pd));
@@ -43,6 +45,7 @@ JNIEXPORT jint NATIVE(deallocPd)(JNIEnv *env, jobject self, jlong pd)
 
 JNIEXPORT jlong NATIVE(createCompChannel)(JNIEnv *env, jobject self, jlong context)
 {
+	GS_COUNT(createCompChannel);
 	(void) self;
 	struct ibv_comp_channel *channel = ibv_create_comp_channel(GS_PTR(struct ibv_context, context));
 	if (channel == NULL) {
@@ -66,6 +69,7 @@ static struct deferred_channel *deferred_channels;
 
 JNIEXPORT jint NATIVE(destroyCompChannel)(JNIEnv *env, jobject self, jlong handle)
 {
+	GS_COUNT(destroyCompChannel);
 	(void) env;
 	(void) self;
 	struct ibv_comp_channel *channel = GS_PTR(struct ibv_comp_channel, handle);
@@ -104,6 +108,7 @@ void gs_comp_channel_release(void *handle)
 JNIEXPORT jlong NATIVE(createCQ)(JNIEnv *env, jobject self, jlong context, jlong channel, jint ncqe,
 				 jint comp_vector)
 {
+	GS_COUNT(createCQ);
 	(void) self;
 	struct ibv_cq *cq = ibv_create_cq(GS_PTR(struct ibv_context, context), ncqe, NULL,
 					  GS_PTR(struct ibv_comp_channel, channel), comp_vector);
@@ -116,6 +121,7 @@ JNIEXPORT jlong NATIVE(createCQ)(JNIEnv *env, jobject self, jlong context, jlong
 
 JNIEXPORT jint NATIVE(destroyCQ)(JNIEnv *env, jobject self, jlong handle)
 {
+	GS_COUNT(destroyCQ);
 	(void) env;
 	(void) self;
 	struct ibv_cq *cq = GS_PTR(struct ibv_cq, handle);
@@ -132,6 +138,7 @@ JNIEXPORT jint NATIVE(destroyCQ)(JNIEnv *env, jobject self, jlong handle)
  */
 JNIEXPORT jint NATIVE(modifyQP)(JNIEnv *env, jobject self, jlong handle, jlong attributes)
 {
+	GS_COUNT(modifyQP);
 	(void) self;
 	if (attributes != 0) {
 		gs_throw(env, "java/io/IOException",
@@ -151,6 +158,7 @@ JNIEXPORT jint NATIVE(modifyQP)(JNIEnv *env, jobject self, jlong handle, jlong a
 JNIEXPORT jlong NATIVE(regMr)(JNIEnv *env, jobject self, jlong pd, jlong address, jint length, jint access,
 			      jlong lkey_out, jlong rkey_out, jlong handle_out)
 {
+	GS_COUNT(regMr);
 	(void) self;
 	if (length < 0) {
 		gs_throw_io(env, "ibv_reg_mr: negative length", EINVAL, NULL);
@@ -171,6 +179,7 @@ JNIEXPORT jlong NATIVE(regMr)(JNIEnv *env, jobject self, jlong pd, jlong address
 
 JNIEXPORT void NATIVE(deregMr)(JNIEnv *env, jobject self, jlong mr)
 {
+	GS_COUNT(deregMr);
 	(void) self;
 	int err = ibv_dereg_mr(GS_PTR(struct ibv_mr, mr));
 	if (err != 0)
@@ -180,6 +189,7 @@ JNIEXPORT void NATIVE(deregMr)(JNIEnv *env, jobject self, jlong mr)
 /* The device's RC on-demand-paging capabilities (IBV_ODP_SUPPORT_*) when it supports ODP at all, else -1. */
 JNIEXPORT jint NATIVE(queryOdpSupport)(JNIEnv *env, jobject self, jlong context)
 {
+	GS_COUNT(queryOdpSupport);
 	(void) env;
 	(void) self;
 	struct ibv_device_attr_ex attr;
@@ -198,6 +208,7 @@ JNIEXPORT jint NATIVE(queryOdpSupport)(JNIEnv *env, jobject self, jlong context)
  */
 JNIEXPORT jint NATIVE(expPrefetchMr)(JNIEnv *env, jobject self, jlong handle, jlong address, jint length)
 {
+	GS_COUNT(expPrefetchMr);
 	(void) env;
 	(void) self;
 	struct ibv_mr *mr = GS_PTR(struct ibv_mr, handle);
@@ -225,6 +236,7 @@ static int count_send_list(jlong head, int *wrs, int *sges)
 
 JNIEXPORT void NATIVE(postSend)(JNIEnv *env, jobject self, jlong qp, jlong list)
 {
+	GS_COUNT(postSend);
 	(void) self;
 	int nwr, nsge;
 	if (list == 0 || count_send_list(list, &nwr, &nsge) != 0) {
@@ -305,6 +317,7 @@ static int count_recv_list(jlong head, int *wrs, int *sges)
 
 JNIEXPORT void NATIVE(postRecv)(JNIEnv *env, jobject self, jlong qp, jlong list)
 {
+	GS_COUNT(postRecv);
 	(void) self;
 	int nwr, nsge;
 	if (list == 0 || count_recv_list(list, &nwr, &nsge) != 0) {
@@ -358,6 +371,7 @@ out:
  */
 JNIEXPORT jint NATIVE(pollCQ)(JNIEnv *env, jobject self, jlong cq_handle, jint ne, jlong wc_list)
 {
+	GS_COUNT(pollCQ);
 	(void) env;
 	(void) self;
 	if (ne < 0)
@@ -398,6 +412,7 @@ JNIEXPORT jint NATIVE(pollCQ)(JNIEnv *env, jobject self, jlong cq_handle, jint n
 
 JNIEXPORT jint NATIVE(reqNotifyCQ)(JNIEnv *env, jobject self, jlong cq, jint solicited_only)
 {
+	GS_COUNT(reqNotifyCQ);
 	(void) env;
 	(void) self;
 	return ibv_req_notify_cq(GS_PTR(struct ibv_cq, cq), solicited_only != 0);
@@ -409,6 +424,7 @@ JNIEXPORT jint NATIVE(reqNotifyCQ)(JNIEnv *env, jobject self, jlong cq, jint sol
  */
 JNIEXPORT jint NATIVE(getCqEvent)(JNIEnv *env, jobject self, jlong handle, jint timeout)
 {
+	GS_COUNT(getCqEvent);
 	(void) self;
 	struct ibv_comp_channel *channel = GS_PTR(struct ibv_comp_channel, handle);
 	struct pollfd pfd = { .fd = channel->fd, .events = POLLIN };
@@ -434,6 +450,7 @@ JNIEXPORT jint NATIVE(getCqEvent)(JNIEnv *env, jobject self, jlong handle, jint 
 
 JNIEXPORT jint NATIVE(ackCqEvent)(JNIEnv *env, jobject self, jlong cq, jint nevents)
 {
+	GS_COUNT(ackCqEvent);
 	(void) env;
 	(void) self;
 	if (nevents > 0)
@@ -445,6 +462,7 @@ JNIEXPORT jint NATIVE(ackCqEvent)(JNIEnv *env, jobject self, jlong cq, jint neve
 
 JNIEXPORT jint NATIVE(getQpNum)(JNIEnv *env, jobject self, jlong qp)
 {
+	GS_COUNT(getQpNum);
 	(void) env;
 	(void) self;
 	return (jint) GS_PTR(struct ibv_qp, qp)->qp_num;
@@ -452,6 +470,7 @@ JNIEXPORT jint NATIVE(getQpNum)(JNIEnv *env, jobject self, jlong qp)
 
 JNIEXPORT jint NATIVE(getContextFd)(JNIEnv *env, jobject self, jlong context)
 {
+	GS_COUNT(getContextFd);
 	(void) env;
 	(void) self;
 	return GS_PTR(struct ibv_context, context)->cmd_fd;
@@ -459,6 +478,7 @@ JNIEXPORT jint NATIVE(getContextFd)(JNIEnv *env, jobject self, jlong context)
 
 JNIEXPORT jint NATIVE(getContextNumCompVectors)(JNIEnv *env, jobject self, jlong context)
 {
+	GS_COUNT(getContextNumCompVectors);
 	(void) env;
 	(void) self;
 	return GS_PTR(struct ibv_context, context)->num_comp_vectors;
@@ -466,6 +486,7 @@ JNIEXPORT jint NATIVE(getContextNumCompVectors)(JNIEnv *env, jobject self, jlong
 
 JNIEXPORT jint NATIVE(getPdHandle)(JNIEnv *env, jobject self, jlong pd)
 {
+	GS_COUNT(getPdHandle);
 	(void) env;
 	(void) self;
 	return (jint) GS_PTR(struct ibv_pd, pd)->handle;

@@ -144,12 +144,7 @@ public final class NativeLibrary {
     // ---- locating the library ----
 
     private static Path locate() {
-        String os = System.getProperty("os.name", "");
-        String arch = System.getProperty("os.arch", "");
-        if (!os.toLowerCase(Locale.ROOT).startsWith("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
-            throw new RdmaUnavailableException("gradsync's RDMA transport is built for " + PLATFORM + " only; this is "
-                    + os + "/" + arch + ".");
-        }
+        checkPlatform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
         String override = System.getProperty(PATH_PROPERTY);
         if (override != null && !override.isBlank()) {
             Path path = Path.of(override).toAbsolutePath();
@@ -159,6 +154,13 @@ public final class NativeLibrary {
             return path;
         }
         return extract();
+    }
+
+    static void checkPlatform(String os, String arch) {
+        if (!os.toLowerCase(Locale.ROOT).startsWith("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+            throw new RdmaUnavailableException("gradsync's RDMA transport is built for " + PLATFORM + " only; this is "
+                    + os + "/" + arch + ".");
+        }
     }
 
     private static Path extract() {
@@ -322,4 +324,13 @@ public final class NativeLibrary {
 
     /** ibv_get_device_list's device names; IOException with errno when the list cannot be read. */
     private static native String[] deviceNames0() throws IOException;
+
+    /** Turns counting calls of DiSNI's natives on or off (off by default; for the tests). */
+    static native void countCalls0(boolean on);
+
+    /** The counted natives' Java method names, in {@link #callCounts0()}'s order. */
+    static native String[] countedNatives0();
+
+    /** How often each of DiSNI's natives was called while counting was on. */
+    static native long[] callCounts0();
 }
