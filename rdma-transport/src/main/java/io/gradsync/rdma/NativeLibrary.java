@@ -21,6 +21,8 @@ import java.util.Set;
 import java.util.logging.Level;
 import java.util.logging.LogManager;
 import java.util.logging.Logger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Loads gradsync's {@code libdisni}, the JNI library that DiSNI's Java classes need, from this jar.
@@ -57,6 +59,10 @@ public final class NativeLibrary {
     static final String DEVICE_HINT = "RDMA needs an RDMA-capable NIC with its kernel driver loaded (see `rdma link` "
             + "or `ibv_devices`), or a soft-RoCE device on an Ethernet interface: "
             + "`modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <interface>`.";
+
+    /** A missing rdma-core library (or one it needs) in a dlopen error. */
+    private static final Pattern MISSING_DEPENDENCY = Pattern.compile(
+            "((?:libibverbs|librdmacm|libnl-3|libnl-route-3)\\.so[.0-9]*): cannot open shared object file");
 
     private static final Set<PosixFilePermission> OWNER_ONLY = PosixFilePermissions.fromString("rwx------");
     private static final Set<PosixFilePermission> OWNER_READ_WRITE = PosixFilePermissions.fromString("rw-------");
@@ -307,11 +313,11 @@ public final class NativeLibrary {
 
     static RdmaUnavailableException linkError(Path path, UnsatisfiedLinkError e) {
         String message = String.valueOf(e.getMessage());
-        for (String system : new String[] {"libibverbs.so", "librdmacm.so", "libnl-3.so", "libnl-route-3.so"}) {
-            if (message.contains(system)) {
-                return new RdmaUnavailableException("RDMA support needs " + system + "1 or later, which is not "
-                        + "installed. " + INSTALL_HINT + " (" + message + ")", e);
-            }
+        // glibc: "<our path>: libibverbs.so.1: cannot open shared object file: No such file or directory"
+        Matcher missing = MISSING_DEPENDENCY.matcher(message);
+        if (missing.find()) {
+            return new RdmaUnavailableException("RDMA support needs " + missing.group(1) + ", which is not installed. "
+                    + INSTALL_HINT + " (" + message + ")", e);
         }
         String hint = message.contains("failed to map segment") || message.contains("operation not permitted")
                 ? " The directory may be on a noexec file system: set XDG_CACHE_HOME to one that is not, or "
