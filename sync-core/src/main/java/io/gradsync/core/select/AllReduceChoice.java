@@ -1,0 +1,34 @@
+package io.gradsync.core.select;
+
+import io.gradsync.core.algorithm.AllReduceAlgorithm;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import java.util.Objects;
+
+/**
+ * How one AllReduce call runs: the algorithm and the chunk size it cuts messages into (capped by the
+ * transport's largest message). Every rank must run a call with the same choice.
+ */
+public record AllReduceChoice(AllReduceAlgorithm algorithm, int chunkBytes) {
+
+    public AllReduceChoice {
+        Objects.requireNonNull(algorithm, "algorithm");
+        if (chunkBytes < 1) {
+            throw new IllegalArgumentException("chunk size must be >= 1 byte, was " + chunkBytes);
+        }
+    }
+
+    /** The registry's algorithm {@code name} (see {@link AllReduceAlgorithms#named}) with chunks of {@code chunkBytes}. */
+    public static AllReduceChoice of(String name, int chunkBytes) {
+        return new AllReduceChoice(AllReduceAlgorithms.named(name), chunkBytes);
+    }
+
+    public String algorithmName() {
+        return algorithm.name();
+    }
+
+    /** {@code tree (chunk 4 KiB)}. */
+    @Override
+    public String toString() {
+        return algorithm.name() + " (chunk " + ByteSizes.format(chunkBytes) + ")";
+    }
+}

@@ -1,0 +1,173 @@
+package io.gradsync.core.select;
+
+import java.util.List;
+
+/**
+ * The cost formulas of the AllReduce algorithms, as {@link CostTerms}: how many messages, bytes moved
+ * and bytes reduced lie on one call's critical path, per link class. {@code S} is the message size in
+ * bytes, {@code n} the ranks, {@code c} the chunk size (the largest message), {@code c'} the chunk a
+ * step really sends ({@code min(c, its bytes)}). See docs/algorithms.md, "Choosing the algorithm".
+ *
+ * <p>A flat algorithm (ring, rhd, tree) whose step crosses hosts is charged to {@link LinkClass#INTER}
+ * for that step: the slowest hop sets the pace of a step. Hosts hold contiguous blocks of ranks.
+ */
+public final class AllReduceCosts {
+    /** Algorithms with a formula here; the selector offers those the registry also has. */
+    public static final List<String> MODELLED = List.of("ring", "rhd", "tree", "hier", "hier-leader");
+
+    private AllReduceCosts() {
+    }
+
+    /** Whether {@code algorithm} can run on {@code topology} (the hierarchical ones need several hosts). */
+    public static boolean applies(String algorithm, Topology topology) {
+        switch (algorithm) {
+            case "ring": case "rhd": case "tree": return true;
+            case "hier": return topology.hosts() >= 2 && topology.ranksPerHost() > 0;
+            case "hier-leader": return topology.hosts() >= 2;
+            default: return false;
+        }
+    }
+
+    /**
+     * The critical-path terms of one AllReduce of {@code bytes} bytes per rank.
+     *
+     * @throws IllegalArgumentException if the algorithm has no formula or does not apply to the topology
+     */
+    public static CostTerms terms(String algorithm, Topology topology, long bytes, int chunkBytes) {
+        if (!applies(algorithm, topology)) {
+            throw new IllegalArgumentException("no cost formula for allreduce algorithm '" + algorithm + "' on " + topology);
+        }
+        if (chunkBytes < 1 || bytes < 0) {
+            throw new IllegalArgumentException("need bytes >= 0 and chunk >= 1, were " + bytes + " and " + chunkBytes);
+        }
+        LinkClass flat = topology.hosts() > 1 ? LinkClass.INTER : LinkClass.INTRA;
+        switch (algorithm) {
+            case "ring": return ring(bytes, topology.ranks(), chunkBytes, flat);
+            case "rhd": return halvingDoubling(bytes, topology, chunkBytes);
+            case "tree": return doubleBinaryTree(bytes, topology.ranks(), chunkBytes, flat);
+            case "hier": return hierarchical(bytes, topology, chunkBytes);
+            default: return leader(bytes, topology, chunkBytes);
+        }
+    }
+
+    /**
+     * Ring: every rank sends {@code 2(n-1)} steps of {@code C = ⌈S/(n c)⌉} chunks back to back, and steps
+     * overlap, so the stream of {@code 2(n-1)C} messages is the critical path:
+     * {@code 2(n-1)C α + 2(n-1)/n S β + (n-1)/n S γ}.
+     */
+    static CostTerms ring(double bytes, int n, int chunk, LinkClass link) {
+        if (n == 1) {
+            return CostTerms.ZERO;
+        }
+        double chunksPerSegment = chunks(bytes / n, chunk);
+        return CostTerms.on(link, 2.0 * (n - 1) * chunksPerSegment, 2.0 * (n - 1) / n * bytes, (double) (n - 1) / n * bytes);
+    }
+
+    /**
+     * Recursive halving-doubling, {@code p = 2^⌊log2 n⌋}: step {@code k = 1..log2 p} of each half moves
+     * {@code S/2^k} in {@code ⌈S/(2^k c)⌉} messages (reduced in the halving half), plus one chunk's
+     * transfer and reduction per step, since a step ends when its last chunk is in (the ring has no such
+     * bubble). Without a power of two, the {@code n - p} folded pairs add a full exchange before
+     * ({@code S} moved and reduced) and after ({@code S} moved), on the pairs' link class.
+     */
+    static CostTerms halvingDoubling(double bytes, Topology topology, int chunk) {
+        int n = topology.ranks();
+        if (n == 1) {
+            return CostTerms.ZERO;
+        }
+        int p = Integer.highestOneBit(n);
+        int folded = n - p;
+        CostTerms total = CostTerms.ZERO;
+        if (folded > 0) {
+            LinkClass link = LinkClass.INTRA;
+            for (int i = 0; i < folded; i++) {
+                link = topology.sameHost(2 * i, 2 * i + 1) ? link : LinkClass.INTER;
+            }
+            double last = Math.min(chunk, bytes);
+            total = total.plus(CostTerms.on(link, chunks(bytes, chunk), bytes + last, bytes + last))
+                    .plus(CostTerms.on(link, chunks(bytes, chunk), bytes + last, 0));
+        }
+        double part = bytes;
+        for (int mask = p >>> 1; mask > 0; mask >>>= 1) {
+            part /= 2;
+            LinkClass link = stepLink(topology, p, folded, mask);
+            double last = Math.min(chunk, part);
+            double messages = chunks(part, chunk);
+            total = total.plus(CostTerms.on(link, messages, part + last, part + last))   // halving
+                    .plus(CostTerms.on(link, messages, part + last, 0));                // doubling
+        }
+        return total;
+    }
+
+    private static LinkClass stepLink(Topology topology, int p, int folded, int mask) {
+        for (int v = 0; v < p; v++) {
+            if (!topology.sameHost(realRank(v, folded), realRank(v ^ mask, folded))) {
+                return LinkClass.INTER;
+            }
+        }
+        return LinkClass.INTRA;
+    }
+
+    private static int realRank(int virtual, int folded) {
+        return virtual < folded ? 2 * virtual + 1 : virtual + folded;
+    }
+
+    /**
+     * Double binary tree (NCCL 2.4): two trees of depth {@code d = ⌊log2 n⌋}, each carrying half of the
+     * message in chunks, every rank interior in at most one. A reduce then a broadcast, each a pipeline
+     * of {@code d + m - 1} stages, {@code m = ⌈S/(2c)⌉}; in a stage a rank moves one chunk per tree:
+     * {@code 2(d + m - 1)(α + 2c' β) + S γ}. With {@code n <= 2} one plain tree carries all of it.
+     */
+    static CostTerms doubleBinaryTree(double bytes, int n, int chunk, LinkClass link) {
+        if (n == 1) {
+            return CostTerms.ZERO;
+        }
+        int depth = 31 - Integer.numberOfLeadingZeros(n);
+        int trees = n <= 2 ? 1 : 2;
+        double perTree = bytes / trees;
+        double stageChunk = Math.min(chunk, perTree);
+        double stages = depth + chunks(perTree, chunk) - 1;
+        return CostTerms.on(link, 2 * stages, 2 * stages * trees * stageChunk, bytes);
+    }
+
+    /**
+     * Hierarchical, {@code L} ranks on each of {@code H} hosts: an intra-host ring reduce-scatter
+     * ({@code (L-1)⌈S/(L c)⌉} messages, {@code (L-1)/L S} moved and reduced), a ring AllReduce of each
+     * {@code S/L} shard among the {@code H} ranks with the same local rank, and an intra-host ring
+     * all-gather. The host's {@code L} inter-host rings run at once through its one network interface,
+     * so the inter phase moves {@code L} times a shard's bytes on the inter link.
+     */
+    static CostTerms hierarchical(double bytes, Topology topology, int chunk) {
+        int local = topology.ranksPerHost();
+        int hosts = topology.hosts();
+        double shard = bytes / local;
+        CostTerms inter = ring(shard, hosts, chunk, LinkClass.INTER);
+        CostTerms sharedNic = new CostTerms(0, 0, 0, inter.interMessages(), inter.interBytes() * local, inter.interReduced());
+        if (local == 1) {
+            return sharedNic;
+        }
+        double messages = (local - 1) * chunks(shard, chunk);
+        double moved = (double) (local - 1) / local * bytes;
+        return CostTerms.on(LinkClass.INTRA, messages, moved, moved)
+                .plus(sharedNic)
+                .plus(CostTerms.on(LinkClass.INTRA, messages, moved, 0));
+    }
+
+    /**
+     * Leader-based: a binomial-tree reduce to each host's leader ({@code ⌈log2 L⌉} rounds of the whole
+     * message), a ring AllReduce among the {@code H} leaders, a binomial broadcast back; {@code L} is
+     * the most ranks on one host.
+     */
+    static CostTerms leader(double bytes, Topology topology, int chunk) {
+        double rounds = 32 - Integer.numberOfLeadingZeros(topology.largestHost() - 1);
+        double messages = chunks(bytes, chunk);
+        return CostTerms.on(LinkClass.INTRA, rounds * messages, rounds * bytes, rounds * bytes)
+                .plus(ring(bytes, topology.hosts(), chunk, LinkClass.INTER))
+                .plus(CostTerms.on(LinkClass.INTRA, rounds * messages, rounds * bytes, 0));
+    }
+
+    /** Messages needed for {@code bytes} in chunks of {@code chunk}: at least one, even when empty. */
+    private static double chunks(double bytes, int chunk) {
+        return Math.max(1, Math.ceil(bytes / chunk));
+    }
+}
