@@ -9,7 +9,10 @@ import java.util.List;
  * step really sends ({@code min(c, its bytes)}). See docs/algorithms.md, "Choosing the algorithm".
  *
  * <p>A flat algorithm (ring, rhd, tree) whose step crosses hosts is charged to {@link LinkClass#INTER}
- * for that step: the slowest hop sets the pace of a step. Hosts hold contiguous blocks of ranks.
+ * for that step: the slowest hop sets the pace of a step. Flows that leave a host at the same time
+ * share its network interface, so a step's inter-host bytes are multiplied by the most flows leaving
+ * one host in it (1 for a ring over contiguous blocks of ranks, every rank of the host for the
+ * halving-doubling step between hosts).
  */
 public final class AllReduceCosts {
     /** Algorithms with a formula here; the selector offers those the registry also has. */
@@ -42,7 +45,8 @@ public final class AllReduceCosts {
         }
         LinkClass flat = topology.hosts() > 1 ? LinkClass.INTER : LinkClass.INTRA;
         switch (algorithm) {
-            case "ring": return ring(bytes, topology.ranks(), chunkBytes, flat);
+            case "ring": return sharedNic(ring(bytes, topology.ranks(), chunkBytes, flat),
+                    flowsPerNic(topology, r -> (r + 1) % topology.ranks()));
             case "rhd": return halvingDoubling(bytes, topology, chunkBytes);
             case "tree": return doubleBinaryTree(bytes, topology.ranks(), chunkBytes, flat);
             case "hier": return hierarchical(bytes, topology, chunkBytes);
@@ -79,33 +83,51 @@ public final class AllReduceCosts {
         int folded = n - p;
         CostTerms total = CostTerms.ZERO;
         if (folded > 0) {
-            LinkClass link = LinkClass.INTRA;
-            for (int i = 0; i < folded; i++) {
-                link = topology.sameHost(2 * i, 2 * i + 1) ? link : LinkClass.INTER;
-            }
+            int flows = flowsPerNic(topology, r -> r < 2 * folded ? r ^ 1 : r);
             double last = Math.min(chunk, bytes);
-            total = total.plus(CostTerms.on(link, chunks(bytes, chunk), bytes + last, bytes + last))
-                    .plus(CostTerms.on(link, chunks(bytes, chunk), bytes + last, 0));
+            total = total.plus(step(flows, chunks(bytes, chunk), bytes + last, bytes + last))
+                    .plus(step(flows, chunks(bytes, chunk), bytes + last, 0));
         }
         double part = bytes;
         for (int mask = p >>> 1; mask > 0; mask >>>= 1) {
             part /= 2;
-            LinkClass link = stepLink(topology, p, folded, mask);
+            int stepMask = mask;
+            int flows = flowsPerNic(topology, r -> r < 2 * folded && r % 2 == 0 ? r
+                    : realRank(virtualRank(r, folded) ^ stepMask, folded));
             double last = Math.min(chunk, part);
             double messages = chunks(part, chunk);
-            total = total.plus(CostTerms.on(link, messages, part + last, part + last))   // halving
-                    .plus(CostTerms.on(link, messages, part + last, 0));                // doubling
+            total = total.plus(step(flows, messages, part + last, part + last))   // halving
+                    .plus(step(flows, messages, part + last, 0));                // doubling
         }
         return total;
     }
 
-    private static LinkClass stepLink(Topology topology, int p, int folded, int mask) {
-        for (int v = 0; v < p; v++) {
-            if (!topology.sameHost(realRank(v, folded), realRank(v ^ mask, folded))) {
-                return LinkClass.INTER;
+    /** One step: intra-host when no flow leaves a host, else inter-host with {@code flows} sharing a NIC. */
+    private static CostTerms step(int flows, double messages, double bytes, double reduced) {
+        return flows == 0
+                ? CostTerms.on(LinkClass.INTRA, messages, bytes, reduced)
+                : CostTerms.on(LinkClass.INTER, messages, bytes * flows, reduced);
+    }
+
+    private static CostTerms sharedNic(CostTerms terms, int flows) {
+        return flows <= 1 ? terms : new CostTerms(terms.intraMessages(), terms.intraBytes(), terms.intraReduced(),
+                terms.interMessages(), terms.interBytes() * flows, terms.interReduced());
+    }
+
+    /** The most ranks of one host that send to another host at once, each rank sending to {@code peer(rank)}. */
+    private static int flowsPerNic(Topology topology, java.util.function.IntUnaryOperator peer) {
+        int[] leaving = new int[topology.hosts()];
+        int most = 0;
+        for (int r = 0; r < topology.ranks(); r++) {
+            if (!topology.sameHost(r, peer.applyAsInt(r))) {
+                most = Math.max(most, ++leaving[topology.host(r)]);
             }
         }
-        return LinkClass.INTRA;
+        return most;
+    }
+
+    private static int virtualRank(int rank, int folded) {
+        return rank < 2 * folded ? rank / 2 : rank - folded;
     }
 
     private static int realRank(int virtual, int folded) {
@@ -141,8 +163,7 @@ public final class AllReduceCosts {
         int local = topology.ranksPerHost();
         int hosts = topology.hosts();
         double shard = bytes / local;
-        CostTerms inter = ring(shard, hosts, chunk, LinkClass.INTER);
-        CostTerms sharedNic = new CostTerms(0, 0, 0, inter.interMessages(), inter.interBytes() * local, inter.interReduced());
+        CostTerms sharedNic = sharedNic(ring(shard, hosts, chunk, LinkClass.INTER), local);
         if (local == 1) {
             return sharedNic;
         }

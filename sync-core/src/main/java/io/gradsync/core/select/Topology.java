@@ -64,6 +64,11 @@ public final class Topology {
         return largestHost;
     }
 
+    /** The host {@code rank} is on, {@code 0 <= host < hosts()}. */
+    public int host(int rank) {
+        return hostOfRank[rank];
+    }
+
     public boolean sameHost(int rank, int other) {
         return hostOfRank[rank] == hostOfRank[other];
     }
