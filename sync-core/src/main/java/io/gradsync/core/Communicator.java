@@ -190,7 +190,8 @@ public final class Communicator implements AutoCloseable {
                                                  AllReduceChoice choice) {
         AllReduceAlgorithm algorithm = choice.algorithm();
         return Mono.create(sink -> progress.submit(new ProgressThread.Task(ALLREDUCE,
-                CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(), input.dataType(), op),
+                CollectiveDescriptor.withPlan(CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(),
+                        input.dataType(), op), choice.plan()),
                 ctx -> algorithm.allReduce(ctx, input, output, op), choice.chunkBytes(), output, sink)));
     }
 
@@ -317,7 +318,7 @@ public final class Communicator implements AutoCloseable {
             AllReduceAlgorithm fixed = fixedAlgorithm != null || "auto".equals(allReduceAlgorithm)
                     ? fixedAlgorithm : AllReduceAlgorithms.named(allReduceAlgorithm);
             if (fixed != null) {
-                return AllReduceSelector.fixed(new AllReduceChoice(fixed, chunkBytes));
+                return AllReduceSelector.fixed(new AllReduceChoice(fixed, Math.min(chunkBytes, endpoint.maxMessageBytes())));
             }
             AllReduceOverride override = allReduceOverride == null ? null
                     : AllReduceOverride.parse(allReduceOverride, allReduceOverrideSource, AllReduceAlgorithms.names());

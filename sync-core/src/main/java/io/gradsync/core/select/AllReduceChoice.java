@@ -2,19 +2,26 @@ package io.gradsync.core.select;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.CollectiveDescriptor;
 import java.util.Objects;
 
 /**
  * How one AllReduce call runs: the algorithm and the chunk size it cuts messages into (capped by the
- * transport's largest message). Every rank must run a call with the same choice.
+ * transport's largest message). Every rank must run a call with the same choice; the choice's
+ * {@link #plan()} travels with every message so that a rank that chose differently is caught.
  */
-public record AllReduceChoice(AllReduceAlgorithm algorithm, int chunkBytes) {
+public final class AllReduceChoice {
+    private final AllReduceAlgorithm algorithm;
+    private final int chunkBytes;
+    private final int plan;
 
-    public AllReduceChoice {
-        Objects.requireNonNull(algorithm, "algorithm");
+    public AllReduceChoice(AllReduceAlgorithm algorithm, int chunkBytes) {
+        this.algorithm = Objects.requireNonNull(algorithm, "algorithm");
         if (chunkBytes < 1) {
             throw new IllegalArgumentException("chunk size must be >= 1 byte, was " + chunkBytes);
         }
+        this.chunkBytes = chunkBytes;
+        this.plan = CollectiveDescriptor.plan(algorithm.name(), chunkBytes);
     }
 
     /** The registry's algorithm {@code name} (see {@link AllReduceAlgorithms#named}) with chunks of {@code chunkBytes}. */
@@ -22,8 +29,21 @@ public record AllReduceChoice(AllReduceAlgorithm algorithm, int chunkBytes) {
         return new AllReduceChoice(AllReduceAlgorithms.named(name), chunkBytes);
     }
 
+    public AllReduceAlgorithm algorithm() {
+        return algorithm;
+    }
+
+    public int chunkBytes() {
+        return chunkBytes;
+    }
+
     public String algorithmName() {
         return algorithm.name();
+    }
+
+    /** The 8-bit plan stamped on the call's messages; see {@link CollectiveDescriptor#plan}. */
+    public int plan() {
+        return plan;
     }
 
     /** {@code tree (chunk 4 KiB)}. */
