@@ -57,6 +57,7 @@ final class Calibration {
     void runThreads(int ranks, int depth, Function<Endpoint, Communicator> connect) throws Exception {
         List<CostModelFit.Observation> observations = new ArrayList<>();
         Topology topology = null;
+        int chunkUsed = chunkBytes;
         for (int n = 2; n <= ranks; n = n * 2 > ranks && n != ranks ? ranks : n * 2) {
             ExecutorService threads = Executors.newFixedThreadPool(n);
             try (LocalTransport job = LocalTransport.create(n, chunkBytes, depth)) {
@@ -66,6 +67,7 @@ final class Calibration {
                 }
                 topology = Topology.of(endpoints.get(0));
                 int chunk = Math.min(chunkBytes, endpoints.get(0).maxMessageBytes());
+                chunkUsed = chunk;
                 List<Future<List<CostModelFit.Observation>>> done = new ArrayList<>();
                 for (Endpoint endpoint : endpoints) {
                     Communicator comm = connect.apply(endpoint);
@@ -87,7 +89,7 @@ final class Calibration {
             }
         }
         if (topology != null) {
-            fitAndWrite(observations, topology, "local (in-JVM threads)");
+            fitAndWrite(observations, topology, "local (in-JVM threads)", chunkUsed);
         }
     }
 
@@ -98,7 +100,7 @@ final class Calibration {
         try (Communicator comm = connect.apply(endpoint)) {
             List<CostModelFit.Observation> observations = measure(comm, topology, chunk);
             if (comm.rank() == 0) {
-                fitAndWrite(observations, topology, comm.transportName());
+                fitAndWrite(observations, topology, comm.transportName(), chunk);
             }
         }
     }
@@ -144,14 +146,14 @@ final class Calibration {
         return comm.rank() == 0 ? observations : null;
     }
 
-    private void fitAndWrite(List<CostModelFit.Observation> observations, Topology topology, String transport) {
+    private void fitAndWrite(List<CostModelFit.Observation> observations, Topology topology, String transport, int chunk) {
         CostModel known = CostModelFile.loadOrDefaults(file);
         LinkClass link = topology.hosts() > 1 ? LinkClass.INTER : LinkClass.INTRA;
         double gamma = measureGamma();
         LinkCost fitted = CostModelFit.fit(observations, known, link, gamma);
         CostModel model = known.with(link, fitted);
         System.out.printf(Locale.ROOT, "# calibration: %s, %s, chunk %d B; fitting %s with γ timed on the float32 SUM kernel%n",
-                transport, topology, chunkBytes, link.key());
+                transport, topology, chunk, link.key());
         System.out.printf(Locale.ROOT, "# %-22s %12s %12s %9s%n", "call", "measured us", "model us", "residual");
         double squares = 0;
         for (CostModelFit.Observation o : observations) {
@@ -164,7 +166,7 @@ final class Calibration {
         System.out.printf(Locale.ROOT, "# rms relative residual %.1f %% over %d calls%n",
                 100 * Math.sqrt(squares / observations.size()), observations.size());
         CostModelFile.store(model, file, "gradsync AllReduce cost model, written by allreduce-perf --calibrate\n"
-                + Instant.now() + ": " + transport + ", " + topology + ", chunk " + chunkBytes + " B; fitted " + link.key()
+                + Instant.now() + ": " + transport + ", " + topology + ", chunk " + chunk + " B; fitted " + link.key()
                 + (link == LinkClass.INTER ? "; intra as it was" : "; inter as it was"));
         System.out.println("# wrote " + file);
     }

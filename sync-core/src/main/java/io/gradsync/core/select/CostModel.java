@@ -8,12 +8,15 @@ import java.util.Objects;
  */
 public final class CostModel {
     /**
-     * Defaults for ranks on one host. Measured on the project's 2-vCPU VM (see docs/algorithms.md,
-     * "Choosing the algorithm"): α from 4 KiB AllReduce latency, β and γ from the Aeron IPC and
-     * in-JVM 64 MiB runs and the reduction-kernel benchmark.
+     * Defaults for ranks on one host, from calibrations on the project's 2-vCPU VM (in-JVM and Aeron IPC
+     * ranks: α 13-27 µs, β 0.10-0.22 ns/B, γ 0.12-0.29 ns/B; see docs/algorithms.md, "Choosing the
+     * algorithm").
      */
-    public static final LinkCost INTRA_DEFAULT = new LinkCost(20e-6, 0.25e-9, 0.20e-9);
-    /** Defaults for ranks on different hosts: Aeron UDP on the same VM, γ as on one host. */
+    public static final LinkCost INTRA_DEFAULT = new LinkCost(20e-6, 0.20e-9, 0.20e-9);
+    /**
+     * Defaults for ranks on different hosts: Aeron UDP between network namespaces of the same VM,
+     * unloaded (docs/benchmarks.md: 158 µs for a 2-rank 4 KiB AllReduce, 1.15 GB/s busbw at 64 MiB).
+     */
     public static final LinkCost INTER_DEFAULT = new LinkCost(60e-6, 0.90e-9, 0.20e-9);
 
     private final LinkCost intra;
