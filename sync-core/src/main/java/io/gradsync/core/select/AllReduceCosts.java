@@ -1,6 +1,7 @@
 package io.gradsync.core.select;
 
 import java.util.List;
+import java.util.function.IntUnaryOperator;
 
 /**
  * The cost formulas of the AllReduce algorithms, as {@link CostTerms}: how many messages, bytes moved
@@ -115,7 +116,7 @@ public final class AllReduceCosts {
     }
 
     /** The most ranks of one host that send to another host at once, each rank sending to {@code peer(rank)}. */
-    private static int flowsPerNic(Topology topology, java.util.function.IntUnaryOperator peer) {
+    private static int flowsPerNic(Topology topology, IntUnaryOperator peer) {
         int[] leaving = new int[topology.hosts()];
         int most = 0;
         for (int r = 0; r < topology.ranks(); r++) {

@@ -35,7 +35,7 @@ public final class AllReduceSelector {
     private final int[] chunks;
     private final AllReduceOverride override;
     private final AllReduceChoice[] ruleChoices;
-    private final AtomicReferenceArray<AllReduceChoice> byClass = new AtomicReferenceArray<>(65);
+    private final AtomicReferenceArray<AllReduceChoice> byClass = new AtomicReferenceArray<>(64);
 
     private AllReduceSelector(String name, AllReduceChoice fixed, CostModel model, Topology topology,
                               Map<String, AllReduceAlgorithm> candidates, int[] chunks,
@@ -126,7 +126,7 @@ public final class AllReduceSelector {
             return choice;
         }
         long lo = sizeClass == 0 ? 0 : 1L << (sizeClass - 1);
-        long hi = sizeClass == 0 ? 1 : sizeClass == 64 ? Long.MAX_VALUE : 1L << sizeClass;
+        long hi = sizeClass == 0 ? 1 : sizeClass == 63 ? Long.MAX_VALUE : 1L << sizeClass;
         long bytes = lo + lo / 2;
         StringBuilder costs = new StringBuilder();
         double best = Double.POSITIVE_INFINITY;

@@ -23,11 +23,6 @@ public record CostTerms(double intraMessages, double intraBytes, double intraRed
                 interBytes + other.interBytes, interReduced + other.interReduced);
     }
 
-    CostTerms times(double factor) {
-        return new CostTerms(intraMessages * factor, intraBytes * factor, intraReduced * factor,
-                interMessages * factor, interBytes * factor, interReduced * factor);
-    }
-
     public double messages(LinkClass link) {
         return link == LinkClass.INTRA ? intraMessages : interMessages;
     }

@@ -78,14 +78,4 @@ public final class Topology {
     public String toString() {
         return ranks() + (ranks() == 1 ? " rank" : " ranks") + " on " + hosts + (hosts == 1 ? " host" : " hosts");
     }
-
-    @Override
-    public boolean equals(Object o) {
-        return o instanceof Topology t && Arrays.equals(hostOfRank, t.hostOfRank);
-    }
-
-    @Override
-    public int hashCode() {
-        return Arrays.hashCode(hostOfRank);
-    }
 }
