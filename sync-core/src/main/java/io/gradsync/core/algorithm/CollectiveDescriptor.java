@@ -6,45 +6,84 @@ import java.util.List;
 
 /**
  * What a collective call is, packed into the 64-bit word every message carries, so that a receiver
- * catches ranks that called different collectives (another count, type or operator) at the first
- * message instead of producing garbage.
+ * catches ranks that called different collectives (another kind, count, type, operator or root) at the
+ * first message instead of producing garbage.
  *
- * <p>Layout: bits 63..32 element count, 31..24 plan (how the call runs, see {@link #plan}), 23..16
- * collective kind, 15..8 data type, 7..0 operator.
+ * <p>Layout: bits 63..32 element count, 31..24 sub-stream tag (which of an algorithm's interleaved
+ * message streams a message belongs to; not part of the call's identity), 23..20 the AllReduce
+ * algorithm ({@link #withAlgorithm}), 19..16 collective kind, 15..8 data type, 7..0 operator. Rooted collectives carry their root in the operator byte
+ * ({@link #rooted}). The count is the whole buffer for allreduce, broadcast and reduce, and one rank's
+ * block for reduce-scatter, all-gather and all-to-all.
  */
 public final class CollectiveDescriptor {
     /** Collective kinds, as carried on the wire. */
     public static final int ALLREDUCE = 1;
+    public static final int REDUCE_SCATTER = 2;
+    public static final int ALL_GATHER = 3;
+    /** Broadcast by binomial tree; a separate kind from the chain so that ranks that chose differently fail. */
+    public static final int BROADCAST_TREE = 4;
+    public static final int BROADCAST_CHAIN = 5;
+    public static final int REDUCE = 6;
+    public static final int ALL_TO_ALL = 7;
+    public static final int BARRIER = 8;
 
+    private static final String[] KIND_NAMES = {"", "allreduce", "reducescatter", "allgather", "broadcast (tree)",
+        "broadcast (chain)", "reduce", "alltoall", "barrier"};
     private static final int NO_OP = 0xFF;
-    /** Algorithms by plan code (1-based); other algorithms are code 7. Append only: it is a wire format. */
-    private static final List<String> PLAN_ALGORITHMS = List.of("ring", "rhd", "tree", "hier", "hier-leader");
-    private static final int OTHER_ALGORITHM = 7;
+    /** AllReduce algorithms by code (1-based); any other is code 15. Append only: it is a wire format. */
+    private static final List<String> ALGORITHMS = List.of("ring", "rhd", "tree", "btree", "hier", "hier-leader");
+    private static final int OTHER_ALGORITHM = 15;
+    private static final long TAG_MASK = 0xFFL << 24;
+    /** Reduce's root shares the operator byte: 3 bits of operator, 5 bits of root + 1 (0: not carried). */
+    private static final int OP_BITS = 3;
+    private static final int MAX_REDUCE_ROOT = (1 << (8 - OP_BITS)) - 2;
 
     private CollectiveDescriptor() {
     }
 
     public static long of(int kind, int count, DataType type, ReduceOp op) {
-        int opBits = op == null ? NO_OP : op.ordinal();
-        return ((long) count << 32) | ((long) kind << 16) | ((long) type.ordinal() << 8) | opBits;
+        return of(kind, count, type, op == null ? NO_OP : op.ordinal());
     }
 
     /**
-     * The 8-bit plan of a call run by {@code algorithm} in chunks of {@code chunkBytes}: the algorithm's
-     * code (3 bits) and the chunk size's power of two, rounded up (5 bits). Stamped on every message with
-     * {@link #withPlan}, it makes ranks that chose different algorithms or chunk sizes for the same call
-     * (different cost-model files or override rules) fail at the first message instead of mixing data.
+     * The descriptor of a broadcast ({@code op == null}) or reduce from {@code root}. The root is
+     * carried, and so checked, when it fits: roots below 255 for broadcast, below 31 for reduce (whose
+     * operator shares the byte); larger roots go unchecked rather than wrap into another root.
      */
-    public static int plan(String algorithm, int chunkBytes) {
-        int index = PLAN_ALGORITHMS.indexOf(algorithm);
-        int code = index < 0 ? OTHER_ALGORITHM : index + 1;
-        int chunkPower = 32 - Integer.numberOfLeadingZeros(Math.max(1, chunkBytes) - 1);
-        return code << 5 | chunkPower;
+    public static long rooted(int kind, int count, DataType type, ReduceOp op, int root) {
+        if (op == null) {
+            return of(kind, count, type, root < NO_OP ? root : NO_OP);
+        }
+        int rootBits = root <= MAX_REDUCE_ROOT ? (root + 1) << OP_BITS : 0;
+        return of(kind, count, type, rootBits | op.ordinal());
     }
 
-    /** {@code descriptor} with {@code plan} in bits 31..24. */
-    public static long withPlan(long descriptor, int plan) {
-        return (descriptor & ~(0xFFL << 24)) | (long) (plan & 0xFF) << 24;
+    private static long of(int kind, int count, DataType type, int opByte) {
+        return ((long) count << 32) | ((long) kind << 16) | ((long) type.ordinal() << 8) | opByte;
+    }
+
+    /**
+     * {@code descriptor} marked with the AllReduce algorithm that runs the call, so that ranks that chose
+     * different algorithms for it (different cost-model files or override rules) fail at the first
+     * message, as broadcast's tree and chain do by kind.
+     */
+    public static long withAlgorithm(long descriptor, String algorithm) {
+        int index = ALGORITHMS.indexOf(algorithm);
+        long code = index < 0 ? OTHER_ALGORITHM : index + 1;
+        return (descriptor & ~(0xFL << 20)) | code << 20;
+    }
+
+    /** {@code descriptor} with its sub-stream tag set to {@code tag} ({@code 0..255}). */
+    public static long withTag(long descriptor, int tag) {
+        if ((tag & ~0xFF) != 0) {
+            throw new IllegalArgumentException("sub-stream tag must be 0..255, was " + tag);
+        }
+        return (descriptor & ~TAG_MASK) | ((long) tag << 24);
+    }
+
+    /** The sub-stream tag of {@code descriptor}. */
+    public static int tag(long descriptor) {
+        return (int) ((descriptor & TAG_MASK) >>> 24);
     }
 
     public static int count(long descriptor) {
@@ -53,16 +92,31 @@ public final class CollectiveDescriptor {
 
     /** Human-readable form for error messages, e.g. {@code allreduce of 1000 FLOAT32 with SUM}. */
     public static String describe(long descriptor) {
-        int kind = (int) (descriptor >>> 16) & 0xFF;
+        int kind = (int) (descriptor >>> 16) & 0xF;
+        int algorithm = (int) (descriptor >>> 20) & 0xF;
         int type = (int) (descriptor >>> 8) & 0xFF;
-        int op = (int) descriptor & 0xFF;
-        String kindName = kind == ALLREDUCE ? "allreduce" : "collective kind " + kind;
+        int opByte = (int) descriptor & 0xFF;
+        if (kind == BARRIER) {
+            return "barrier";
+        }
+        String kindName = kind < KIND_NAMES.length && kind > 0 ? KIND_NAMES[kind] : "collective kind " + kind;
         String typeName = type < DataType.values().length ? DataType.values()[type].name() : "type " + type;
-        String opName = op == NO_OP ? "" : " with " + (op < ReduceOp.values().length ? ReduceOp.values()[op].name() : "op " + op);
-        int plan = (int) (descriptor >>> 24) & 0xFF;
-        int code = plan >>> 5;
-        String algorithm = code <= PLAN_ALGORITHMS.size() ? PLAN_ALGORITHMS.get(code - 1) : "another algorithm";
-        String planName = code == 0 ? "" : " by " + algorithm + " in chunks of up to 2^" + (plan & 0x1F) + " B";
-        return kindName + " of " + count(descriptor) + " " + typeName + opName + planName;
+        String what = kindName + " of " + count(descriptor) + " " + typeName;
+        if (kind == REDUCE_SCATTER || kind == ALL_GATHER || kind == ALL_TO_ALL) {
+            what += " per block";
+        }
+        if (kind == BROADCAST_TREE || kind == BROADCAST_CHAIN) {
+            return what + (opByte == NO_OP ? " from a root >= 255" : " from root " + opByte);
+        }
+        if (kind == REDUCE) {
+            int root = (opByte >>> OP_BITS) - 1;
+            return what + " with " + opName(opByte & ((1 << OP_BITS) - 1)) + (root < 0 ? " to a root > " + MAX_REDUCE_ROOT : " to root " + root);
+        }
+        String by = algorithm == 0 ? "" : " by " + (algorithm <= ALGORITHMS.size() ? ALGORITHMS.get(algorithm - 1) : "another algorithm");
+        return what + (opByte == NO_OP ? "" : " with " + opName(opByte)) + by;
+    }
+
+    private static String opName(int op) {
+        return op < ReduceOp.values().length ? ReduceOp.values()[op].name() : "op " + op;
     }
 }

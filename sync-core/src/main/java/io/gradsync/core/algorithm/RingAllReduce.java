@@ -10,12 +10,15 @@ import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 
 /**
- * Ring AllReduce: a reduce-scatter then an all-gather around the ring {@code 0 -> 1 -> ... -> n-1 -> 0},
- * each rank sending {@code 2(n-1)/n} of the buffer in total, which is bandwidth-optimal.
+ * Ring AllReduce: a reduce-scatter then an all-gather around a ring of all ranks, each rank sending
+ * {@code 2(n-1)/n} of the buffer in total, which is bandwidth-optimal. The ring visits the ranks host
+ * by host ({@link RingOrder}), so it crosses each host boundary once and the slow links carry no more
+ * than the fast ones.
  *
  * <p>The buffer is cut into {@code n} segments and each segment into {@code C} chunks, so each of the
  * {@code 2(n-1)} steps is {@code C} messages and a rank's whole send stream is {@code 2(n-1)C} messages.
- * Message {@code j} (step {@code g = j / C}) carries segment {@code (rank - g) mod n}; from step 1 on
+ * Message {@code j} (step {@code g = j / C}) carries segment {@code (p - g) mod n}, where {@code p} is
+ * the rank's position on the ring; from step 1 on
  * it is what arrived as message {@code j - C}. That dependency, and the receiver's free slots, are
  * the only things a send waits for, so up to {@code window} chunks are in flight per link and the
  * pipeline runs as deep as credits allow.
@@ -49,6 +52,8 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         private final ReduceOp op;
         private final int n;
         private final int rank;
+        private final int[] ring;
+        private final int position;
         private final int count;
         private final int chunksPerSegment;
         private final Object inBase;
@@ -62,6 +67,8 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             this.op = op;
             this.n = ctx.size();
             this.rank = ctx.rank();
+            this.ring = RingOrder.of(ctx);
+            this.position = RingOrder.positionOf(ring, rank);
             this.count = input.count();
             int chunkElements = Math.max(1, ctx.chunkBytes() / type.bytes());
             int largestSegment = (count + n - 1) / n;
@@ -74,8 +81,8 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         }
 
         void execute() {
-            Link right = ctx.link((rank + 1) % n);
-            Link left = ctx.link((rank + n - 1) % n);
+            Link right = ctx.link(ring[(position + 1) % n]);
+            Link left = ctx.link(ring[(position + n - 1) % n]);
             int messages = 2 * (n - 1) * chunksPerSegment;
             int sent = 0;
             int received = 0;
@@ -105,10 +112,10 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             }
         }
 
-        /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code rank - step - 1}. */
+        /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code position - step - 1}. */
         private void consume(int i, RecvSlot arrival) {
             int step = i / chunksPerSegment;
-            int segment = Math.floorMod(rank - step - 1, n);
+            int segment = Math.floorMod(position - step - 1, n);
             int first = chunkStart(segment, i % chunksPerSegment);
             int length = chunkStart(segment, i % chunksPerSegment + 1) - first;
             if (arrival.length() != length * type.bytes()) {
@@ -128,15 +135,15 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         }
 
         private int messageBytes(int j) {
-            int segment = Math.floorMod(rank - j / chunksPerSegment, n);
+            int segment = Math.floorMod(position - j / chunksPerSegment, n);
             int first = chunkStart(segment, j % chunksPerSegment);
             return (chunkStart(segment, j % chunksPerSegment + 1) - first) * type.bytes();
         }
 
-        /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code rank - step}. */
+        /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code position - step}. */
         private void produce(int j, SendSlot slot) {
             int step = j / chunksPerSegment;
-            int segment = Math.floorMod(rank - step, n);
+            int segment = Math.floorMod(position - step, n);
             int first = chunkStart(segment, j % chunksPerSegment);
             int length = chunkStart(segment, j % chunksPerSegment + 1) - first;
             long at = (long) first * type.bytes();

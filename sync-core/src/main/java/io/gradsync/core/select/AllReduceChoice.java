@@ -7,13 +7,13 @@ import java.util.Objects;
 
 /**
  * How one AllReduce call runs: the algorithm and the chunk size it cuts messages into (capped by the
- * transport's largest message). Every rank must run a call with the same choice; the choice's
- * {@link #plan()} travels with every message so that a rank that chose differently is caught.
+ * transport's largest message). Every rank must run a call with the same choice; the algorithm
+ * travels with every message ({@link CollectiveDescriptor#withAlgorithm}), so a rank that chose
+ * another one is caught.
  */
 public final class AllReduceChoice {
     private final AllReduceAlgorithm algorithm;
     private final int chunkBytes;
-    private final int plan;
 
     public AllReduceChoice(AllReduceAlgorithm algorithm, int chunkBytes) {
         this.algorithm = Objects.requireNonNull(algorithm, "algorithm");
@@ -21,7 +21,6 @@ public final class AllReduceChoice {
             throw new IllegalArgumentException("chunk size must be >= 1 byte, was " + chunkBytes);
         }
         this.chunkBytes = chunkBytes;
-        this.plan = CollectiveDescriptor.plan(algorithm.name(), chunkBytes);
     }
 
     /** The registry's algorithm {@code name} (see {@link AllReduceAlgorithms#named}) with chunks of {@code chunkBytes}. */
@@ -39,11 +38,6 @@ public final class AllReduceChoice {
 
     public String algorithmName() {
         return algorithm.name();
-    }
-
-    /** The 8-bit plan stamped on the call's messages; see {@link CollectiveDescriptor#plan}. */
-    public int plan() {
-        return plan;
     }
 
     /** {@code tree (chunk 4 KiB)}. */

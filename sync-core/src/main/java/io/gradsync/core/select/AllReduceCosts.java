@@ -17,7 +17,7 @@ import java.util.function.IntUnaryOperator;
  */
 public final class AllReduceCosts {
     /** Algorithms with a formula here; the selector offers those the registry also has. */
-    public static final List<String> MODELLED = List.of("ring", "rhd", "tree", "hier", "hier-leader");
+    public static final List<String> MODELLED = List.of("ring", "rhd", "tree", "btree", "hier", "hier-leader");
 
     private AllReduceCosts() {
     }
@@ -25,7 +25,7 @@ public final class AllReduceCosts {
     /** Whether {@code algorithm} can run on {@code topology} (the hierarchical ones need several hosts). */
     public static boolean applies(String algorithm, Topology topology) {
         switch (algorithm) {
-            case "ring": case "rhd": case "tree": return true;
+            case "ring": case "rhd": case "tree": case "btree": return true;
             case "hier": return topology.hosts() >= 2 && topology.ranksPerHost() > 0;
             case "hier-leader": return topology.hosts() >= 2;
             default: return false;
@@ -49,7 +49,8 @@ public final class AllReduceCosts {
             case "ring": return sharedNic(ring(bytes, topology.ranks(), chunkBytes, flat),
                     flowsPerNic(topology, r -> (r + 1) % topology.ranks()));
             case "rhd": return halvingDoubling(bytes, topology, chunkBytes);
-            case "tree": return doubleBinaryTree(bytes, topology.ranks(), chunkBytes, flat);
+            case "tree": return binaryTrees(bytes, topology.ranks(), chunkBytes, flat, topology.ranks() <= 2 ? 1 : 2);
+            case "btree": return binaryTrees(bytes, topology.ranks(), chunkBytes, flat, 1);
             case "hier": return hierarchical(bytes, topology, chunkBytes);
             default: return leader(bytes, topology, chunkBytes);
         }
@@ -139,14 +140,14 @@ public final class AllReduceCosts {
      * Double binary tree (NCCL 2.4): two trees of depth {@code d = ⌊log2 n⌋}, each carrying half of the
      * message in chunks, every rank interior in at most one. A reduce then a broadcast, each a pipeline
      * of {@code d + m - 1} stages, {@code m = ⌈S/(2c)⌉}; in a stage a rank moves one chunk per tree:
-     * {@code 2(d + m - 1)(α + 2c' β) + S γ}. With {@code n <= 2} one plain tree carries all of it.
+     * {@code 2(d + m - 1)(α + 2c' β) + S γ}. One plain tree ({@code btree}, and {@code tree} for
+     * {@code n <= 2}) carries all of it: {@code m = ⌈S/c⌉}, one chunk per stage.
      */
-    static CostTerms doubleBinaryTree(double bytes, int n, int chunk, LinkClass link) {
+    static CostTerms binaryTrees(double bytes, int n, int chunk, LinkClass link, int trees) {
         if (n == 1) {
             return CostTerms.ZERO;
         }
         int depth = 31 - Integer.numberOfLeadingZeros(n);
-        int trees = n <= 2 ? 1 : 2;
         double perTree = bytes / trees;
         double stageChunk = Math.min(chunk, perTree);
         double stages = depth + chunks(perTree, chunk) - 1;

@@ -130,7 +130,7 @@ class AllReduceSelectorTest {
             assertEquals(1, messages.size(), messages.toString());
             String line = messages.get(0);
             assertTrue(line.startsWith("allreduce 4 KiB..8 KiB, 8 ranks on 1 host: " + first + " "), line);
-            assertTrue(line.matches(".*; candidates: ring [0-9.]+ µs, rhd [0-9.]+ µs, tree [0-9.]+ µs"), line);
+            assertTrue(line.matches(".*; candidates: ring [0-9.]+ µs, rhd [0-9.]+ µs, tree [0-9.]+ µs, btree [0-9.]+ µs"), line);
             selector.choose(8192);
             selector.choose(100);
             selector.choose(8193);
