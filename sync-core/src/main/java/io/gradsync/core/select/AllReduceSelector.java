@@ -90,6 +90,11 @@ public final class AllReduceSelector {
         AllReduceChoice[] ruleChoices = new AllReduceChoice[override == null ? 0 : override.rules().size()];
         for (int i = 0; i < ruleChoices.length; i++) {
             AllReduceOverride.Rule rule = override.rules().get(i);
+            if (AllReduceCosts.MODELLED.contains(rule.algorithm()) && !AllReduceCosts.applies(rule.algorithm(), topology)) {
+                throw new IllegalArgumentException("allreduce override \"" + override + "\": rule '" + rule.text() + "' names "
+                        + rule.algorithm() + ", which cannot run on " + topology + " (it needs several hosts"
+                        + (rule.algorithm().equals("hier") ? " with the same number of ranks on each)" : ")"));
+            }
             int chunk = Math.min(maxChunkBytes, rule.chunkBytes() > 0 ? rule.chunkBytes() : defaultChunkBytes);
             AllReduceChoice choice = new AllReduceChoice(algorithms.containsKey(rule.algorithm())
                     ? algorithms.get(rule.algorithm()) : AllReduceAlgorithms.named(rule.algorithm()), chunk);

@@ -144,6 +144,16 @@ class AllReduceSelectorTest {
     }
 
     @Test
+    void overrideNamingAnAlgorithmTheLayoutCannotRunIsRejected() {
+        AllReduceOverride hier = AllReduceOverride.parse("ring:0-1M;hier:1M-max", "test", AllReduceCosts.MODELLED);
+        String message = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> selector(Topology.blocks(1, 8), hier)).getMessage();
+        assertEquals("allreduce override \"ring:0-1M;hier:1M-max\": rule 'hier:1M-max' names hier, which cannot run on "
+                + "8 ranks on 1 host (it needs several hosts with the same number of ranks on each)", message);
+        selector(Topology.blocks(2, 4), hier);
+    }
+
+    @Test
     void fixedSelectorAlwaysGivesItsChoice() {
         AllReduceChoice ring = AllReduceChoice.of("ring", 4096);
         AllReduceSelector fixed = AllReduceSelector.fixed(ring);
