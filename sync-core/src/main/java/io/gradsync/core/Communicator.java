@@ -199,8 +199,8 @@ public final class Communicator implements AutoCloseable {
                                                  AllReduceChoice choice) {
         AllReduceAlgorithm algorithm = choice.algorithm();
         return Mono.create(sink -> progress.submit(new ProgressThread.Task(ALLREDUCE,
-                CollectiveDescriptor.withAlgorithm(CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(),
-                        input.dataType(), op), algorithm.name()),
+                CollectiveDescriptor.withPlan(CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(),
+                        input.dataType(), op), algorithm.name(), choice.chunkBytes()),
                 ctx -> algorithm.allReduce(ctx, input, output, op), choice.chunkBytes(), output, sink)));
     }
 

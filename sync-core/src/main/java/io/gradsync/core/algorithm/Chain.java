@@ -29,7 +29,40 @@ final class Chain {
      * Broadcast: the head's buffer to every rank, in place.
      */
     static void broadcast(CollectiveContext ctx, int root, DataType type, int count, Object base, long offset) {
-        run(ctx, root, type, count, null, 1, base, offset, base, offset);
+        run(ctx, from(root, ctx.size()), type, count, null, 1, base, offset, base, offset);
+    }
+
+    /** Broadcast along {@code chain} (ranks, head first; must contain this rank): the head's buffer to all. */
+    static void broadcast(CollectiveContext ctx, int[] chain, DataType type, int count, Object base, long offset) {
+        run(ctx, chain, type, count, null, 1, base, offset, base, offset);
+    }
+
+    /**
+     * Reduce along {@code chain} (ranks, head first; must contain this rank) to its last rank, which
+     * applies {@code divisor}. Elsewhere {@code out} is scratch, as in {@link #reduce(CollectiveContext,
+     * int, DataType, int, ReduceOp, int, Object, long, Object, long)}.
+     */
+    static void reduce(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
+                       Object inBase, long inOffset, Object outBase, long outOffset) {
+        if (chain.length == 1) {
+            if (inBase != outBase || inOffset != outOffset) {
+                Kernels.copy(inBase, inOffset, outBase, outOffset, (long) count * type.bytes());
+            }
+            if (divisor > 1) {
+                Kernels.divide(type, outBase, outOffset, count, divisor);
+            }
+            return;
+        }
+        run(ctx, chain, type, count, op, divisor, inBase, inOffset, outBase, outOffset);
+    }
+
+    /** The chain {@code head, head+1, ..., head-1} (mod n). */
+    private static int[] from(int head, int n) {
+        int[] chain = new int[n];
+        for (int p = 0; p < n; p++) {
+            chain[p] = (head + p) % n;
+        }
+        return chain;
     }
 
     /**
@@ -50,17 +83,17 @@ final class Chain {
             }
             return;
         }
-        run(ctx, (root + 1) % n, type, count, op, divisor, inBase, inOffset, outBase, outOffset);
+        run(ctx, from((root + 1) % n, n), type, count, op, divisor, inBase, inOffset, outBase, outOffset);
     }
 
-    private static void run(CollectiveContext ctx, int head, DataType type, int count, ReduceOp op, int divisor,
+    private static void run(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
                             Object inBase, long inOffset, Object outBase, long outOffset) {
-        int n = ctx.size();
+        int n = chain.length;
         if (n == 1) {
             return;
         }
         int rank = ctx.rank();
-        int position = Math.floorMod(rank - head, n);
+        int position = GroupRing.position(chain, rank);
         int esize = type.bytes();
         int chunk = Math.max(1, ctx.chunkBytes() / esize);
         // At least one message, so that even an empty call is checked against the neighbours.
@@ -68,8 +101,8 @@ final class Chain {
         int toReceive = position == 0 ? 0 : chunks;
         int toSend = position == n - 1 ? 0 : chunks;
         boolean tail = position == n - 1;
-        Link next = toSend == 0 ? null : ctx.link((rank + 1) % n);
-        Link previous = toReceive == 0 ? null : ctx.link((rank + n - 1) % n);
+        Link next = toSend == 0 ? null : ctx.link(chain[position + 1]);
+        Link previous = toReceive == 0 ? null : ctx.link(chain[position - 1]);
         int sent = 0;
         int received = 0;
         while (sent < toSend || received < toReceive) {

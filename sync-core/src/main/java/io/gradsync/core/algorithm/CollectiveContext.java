@@ -83,7 +83,7 @@ public final class CollectiveContext {
     }
 
     /**
-     * Sends the claimed slot tagged with a sub-stream {@code tag} ({@code 0..255}), for algorithms whose
+     * Sends the claimed slot tagged with a sub-stream {@code tag} ({@code 0..15}), for algorithms whose
      * messages to one peer belong to several independent streams (the two trees of the double binary
      * tree) and arrive interleaved. Read it back with {@link #tag(RecvSlot)}.
      */

@@ -67,6 +67,8 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
         private final long offset;
         private final Tree[] trees;
         private final Link[] links;
+        /** Per link, the messages still to come in this call: polling past them would take the next call's. */
+        private final int[] expected;
 
         Run(CollectiveContext ctx, GradientBuffer output, ReduceOp op, int treeCount) {
             this.ctx = ctx;
@@ -91,8 +93,13 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
                 }
             }
             this.links = new Link[distinct];
+            this.expected = new int[distinct];
             for (int i = 0; i < distinct; i++) {
                 links[i] = ctx.link(peers[i]);
+                for (Tree tree : trees) {
+                    boolean related = tree.parent == peers[i] || tree.childIndex(peers[i]) >= 0;
+                    expected[i] += related ? tree.chunks : 0;
+                }
             }
         }
 
@@ -112,11 +119,12 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
         void execute() {
             while (!done()) {
                 int work = 0;
-                for (Link link : links) {
+                for (int i = 0; i < links.length; i++) {
                     RecvSlot arrival;
-                    while ((arrival = ctx.tryReceive(link)) != null) {
-                        consume(link.peer(), arrival);
+                    while (expected[i] > 0 && (arrival = ctx.tryReceive(links[i])) != null) {
+                        consume(links[i].peer(), arrival);
                         arrival.release();
+                        expected[i]--;
                         work++;
                     }
                 }

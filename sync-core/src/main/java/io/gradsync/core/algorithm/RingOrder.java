@@ -26,13 +26,4 @@ final class RingOrder {
         }
         return ring;
     }
-
-    static int positionOf(int[] ring, int rank) {
-        for (int p = 0; p < ring.length; p++) {
-            if (ring[p] == rank) {
-                return p;
-            }
-        }
-        throw new IllegalArgumentException("rank " + rank + " is not on the ring");
-    }
 }

@@ -8,8 +8,8 @@ import java.util.Objects;
 /**
  * How one AllReduce call runs: the algorithm and the chunk size it cuts messages into (capped by the
  * transport's largest message). Every rank must run a call with the same choice; the algorithm
- * travels with every message ({@link CollectiveDescriptor#withAlgorithm}), so a rank that chose
- * another one is caught.
+ * and chunk travel with every message ({@link CollectiveDescriptor#withPlan}), so a rank that chose
+ * otherwise is caught.
  */
 public final class AllReduceChoice {
     private final AllReduceAlgorithm algorithm;

@@ -177,16 +177,22 @@ public final class AllReduceCosts {
     }
 
     /**
-     * Leader-based: a binomial-tree reduce to each host's leader ({@code ⌈log2 L⌉} rounds of the whole
-     * message), a ring AllReduce among the {@code H} leaders, a binomial broadcast back; {@code L} is
-     * the most ranks on one host.
+     * Leader-based: each host's ranks reduce to its leader along a pipelined chain ({@code L - 1 + m - 1}
+     * stages of one chunk, {@code m = ⌈S/c⌉}, each {@code α + c'(β + γ)}), the {@code H} leaders run a
+     * ring AllReduce of the whole message, and each leader broadcasts along the chain ({@code α + c'β}
+     * per stage); {@code L} is the most ranks on one host.
      */
     static CostTerms leader(double bytes, Topology topology, int chunk) {
-        double rounds = 32 - Integer.numberOfLeadingZeros(topology.largestHost() - 1);
-        double messages = chunks(bytes, chunk);
-        return CostTerms.on(LinkClass.INTRA, rounds * messages, rounds * bytes, rounds * bytes)
-                .plus(ring(bytes, topology.hosts(), chunk, LinkClass.INTER))
-                .plus(CostTerms.on(LinkClass.INTRA, rounds * messages, rounds * bytes, 0));
+        int local = topology.largestHost();
+        CostTerms leaders = ring(bytes, topology.hosts(), chunk, LinkClass.INTER);
+        if (local == 1) {
+            return leaders;
+        }
+        double stageChunk = Math.min(chunk, bytes);
+        double stages = local - 1 + chunks(bytes, chunk) - 1;
+        return CostTerms.on(LinkClass.INTRA, stages, stages * stageChunk, stages * stageChunk)
+                .plus(leaders)
+                .plus(CostTerms.on(LinkClass.INTRA, stages, stages * stageChunk, 0));
     }
 
     /** Messages needed for {@code bytes} in chunks of {@code chunk}: at least one, even when empty. */

@@ -1,0 +1,10 @@
+/**
+ * The RDMA transport, on DiSNI and DaRPC, with gradsync's own implementation of DiSNI's JNI library
+ * ({@code libdisni}) shipped inside this module's jar.
+ *
+ * <p>Nothing needs installing beyond rdma-core's user-space libraries: {@link io.gradsync.rdma.NativeLibrary#load()}
+ * extracts the library and makes DiSNI's own {@code System.loadLibrary("disni")} find it without
+ * {@code java.library.path}. Every gradsync entry point that uses DiSNI calls it first; code that uses DiSNI
+ * directly must too.
+ */
+package io.gradsync.rdma;
