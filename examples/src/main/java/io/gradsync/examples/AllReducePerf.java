@@ -2,11 +2,13 @@ package io.gradsync.examples;
 
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
+import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.LocalTransport;
@@ -79,8 +81,17 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Option(names = "--root", defaultValue = "0", description = "Root rank of broadcast and reduce (default ${DEFAULT-VALUE}).")
     int root;
 
-    @Option(names = "--algo", defaultValue = "ring", description = "AllReduce algorithm: ring or rhd (default ${DEFAULT-VALUE}).")
+    @Option(names = "--algo", defaultValue = "auto", description = "AllReduce algorithm: auto (chosen per size by the cost model; "
+            + "the choice is printed per row) or one of ${sys:gradsync.perf.algorithms} (default ${DEFAULT-VALUE}).")
     String algorithm;
+
+    @Option(names = "--calibrate", description = "Measure the cost model's parameters (ring and rhd over sizes up to --maxbytes "
+            + "and, for --transport local, rank counts up to --ranks), print the fit and write it to --calibration-file.")
+    boolean calibrate;
+
+    @Option(names = "--calibration-file", description = "Where --calibrate writes (default: the file communicators read, "
+            + "-Dgradsync.costmodel.file or $HOME/.gradsync/cost-model.properties).")
+    Path calibrationFile;
 
     @Option(names = "--chunk", defaultValue = "256K", converter = SizeConverter.class, description = "Chunk size (default ${DEFAULT-VALUE}).")
     long chunkBytes;
@@ -107,6 +118,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     private PerfCollective collective;
 
     public static void main(String[] args) {
+        System.setProperty("gradsync.perf.algorithms", String.join(", ", AllReduceAlgorithms.names()));
         System.exit(new CommandLine(new AllReducePerf()).setCaseInsensitiveEnumValuesAllowed(true).execute(args));
     }
 
@@ -114,8 +126,13 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     public Integer call() throws Exception {
         ReduceOp reduceOp = parseOp(op);
         collective = PerfCollective.named(collectiveName);
-        AllReduceAlgorithms.named(algorithm); // fail on a bad name before any rank starts
+        if (!"auto".equals(algorithm)) {
+            AllReduceAlgorithms.named(algorithm); // fail on a bad name before any rank starts
+        }
         DataType type = parseType(datatype);
+        if (calibrate) {
+            return calibrate();
+        }
         if (ranks < 1 || iterations < 1 || warmup < 0 || stepFactor < 2 || minBytes < 0 || maxBytes < minBytes || depth < 1
                 || root < 0) {
             throw new CommandLine.ParameterException(new CommandLine(this),
@@ -162,7 +179,19 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
 
     private Communicator.Builder configure(Communicator.Builder builder) {
         return builder.chunkBytes(Math.toIntExact(chunkBytes)).timeout(Duration.ofSeconds(timeoutSeconds))
-                .idleStrategy(IdleStrategy.named(idle)).allReduceAlgorithm(AllReduceAlgorithms.named(algorithm));
+                .idleStrategy(IdleStrategy.named(idle)).allReduceAlgorithm(algorithm);
+    }
+
+    private int calibrate() throws Exception {
+        Calibration calibration = new Calibration(Math.toIntExact(chunkBytes), maxBytes, warmup, iterations,
+                calibrationFile != null ? calibrationFile : GradSyncConfiguration.costModelFile());
+        if ("local".equals(transport)) {
+            calibration.runThreads(ranks, depth, endpoint -> configure(Communicator.builder(endpoint)).build());
+        } else {
+            calibration.runRank(Transports.connect("auto".equals(transport) ? "aeron" : transport,
+                    new TransportOptions(Math.toIntExact(chunkBytes), depth)), endpoint -> configure(Communicator.builder(endpoint)).build());
+        }
+        return 0;
     }
 
     /** Ranks as threads of this JVM over the in-JVM transport. */
@@ -263,23 +292,30 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX);
             comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
             if (rank == 0) {
-                rows[s] = row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong);
+                rows[s] = row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong,
+                        collective == PerfCollective.ALLREDUCE ? comm.allReduceChoice(count, type) : null);
                 printRow(rows[s], type, reduceOp);
             }
         }
     }
 
     /** A row; a placement the collective does not have ({@code worst < 0}) gets NaN times and bandwidths. */
-    private static Row row(long size, int count, double busFactor, int n, long[] worst, long[] wrong) {
+    private static Row row(long size, int count, double busFactor, int n, long[] worst, long[] wrong, AllReduceChoice choice) {
         double factor = n == 1 ? 0 : busFactor;
         double algOut = worst[0] <= 0 ? (worst[0] < 0 ? Double.NaN : 0) : size / (double) worst[0];
         double algIn = worst[1] <= 0 ? (worst[1] < 0 ? Double.NaN : 0) : size / (double) worst[1];
         return new Row(size, count, worst[0] < 0 ? Double.NaN : worst[0] / 1e3, algOut, algOut * factor, wrong[0],
-                worst[1] < 0 ? Double.NaN : worst[1] / 1e3, algIn, algIn * factor, wrong[1]);
+                worst[1] < 0 ? Double.NaN : worst[1] / 1e3, algIn, algIn * factor, wrong[1], choice);
     }
 
+    /** {@code choice}: how an allreduce row ran; null for the other collectives. */
     record Row(long size, int count, double usOut, double algbwOut, double busbwOut, long wrongOut,
-               double usIn, double algbwIn, double busbwIn, long wrongIn) {
+               double usIn, double algbwIn, double busbwIn, long wrongIn, AllReduceChoice choice) {
+    }
+
+    /** In auto mode, the algorithm column shows what each allreduce row ran. */
+    private boolean showChoice() {
+        return "auto".equals(algorithm) && collective == PerfCollective.ALLREDUCE;
     }
 
     private void printHeader(DataType type, Communicator comm) {
@@ -290,13 +326,16 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                 System.getProperty("java.version"), System.getProperty("os.arch"),
                 Runtime.getRuntime().availableProcessors(), iterations, warmup, check == 1 ? "every iteration" : "off");
         System.out.println("#                                              out-of-place                       in-place          ");
-        System.out.println("#       size         count      type   redop     time   algbw   busbw #wrong     time   algbw   busbw #wrong");
-        System.out.println("#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       ");
+        System.out.println("#       size         count      type   redop     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+                + (showChoice() ? "  algorithm" : ""));
+        System.out.println("#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "
+                + (showChoice() ? "    (chunk)" : ""));
     }
 
-    private static void printRow(Row r, DataType type, ReduceOp op) {
-        System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %s  %s%n", r.size, r.count, type.shortName(), op.shortName(),
-                placement(r.usOut, r.algbwOut, r.busbwOut, r.wrongOut), placement(r.usIn, r.algbwIn, r.busbwIn, r.wrongIn));
+    private void printRow(Row r, DataType type, ReduceOp op) {
+        String choice = showChoice() ? "  " + r.choice.algorithmName() + "/" + r.choice.chunkBytes() : "";
+        System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %s  %s%s%n", r.size, r.count, type.shortName(), op.shortName(),
+                placement(r.usOut, r.algbwOut, r.busbwOut, r.wrongOut), placement(r.usIn, r.algbwIn, r.busbwIn, r.wrongIn), choice);
         System.out.flush();
     }
 
@@ -315,7 +354,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             for (Row r : rows) {
                 // A placement the collective does not have prints as NaN.
                 w.printf(Locale.ROOT, "%d,%s,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%s%n", jobSize, jobTransport,
-                        algorithm, chunkBytes, depth, r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut,
+                        r.choice != null ? r.choice.algorithmName() : algorithm,
+                        r.choice != null ? r.choice.chunkBytes() : chunkBytes, depth, r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut,
                         r.busbwOut, r.wrongOut, r.usIn, r.algbwIn, r.busbwIn, r.wrongIn, collective.label());
             }
         }

@@ -36,6 +36,7 @@ class AllReducePerfTest {
         List<String> rows = out.lines().filter(l -> !l.startsWith("#")).toList();
         assertEquals(10, rows.size(), out); // 4 B (rounded to 0 int64s), 16 B, ... 1 MiB
         assertTrue(rows.get(rows.size() - 1).trim().startsWith("1048576        131072     int64    prod"), out);
+        assertTrue(rows.stream().allMatch(row -> row.matches(".*  [a-z-]+/[0-9]+")), out); // auto: the choice per row
         assertEquals(11, Files.readAllLines(csv).size());
     }
 
@@ -64,6 +65,30 @@ class AllReducePerfTest {
         String last = rows.get(rows.size() - 1).trim();
         assertTrue(last.startsWith(blocked ? "8190          4095" : "8192          4096"), out);
         assertEquals(collective.equals("broadcast") || collective.equals("alltoall"), last.contains("n/a"), out); // one placement only
+    }
+
+    @Test
+    void calibrationFitsAndWritesAModelCommunicatorsCanLoad() throws Exception {
+        Path file = dir.resolve("model/cost-model.properties");
+        ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        PrintStream original = System.out;
+        int exit;
+        try {
+            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            exit = new CommandLine(new AllReducePerf()).execute("--calibrate", "--calibration-file", file.toString(),
+                    "-r", "3", "-e", "4K", "-n", "3", "-w", "1", "--chunk", "4K");
+        } finally {
+            System.setOut(original);
+        }
+        String out = captured.toString(StandardCharsets.UTF_8);
+        assertEquals(0, exit, out);
+        assertTrue(out.contains("# calibration: local (in-JVM threads), 3 ranks on 1 host, chunk 4096 B; fitting intra"), out);
+        assertTrue(out.contains("  rhd  n=2      4096 B"), out);
+        assertTrue(out.contains("  ring n=3         8 B"), out);
+        assertTrue(out.contains("# intra: α "), out);
+        assertTrue(out.contains("# rms relative residual"), out);
+        io.gradsync.core.select.CostModel model = io.gradsync.core.select.CostModelFile.load(file);
+        assertEquals(io.gradsync.core.select.CostModel.INTER_DEFAULT, model.inter());
     }
 
     @Test

@@ -6,6 +6,12 @@ import io.gradsync.core.algorithm.CollectiveContext;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
 import io.gradsync.core.algorithm.Collectives;
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.select.AllReduceChoice;
+import io.gradsync.core.select.AllReduceOverride;
+import io.gradsync.core.select.AllReduceSelector;
+import io.gradsync.core.select.CostModel;
+import io.gradsync.core.select.CostModelFile;
+import io.gradsync.core.select.Topology;
 import io.gradsync.core.transport.Endpoint;
 import java.time.Duration;
 import java.util.Objects;
@@ -41,12 +47,12 @@ public final class Communicator implements AutoCloseable {
     private static final String BARRIER = "barrier";
 
     private final Endpoint endpoint;
-    private final AllReduceAlgorithm allReduceAlgorithm;
+    private final AllReduceSelector allReduceSelector;
     private final ProgressThread progress;
 
     private Communicator(Builder builder) {
         this.endpoint = builder.endpoint;
-        this.allReduceAlgorithm = builder.allReduceAlgorithm;
+        this.allReduceSelector = builder.allReduceSelector();
         this.progress = new ProgressThread(endpoint, builder.chunkBytes, builder.timeout.toNanos(), builder.idleStrategy);
     }
 
@@ -95,9 +101,14 @@ public final class Communicator implements AutoCloseable {
         return endpoint.transportName();
     }
 
-    /** The AllReduce algorithm in use, e.g. {@code ring}. */
+    /** The AllReduce algorithm in use: {@code auto} (chosen per call), or one for every call, e.g. {@code ring}. */
     public String algorithmName() {
-        return allReduceAlgorithm.name();
+        return allReduceSelector.name();
+    }
+
+    /** How an AllReduce of {@code count} elements of {@code type} runs: algorithm and chunk size. */
+    public AllReduceChoice allReduceChoice(int count, DataType type) {
+        return allReduceSelector.choose((long) count * type.bytes());
     }
 
     /**
@@ -172,8 +183,25 @@ public final class Communicator implements AutoCloseable {
      */
     public Mono<GradientBuffer> allReduce(GradientBuffer input, GradientBuffer output, ReduceOp op) {
         validate(input, output, op);
-        return submit(ALLREDUCE, CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(), input.dataType(), op),
-                ctx -> allReduceAlgorithm.allReduce(ctx, input, output, op), output);
+        return submitAllReduce(input, output, op, allReduceChoice(input.count(), input.dataType()));
+    }
+
+    /**
+     * Like {@link #allReduce(GradientBuffer, GradientBuffer, ReduceOp)}, run with {@code choice} rather
+     * than the configured algorithm (benchmarks and calibration). Every rank must pass the same choice.
+     */
+    public Mono<GradientBuffer> allReduce(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
+        validate(input, output, op);
+        return submitAllReduce(input, output, op, Objects.requireNonNull(choice, "choice"));
+    }
+
+    private Mono<GradientBuffer> submitAllReduce(GradientBuffer input, GradientBuffer output, ReduceOp op,
+                                                 AllReduceChoice choice) {
+        AllReduceAlgorithm algorithm = choice.algorithm();
+        return Mono.create(sink -> progress.submit(new ProgressThread.Task(ALLREDUCE,
+                CollectiveDescriptor.withPlan(CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(),
+                        input.dataType(), op), algorithm.name(), choice.chunkBytes()),
+                ctx -> algorithm.allReduce(ctx, input, output, op), choice.chunkBytes(), output, sink)));
     }
 
     /** Blocking form of {@link #allReduce(GradientBuffer, ReduceOp)} for code outside a reactive pipeline. */
@@ -433,7 +461,11 @@ public final class Communicator implements AutoCloseable {
         private int chunkBytes = GradSyncConfiguration.chunkBytes();
         private Duration timeout = GradSyncConfiguration.timeout();
         private Supplier<IdleStrategy> idleStrategy = IdleStrategy.named(GradSyncConfiguration.idleStrategy());
-        private AllReduceAlgorithm allReduceAlgorithm = AllReduceAlgorithms.named(GradSyncConfiguration.allReduceAlgorithm());
+        private String allReduceAlgorithm = GradSyncConfiguration.allReduceAlgorithm();
+        private AllReduceAlgorithm fixedAlgorithm;
+        private CostModel costModel;
+        private String allReduceOverride = GradSyncConfiguration.allReduceOverride();
+        private String allReduceOverrideSource = GradSyncConfiguration.allReduceOverrideSource();
 
         private Builder(Endpoint endpoint) {
             this.endpoint = Objects.requireNonNull(endpoint, "endpoint");
@@ -463,14 +495,50 @@ public final class Communicator implements AutoCloseable {
             return this;
         }
 
-        /** The AllReduce algorithm, e.g. {@code AllReduceAlgorithms.named("rhd")}. */
+        /** One AllReduce algorithm for every call, e.g. {@code AllReduceAlgorithms.named("rhd")}. */
         public Builder allReduceAlgorithm(AllReduceAlgorithm algorithm) {
-            this.allReduceAlgorithm = Objects.requireNonNull(algorithm, "algorithm");
+            this.fixedAlgorithm = Objects.requireNonNull(algorithm, "algorithm");
             return this;
         }
 
+        /** The AllReduce algorithm by name: {@code auto} (chosen per call) or a name of {@code AllReduceAlgorithms.names()}. */
+        public Builder allReduceAlgorithm(String name) {
+            this.fixedAlgorithm = "auto".equals(name) ? null : AllReduceAlgorithms.named(name);
+            this.allReduceAlgorithm = name;
+            return this;
+        }
+
+        /** With {@code auto}: the cost model (default: {@link GradSyncConfiguration#COST_MODEL_FILE_PROP}'s file). */
+        public Builder costModel(CostModel model) {
+            this.costModel = Objects.requireNonNull(model, "model");
+            return this;
+        }
+
+        /** With {@code auto}: override rules, syntax as {@link GradSyncConfiguration#ALLREDUCE_OVERRIDE_PROP}; null for none. */
+        public Builder allReduceOverride(String rules) {
+            this.allReduceOverride = rules;
+            this.allReduceOverrideSource = "allReduceOverride";
+            return this;
+        }
+
+        /**
+         * @throws IllegalArgumentException if the algorithm is unknown, the override rules are malformed,
+         *         or the cost-model file is
+         */
         public Communicator build() {
             return new Communicator(this);
+        }
+
+        private AllReduceSelector allReduceSelector() {
+            AllReduceAlgorithm fixed = fixedAlgorithm != null || "auto".equals(allReduceAlgorithm)
+                    ? fixedAlgorithm : AllReduceAlgorithms.named(allReduceAlgorithm);
+            if (fixed != null) {
+                return AllReduceSelector.fixed(new AllReduceChoice(fixed, Math.min(chunkBytes, endpoint.maxMessageBytes())));
+            }
+            AllReduceOverride override = allReduceOverride == null ? null
+                    : AllReduceOverride.parse(allReduceOverride, allReduceOverrideSource, AllReduceAlgorithms.names());
+            CostModel model = costModel != null ? costModel : CostModelFile.loadOrDefaults(GradSyncConfiguration.costModelFile());
+            return AllReduceSelector.auto(model, Topology.of(endpoint), override, endpoint.maxMessageBytes(), chunkBytes);
         }
     }
 }

@@ -1,5 +1,6 @@
 package io.gradsync.core;
 
+import java.nio.file.Path;
 import java.time.Duration;
 
 /**
@@ -41,11 +42,35 @@ public final class GradSyncConfiguration {
     public static final String IDLE_STRATEGY_DEFAULT = "backoff";
 
     /**
-     * The AllReduce algorithm: {@code ring} (bandwidth-optimal: large messages) or {@code rhd}
-     * (recursive halving-doubling: fewer steps, for small and medium messages).
+     * The AllReduce algorithm: {@code auto} (per call, by message size, from the cost model and
+     * {@link #ALLREDUCE_OVERRIDE_PROP}), or one algorithm for every call: {@code ring}
+     * (bandwidth-optimal: large messages), {@code rhd} (recursive halving-doubling: fewer steps, for
+     * small and medium messages), or any other name of {@code AllReduceAlgorithms.names()}.
      */
     public static final String ALLREDUCE_ALGORITHM_PROP = "gradsync.allreduce.algorithm";
-    public static final String ALLREDUCE_ALGORITHM_DEFAULT = "ring";
+    public static final String ALLREDUCE_ALGORITHM_DEFAULT = "auto";
+
+    /**
+     * With {@code auto}: rules that pin the algorithm for ranges of message sizes, e.g.
+     * {@code tree:0-64K;ring@512K:64K-max} (algorithm, optional {@code @chunk}, {@code lo-hi} bytes per
+     * rank with {@code lo <= bytes < hi}, units B/K/M/G in powers of 1024, {@code max} = no bound).
+     * Sizes no rule covers are left to the cost model. Parsed strictly when a communicator is created:
+     * a malformed value fails it with an {@code IllegalArgumentException} saying what is wrong and
+     * where. The system property wins over the environment variable {@link #ALLREDUCE_OVERRIDE_ENV}.
+     * Default: none. Every rank must use the same rules.
+     */
+    public static final String ALLREDUCE_OVERRIDE_PROP = "gradsync.allreduce";
+    /** The environment variable form of {@link #ALLREDUCE_OVERRIDE_PROP}. */
+    public static final String ALLREDUCE_OVERRIDE_ENV = "GRADSYNC_ALLREDUCE";
+
+    /**
+     * The cost-model file {@code auto} reads at communicator creation, as written by
+     * {@code allreduce-perf --calibrate}: α, β, γ per link class ({@code intra.alpha = 2.0e-05}, ...).
+     * A missing file means the built-in defaults; a malformed one fails the communicator's creation.
+     * Default: {@code $HOME/.gradsync/cost-model.properties}. Every rank must read the same values.
+     */
+    public static final String COST_MODEL_FILE_PROP = "gradsync.costmodel.file";
+    public static final String COST_MODEL_FILE_DEFAULT = System.getProperty("user.home") + "/.gradsync/cost-model.properties";
 
     /**
      * How long ranks wait for each other at the rendezvous, in milliseconds (all ranks must arrive within
@@ -75,6 +100,21 @@ public final class GradSyncConfiguration {
 
     public static String allReduceAlgorithm() {
         return System.getProperty(ALLREDUCE_ALGORITHM_PROP, ALLREDUCE_ALGORITHM_DEFAULT);
+    }
+
+    /** The override rules, or null; see {@link #allReduceOverrideSource()} for where they came from. */
+    public static String allReduceOverride() {
+        String property = System.getProperty(ALLREDUCE_OVERRIDE_PROP);
+        return property != null ? property : System.getenv(ALLREDUCE_OVERRIDE_ENV);
+    }
+
+    /** Where {@link #allReduceOverride()} came from, for error messages. */
+    public static String allReduceOverrideSource() {
+        return System.getProperty(ALLREDUCE_OVERRIDE_PROP) != null ? "-D" + ALLREDUCE_OVERRIDE_PROP : ALLREDUCE_OVERRIDE_ENV;
+    }
+
+    public static Path costModelFile() {
+        return Path.of(System.getProperty(COST_MODEL_FILE_PROP, COST_MODEL_FILE_DEFAULT));
     }
 
     public static String idleStrategy() {

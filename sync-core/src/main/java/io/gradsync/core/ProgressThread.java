@@ -22,14 +22,22 @@ final class ProgressThread {
         final String collective;
         final long descriptor;
         final Consumer<CollectiveContext> body;
+        /** Chunk size for this call; 0 = the communicator's. */
+        final int chunkBytes;
         final GradientBuffer result;
         final MonoSink<GradientBuffer> sink;
 
         Task(String collective, long descriptor, Consumer<CollectiveContext> body, GradientBuffer result,
              MonoSink<GradientBuffer> sink) {
+            this(collective, descriptor, body, 0, result, sink);
+        }
+
+        Task(String collective, long descriptor, Consumer<CollectiveContext> body, int chunkBytes,
+             GradientBuffer result, MonoSink<GradientBuffer> sink) {
             this.collective = collective;
             this.descriptor = descriptor;
             this.body = body;
+            this.chunkBytes = chunkBytes;
             this.result = result;
             this.sink = sink;
         }
@@ -135,7 +143,7 @@ final class ProgressThread {
         long sequence = nextSequence++;
         endpoint.announce(sequence);
         CollectiveContext context = new CollectiveContext(endpoint, task.collective, sequence, task.descriptor,
-                chunkBytes, timeoutNanos, idle);
+                task.chunkBytes > 0 ? task.chunkBytes : chunkBytes, timeoutNanos, idle);
         try {
             task.body.accept(context);
         } catch (CollectiveException e) {

@@ -2,13 +2,15 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import java.util.List;
 
 /**
  * What a collective call is, packed into the 64-bit word every message carries, so that a receiver
  * catches ranks that called different collectives (another kind, count, type, operator or root) at the
  * first message instead of producing garbage.
  *
- * <p>Layout: bits 63..32 element count, 31..24 reserved, 23..20 sub-stream tag (which of an
+ * <p>Layout: bits 63..32 element count, 31..24 plan (the AllReduce algorithm and chunk size,
+ * {@link #withPlan}), 23..20 sub-stream tag (which of an
  * algorithm's interleaved message streams a message belongs to; not part of the call's identity),
  * 19..16 collective kind, 15..8 data type, 7..0 operator. Rooted collectives carry their root in the operator byte
  * ({@link #rooted}). The count is the whole buffer for allreduce, broadcast and reduce, and one rank's
@@ -29,6 +31,10 @@ public final class CollectiveDescriptor {
     private static final String[] KIND_NAMES = {"", "allreduce", "reducescatter", "allgather", "broadcast (tree)",
         "broadcast (chain)", "reduce", "alltoall", "barrier"};
     private static final int NO_OP = 0xFF;
+    /** AllReduce algorithms by plan code (1-based); any other is code 7. Append only: it is a wire format. */
+    private static final List<String> PLAN_ALGORITHMS = List.of("ring", "rhd", "tree", "btree", "hier", "hier-leader");
+    private static final int OTHER_ALGORITHM = 7;
+    private static final int PLAN_SHIFT = 24;
     private static final int TAG_SHIFT = 20;
     private static final long TAG_MASK = 0xFL << TAG_SHIFT;
     /** Reduce's root shares the operator byte: 3 bits of operator, 5 bits of root + 1 (0: not carried). */
@@ -72,6 +78,19 @@ public final class CollectiveDescriptor {
         return (int) ((descriptor & TAG_MASK) >>> TAG_SHIFT);
     }
 
+    /**
+     * {@code descriptor} with the plan of a call run by {@code algorithm} in chunks of {@code chunkBytes}:
+     * the algorithm's code (3 bits) and the chunk size's power of two, rounded up (5 bits). Ranks that
+     * chose differently for one call (different cost-model files or override rules) then fail at the
+     * first message instead of mixing data, as broadcast's tree and chain do by kind.
+     */
+    public static long withPlan(long descriptor, String algorithm, int chunkBytes) {
+        int index = PLAN_ALGORITHMS.indexOf(algorithm);
+        long code = index < 0 ? OTHER_ALGORITHM : index + 1;
+        long chunkPower = 32 - Integer.numberOfLeadingZeros(Math.max(1, chunkBytes) - 1);
+        return (descriptor & ~(0xFFL << PLAN_SHIFT)) | (code << 5 | chunkPower) << PLAN_SHIFT;
+    }
+
     public static int count(long descriptor) {
         return (int) (descriptor >>> 32);
     }
@@ -97,7 +116,17 @@ public final class CollectiveDescriptor {
             int root = (opByte >>> OP_BITS) - 1;
             return what + " with " + opName(opByte & ((1 << OP_BITS) - 1)) + (root < 0 ? " to a root > " + MAX_REDUCE_ROOT : " to root " + root);
         }
-        return what + (opByte == NO_OP ? "" : " with " + opName(opByte));
+        return what + (opByte == NO_OP ? "" : " with " + opName(opByte)) + plan(descriptor);
+    }
+
+    private static String plan(long descriptor) {
+        int plan = (int) (descriptor >>> PLAN_SHIFT) & 0xFF;
+        int code = plan >>> 5;
+        if (code == 0) {
+            return "";
+        }
+        String algorithm = code <= PLAN_ALGORITHMS.size() ? PLAN_ALGORITHMS.get(code - 1) : "another algorithm";
+        return " by " + algorithm + " in chunks of up to 2^" + (plan & 0x1F) + " B";
     }
 
     private static String opName(int op) {

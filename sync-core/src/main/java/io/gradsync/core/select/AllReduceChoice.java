@@ -1,0 +1,48 @@
+package io.gradsync.core.select;
+
+import io.gradsync.core.algorithm.AllReduceAlgorithm;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.CollectiveDescriptor;
+import java.util.Objects;
+
+/**
+ * How one AllReduce call runs: the algorithm and the chunk size it cuts messages into (capped by the
+ * transport's largest message). Every rank must run a call with the same choice; the algorithm
+ * and chunk travel with every message ({@link CollectiveDescriptor#withPlan}), so a rank that chose
+ * otherwise is caught.
+ */
+public final class AllReduceChoice {
+    private final AllReduceAlgorithm algorithm;
+    private final int chunkBytes;
+
+    public AllReduceChoice(AllReduceAlgorithm algorithm, int chunkBytes) {
+        this.algorithm = Objects.requireNonNull(algorithm, "algorithm");
+        if (chunkBytes < 1) {
+            throw new IllegalArgumentException("chunk size must be >= 1 byte, was " + chunkBytes);
+        }
+        this.chunkBytes = chunkBytes;
+    }
+
+    /** The registry's algorithm {@code name} (see {@link AllReduceAlgorithms#named}) with chunks of {@code chunkBytes}. */
+    public static AllReduceChoice of(String name, int chunkBytes) {
+        return new AllReduceChoice(AllReduceAlgorithms.named(name), chunkBytes);
+    }
+
+    public AllReduceAlgorithm algorithm() {
+        return algorithm;
+    }
+
+    public int chunkBytes() {
+        return chunkBytes;
+    }
+
+    public String algorithmName() {
+        return algorithm.name();
+    }
+
+    /** {@code tree (chunk 4 KiB)}. */
+    @Override
+    public String toString() {
+        return algorithm.name() + " (chunk " + ByteSizes.format(chunkBytes) + ")";
+    }
+}

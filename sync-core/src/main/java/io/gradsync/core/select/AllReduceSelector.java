@@ -1,0 +1,161 @@
+package io.gradsync.core.select;
+
+import io.gradsync.core.algorithm.AllReduceAlgorithm;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import java.lang.System.Logger.Level;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+/**
+ * Picks the algorithm and chunk size of each AllReduce call from its size. In {@code auto} mode an
+ * override rule covering the size wins; otherwise the {@link CostModel} decides, once per size class
+ * (the power-of-two bucket {@code [2^k, 2^(k+1))}, evaluated at {@code 1.5 · 2^k}), and the decision is
+ * cached, so after a class's first call choosing costs an array read and nothing is allocated. Each
+ * class's decision is logged once at DEBUG on logger {@value #LOGGER}, with every candidate's
+ * predicted cost.
+ *
+ * <p>A decision depends only on the size, the {@link Topology}, the model and the override, so ranks
+ * that share those agree on every call without talking.
+ */
+public final class AllReduceSelector {
+    /** The logger decisions go to. */
+    public static final String LOGGER = "io.gradsync.core.select";
+    private static final System.Logger LOG = System.getLogger(LOGGER);
+    /** Chunk sizes the model tries, capped by the transport's largest message (which is also tried). */
+    static final int[] CHUNK_CANDIDATES = {4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20};
+
+    private final String name;
+    private final AllReduceChoice fixed;
+    private final CostModel model;
+    private final Topology topology;
+    private final Map<String, AllReduceAlgorithm> candidates;
+    private final int[] chunks;
+    private final AllReduceOverride override;
+    private final AllReduceChoice[] ruleChoices;
+    private final AtomicReferenceArray<AllReduceChoice> byClass = new AtomicReferenceArray<>(64);
+
+    private AllReduceSelector(String name, AllReduceChoice fixed, CostModel model, Topology topology,
+                              Map<String, AllReduceAlgorithm> candidates, int[] chunks,
+                              AllReduceOverride override, AllReduceChoice[] ruleChoices) {
+        this.name = name;
+        this.fixed = fixed;
+        this.model = model;
+        this.topology = topology;
+        this.candidates = candidates;
+        this.chunks = chunks;
+        this.override = override;
+        this.ruleChoices = ruleChoices;
+    }
+
+    /** Always {@code choice}: a communicator configured with one algorithm. */
+    public static AllReduceSelector fixed(AllReduceChoice choice) {
+        return new AllReduceSelector(choice.algorithmName(), choice, null, null, Map.of(), new int[0], null, null);
+    }
+
+    /**
+     * The {@code auto} selector.
+     *
+     * @param override rules that take precedence over the model, or null
+     * @param maxChunkBytes the transport's largest message: no chunk is larger
+     * @param defaultChunkBytes the chunk size of an override rule that names none
+     */
+    public static AllReduceSelector auto(CostModel model, Topology topology, AllReduceOverride override,
+                                         int maxChunkBytes, int defaultChunkBytes) {
+        Map<String, AllReduceAlgorithm> registered = new LinkedHashMap<>();
+        for (String algorithm : AllReduceAlgorithms.names()) {
+            registered.put(algorithm, AllReduceAlgorithms.named(algorithm));
+        }
+        return auto(model, topology, override, maxChunkBytes, defaultChunkBytes, registered);
+    }
+
+    /** {@link #auto} choosing among {@code algorithms} (by name) rather than the registry's. */
+    static AllReduceSelector auto(CostModel model, Topology topology, AllReduceOverride override,
+                                  int maxChunkBytes, int defaultChunkBytes, Map<String, AllReduceAlgorithm> algorithms) {
+        Map<String, AllReduceAlgorithm> candidates = new LinkedHashMap<>();
+        for (String algorithm : AllReduceCosts.MODELLED) {
+            if (algorithms.containsKey(algorithm) && AllReduceCosts.applies(algorithm, topology)) {
+                candidates.put(algorithm, algorithms.get(algorithm));
+            }
+        }
+        List<Integer> chunks = new ArrayList<>();
+        for (int chunk : CHUNK_CANDIDATES) {
+            if (chunk < maxChunkBytes) {
+                chunks.add(chunk);
+            }
+        }
+        chunks.add(maxChunkBytes);
+        AllReduceChoice[] ruleChoices = new AllReduceChoice[override == null ? 0 : override.rules().size()];
+        for (int i = 0; i < ruleChoices.length; i++) {
+            AllReduceOverride.Rule rule = override.rules().get(i);
+            if (AllReduceCosts.MODELLED.contains(rule.algorithm()) && !AllReduceCosts.applies(rule.algorithm(), topology)) {
+                throw new IllegalArgumentException("allreduce override \"" + override + "\": rule '" + rule.text() + "' names "
+                        + rule.algorithm() + ", which cannot run on " + topology + " (it needs several hosts"
+                        + (rule.algorithm().equals("hier") ? " with the same number of ranks on each)" : ")"));
+            }
+            int chunk = Math.min(maxChunkBytes, rule.chunkBytes() > 0 ? rule.chunkBytes() : defaultChunkBytes);
+            AllReduceChoice choice = new AllReduceChoice(algorithms.containsKey(rule.algorithm())
+                    ? algorithms.get(rule.algorithm()) : AllReduceAlgorithms.named(rule.algorithm()), chunk);
+            ruleChoices[i] = choice;
+            LOG.log(Level.DEBUG, () -> "allreduce " + ByteSizes.format(rule.lo()) + ".." + ByteSizes.format(rule.hi())
+                    + ", " + topology + ": " + choice + " by override rule '" + rule.text() + "'");
+        }
+        return new AllReduceSelector("auto", null, model, topology, candidates,
+                chunks.stream().mapToInt(Integer::intValue).toArray(), override, ruleChoices);
+    }
+
+    /** {@code auto}, or the fixed algorithm's name. */
+    public String name() {
+        return name;
+    }
+
+    /** The choice for an AllReduce of {@code bytes} bytes per rank. */
+    public AllReduceChoice choose(long bytes) {
+        if (fixed != null) {
+            return fixed;
+        }
+        int rule = override == null ? -1 : override.indexOf(bytes);
+        if (rule >= 0) {
+            return ruleChoices[rule];
+        }
+        int sizeClass = 64 - Long.numberOfLeadingZeros(bytes);
+        AllReduceChoice choice = byClass.get(sizeClass);
+        return choice != null ? choice : decide(sizeClass);
+    }
+
+    private synchronized AllReduceChoice decide(int sizeClass) {
+        AllReduceChoice choice = byClass.get(sizeClass);
+        if (choice != null) {
+            return choice;
+        }
+        long lo = sizeClass == 0 ? 0 : 1L << (sizeClass - 1);
+        long hi = sizeClass == 0 ? 1 : sizeClass == 63 ? Long.MAX_VALUE : 1L << sizeClass;
+        long bytes = lo + lo / 2;
+        StringBuilder costs = new StringBuilder();
+        double best = Double.POSITIVE_INFINITY;
+        for (Map.Entry<String, AllReduceAlgorithm> candidate : candidates.entrySet()) {
+            int bestChunk = chunks[0];
+            double seconds = Double.POSITIVE_INFINITY;
+            for (int chunk : chunks) {
+                double predicted = model.seconds(candidate.getKey(), topology, bytes, chunk);
+                if (predicted < seconds) {
+                    seconds = predicted;
+                    bestChunk = chunk;
+                }
+            }
+            costs.append(costs.length() == 0 ? "" : ", ").append(candidate.getKey()).append(' ').append(ByteSizes.seconds(seconds));
+            if (seconds < best) {
+                best = seconds;
+                choice = new AllReduceChoice(candidate.getValue(), bestChunk);
+            }
+        }
+        double predicted = best;
+        AllReduceChoice chosen = choice;
+        LOG.log(Level.DEBUG, () -> "allreduce " + ByteSizes.format(lo) + ".." + ByteSizes.format(hi) + ", " + topology
+                + ": " + chosen + " " + ByteSizes.seconds(predicted) + "; candidates: " + costs);
+        byClass.set(sizeClass, choice);
+        return choice;
+    }
+}
