@@ -2,6 +2,7 @@ package io.gradsync.core;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.RingAllReduce;
 import io.gradsync.core.algorithm.CollectiveContext;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
 import io.gradsync.core.algorithm.Collectives;
@@ -48,11 +49,16 @@ public final class Communicator implements AutoCloseable {
 
     private final Endpoint endpoint;
     private final AllReduceSelector allReduceSelector;
+    /** The 16-bit type float32 AllReduce payloads travel as, or null. */
+    private final DataType wireCompression;
+    private final AllReduceAlgorithm compressedRing;
     private final ProgressThread progress;
 
     private Communicator(Builder builder) {
         this.endpoint = builder.endpoint;
         this.allReduceSelector = builder.allReduceSelector();
+        this.wireCompression = builder.wireCompression;
+        this.compressedRing = wireCompression == null ? null : new RingAllReduce(wireCompression);
         this.progress = new ProgressThread(endpoint, builder.chunkBytes, builder.timeout.toNanos(), builder.idleStrategy);
     }
 
@@ -108,7 +114,8 @@ public final class Communicator implements AutoCloseable {
 
     /** How an AllReduce of {@code count} elements of {@code type} runs: algorithm and chunk size. */
     public AllReduceChoice allReduceChoice(int count, DataType type) {
-        return allReduceSelector.choose((long) count * type.bytes());
+        AllReduceChoice chosen = allReduceSelector.choose((long) count * type.bytes());
+        return compressedRing != null && type == DataType.FLOAT32 ? new AllReduceChoice(compressedRing, chosen.chunkBytes()) : chosen;
     }
 
     /**
@@ -197,10 +204,14 @@ public final class Communicator implements AutoCloseable {
 
     private Mono<GradientBuffer> submitAllReduce(GradientBuffer input, GradientBuffer output, ReduceOp op,
                                                  AllReduceChoice choice) {
-        AllReduceAlgorithm algorithm = choice.algorithm();
-        return Mono.create(sink -> progress.submit(new ProgressThread.Task(ALLREDUCE,
-                CollectiveDescriptor.withPlan(CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(),
-                        input.dataType(), op), algorithm.name(), choice.chunkBytes()),
+        boolean compressed = compressedRing != null && input.dataType() == DataType.FLOAT32;
+        AllReduceAlgorithm algorithm = compressed ? compressedRing : choice.algorithm();
+        long descriptor = CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(), input.dataType(), op);
+        if (compressed) {
+            descriptor = CollectiveDescriptor.withWire(descriptor, wireCompression);
+        }
+        long plannedDescriptor = CollectiveDescriptor.withPlan(descriptor, algorithm.name(), choice.chunkBytes());
+        return Mono.create(sink -> progress.submit(new ProgressThread.Task(ALLREDUCE, plannedDescriptor,
                 ctx -> algorithm.allReduce(ctx, input, output, op), choice.chunkBytes(), output, sink)));
     }
 
@@ -466,6 +477,7 @@ public final class Communicator implements AutoCloseable {
         private CostModel costModel;
         private String allReduceOverride = GradSyncConfiguration.allReduceOverride();
         private String allReduceOverrideSource = GradSyncConfiguration.allReduceOverrideSource();
+        private DataType wireCompression = GradSyncConfiguration.wireCompression();
 
         private Builder(Endpoint endpoint) {
             this.endpoint = Objects.requireNonNull(endpoint, "endpoint");
@@ -518,6 +530,19 @@ public final class Communicator implements AutoCloseable {
         public Builder allReduceOverride(String rules) {
             this.allReduceOverride = rules;
             this.allReduceOverrideSource = "allReduceOverride";
+            return this;
+        }
+
+        /**
+         * Sends float32 AllReduce payloads as {@code wire} ({@code BFLOAT16} or {@code FLOAT16}; null for
+         * none): half the bytes, a documented precision cost, and float32 AllReduce always runs as the
+         * ring. See {@link GradSyncConfiguration#WIRE_COMPRESSION_PROP}.
+         */
+        public Builder wireCompression(DataType wire) {
+            if (wire != null && !wire.isHalfFloat()) {
+                throw new IllegalArgumentException("float32 travels as BFLOAT16 or FLOAT16, not " + wire);
+            }
+            this.wireCompression = wire;
             return this;
         }
 

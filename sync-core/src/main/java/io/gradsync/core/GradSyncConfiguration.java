@@ -73,6 +73,16 @@ public final class GradSyncConfiguration {
     public static final String COST_MODEL_FILE_DEFAULT = System.getProperty("user.home") + "/.gradsync/cost-model.properties";
 
     /**
+     * Sends float32 AllReduce payloads as 16-bit floats: {@code none}, {@code bf16} or {@code fp16}.
+     * Halves the bytes on the wire at a precision cost (up to {@code n - 1} roundings to 8 or 11
+     * significant bits per element; see docs/algorithms.md) and runs float32 AllReduce as the ring,
+     * whatever {@link #ALLREDUCE_ALGORITHM_PROP} says. Other types are unaffected. Default:
+     * {@code none}. Every rank must use the same setting (a mismatch fails at the first message).
+     */
+    public static final String WIRE_COMPRESSION_PROP = "gradsync.wire.compression";
+    public static final String WIRE_COMPRESSION_DEFAULT = "none";
+
+    /**
      * How long ranks wait for each other at the rendezvous, in milliseconds (all ranks must arrive within
      * it); also bounds the rendezvous' all-gathers and the wait for all ranks to leave at close.
      */
@@ -111,6 +121,25 @@ public final class GradSyncConfiguration {
     /** Where {@link #allReduceOverride()} came from, for error messages. */
     public static String allReduceOverrideSource() {
         return System.getProperty(ALLREDUCE_OVERRIDE_PROP) != null ? "-D" + ALLREDUCE_OVERRIDE_PROP : ALLREDUCE_OVERRIDE_ENV;
+    }
+
+    /**
+     * The 16-bit type float32 travels as, or null for none.
+     *
+     * @throws IllegalArgumentException for a value other than none, bf16 or fp16, naming it
+     */
+    public static DataType wireCompression() {
+        return wireCompression(System.getProperty(WIRE_COMPRESSION_PROP, WIRE_COMPRESSION_DEFAULT));
+    }
+
+    static DataType wireCompression(String value) {
+        switch (value) {
+            case "none": return null;
+            case "bf16": return DataType.BFLOAT16;
+            case "fp16": return DataType.FLOAT16;
+            default:
+                throw new IllegalArgumentException(WIRE_COMPRESSION_PROP + " must be none, bf16 or fp16, was '" + value + "'");
+        }
     }
 
     public static Path costModelFile() {

@@ -31,6 +31,8 @@ public final class CollectiveDescriptor {
     private static final String[] KIND_NAMES = {"", "allreduce", "reducescatter", "allgather", "broadcast (tree)",
         "broadcast (chain)", "reduce", "alltoall", "barrier"};
     private static final int NO_OP = 0xFF;
+    private static final int WIRE_BF16 = 0x40;
+    private static final int WIRE_FP16 = 0x80;
     /** AllReduce algorithms by plan code (1-based); any other is code 7. Append only: it is a wire format. */
     private static final List<String> PLAN_ALGORITHMS = List.of("ring", "rhd", "tree", "btree", "hier", "hier-leader");
     private static final int OTHER_ALGORITHM = 7;
@@ -91,6 +93,18 @@ public final class CollectiveDescriptor {
         return (descriptor & ~(0xFFL << PLAN_SHIFT)) | (code << 5 | chunkPower) << PLAN_SHIFT;
     }
 
+    /**
+     * {@code descriptor} of a float32 call whose payloads travel as {@code wire} (BFLOAT16 or
+     * FLOAT16), marked in the type byte's top bits so that ranks that disagree on compression fail.
+     */
+    public static long withWire(long descriptor, DataType wire) {
+        long mark = wire == DataType.BFLOAT16 ? WIRE_BF16 : wire == DataType.FLOAT16 ? WIRE_FP16 : 0;
+        if (mark == 0) {
+            throw new IllegalArgumentException("float32 travels as BFLOAT16 or FLOAT16, not " + wire);
+        }
+        return descriptor | mark << 8;
+    }
+
     public static int count(long descriptor) {
         return (int) (descriptor >>> 32);
     }
@@ -98,13 +112,15 @@ public final class CollectiveDescriptor {
     /** Human-readable form for error messages, e.g. {@code allreduce of 1000 FLOAT32 with SUM}. */
     public static String describe(long descriptor) {
         int kind = (int) (descriptor >>> 16) & 0xF;
-        int type = (int) (descriptor >>> 8) & 0xFF;
+        int typeByte = (int) (descriptor >>> 8) & 0xFF;
+        int type = typeByte & 0x3F;
         int opByte = (int) descriptor & 0xFF;
         if (kind == BARRIER) {
             return "barrier";
         }
         String kindName = kind < KIND_NAMES.length && kind > 0 ? KIND_NAMES[kind] : "collective kind " + kind;
-        String typeName = type < DataType.values().length ? DataType.values()[type].name() : "type " + type;
+        String typeName = (type < DataType.values().length ? DataType.values()[type].name() : "type " + type)
+                + ((typeByte & WIRE_BF16) != 0 ? " on a bfloat16 wire" : (typeByte & WIRE_FP16) != 0 ? " on a float16 wire" : "");
         String what = kindName + " of " + count(descriptor) + " " + typeName;
         if (kind == REDUCE_SCATTER || kind == ALL_GATHER || kind == ALL_TO_ALL) {
             what += " per block";

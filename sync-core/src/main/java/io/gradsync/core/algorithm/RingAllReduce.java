@@ -41,7 +41,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
      * The ring sending float32 buffers as 16-bit floats ({@code BFLOAT16} or {@code FLOAT16}), half the
      * bytes; other types travel as they are. Every hop of the reduce-scatter rounds a partial result to
      * {@code wire}, so a sum over {@code n} ranks carries up to {@code n - 1} roundings of relative size
-     * {@code 2^-9} (bfloat16) or {@code 2^-12} (float16, which also overflows above 65504). The owner of
+     * {@code 2^-8} (bfloat16) or {@code 2^-11} (float16, which also overflows above 65504). The owner of
      * each segment rounds its final value the same way before sending it on, so every rank still holds
      * the same bits.
      */
