@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine lacks to build and test gradsync: a JDK (17+) and Maven,
-# and the network tools the multi-host tests use to simulate hosts in network namespaces (ip, nft, ping).
+# the network tools the multi-host tests use to simulate hosts in network namespaces (ip, nft, ping),
+# and what rdma-transport's native library (libdisni) is compiled with: gcc, make and rdma-core's headers
+# (libibverbs-dev, librdmacm-dev, which bring the runtime libraries libibverbs1, librdmacm1, ibverbs-providers).
 # Sourced by the other scripts; safe to run again (installs nothing that is already there).
 set -euo pipefail
 
 need=()
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v make >/dev/null 2>&1 || need+=(make)
+installed libc6-dev || need+=(libc6-dev)
+installed libibverbs-dev || need+=(libibverbs-dev)
+installed librdmacm-dev || need+=(librdmacm-dev)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "gradsync setup: installing ${need[*]}" >&2

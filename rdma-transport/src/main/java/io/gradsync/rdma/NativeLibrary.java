@@ -1,20 +1,336 @@
 package io.gradsync.rdma;
 
+import com.ibm.disni.verbs.RdmaProvider;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.FileAttribute;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.Arrays;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.logging.Level;
+import java.util.logging.LogManager;
+import java.util.logging.Logger;
+
 /**
- * Placeholder until branch {@code native} lands: there {@code load()} extracts gradsync's own libdisni from
- * the jar and loads it. Here it relies on libdisni being on {@code java.library.path}.
+ * Loads gradsync's {@code libdisni}, the JNI library that DiSNI's Java classes need, from this jar.
+ *
+ * <p>DiSNI loads its library with {@code System.loadLibrary("disni")}, which only searches
+ * {@code java.library.path}. {@link #load()} avoids that: it extracts the library from the jar into a private
+ * per-user cache directory (named by the library's content hash), loads it with {@code System.load}, and the
+ * library's {@code JNI_OnLoad} puts its symbols into the process's global scope, {@code JNI_OnLoad_disni}
+ * among them. The JDK then treats {@code "disni"} as a built-in library (JEP 178), so DiSNI's own
+ * {@code loadLibrary} succeeds and its native methods bind to gradsync's implementations. {@code load()} then
+ * initialises DiSNI's native classes and checks the library's version and struct layouts with DiSNI's own
+ * checks, so a problem shows up here, once, with a message saying what to do.
+ *
+ * <p>Call {@code load()} before touching any DiSNI class: a DiSNI class initialised first fails for good in
+ * this JVM. The system property {@value #PATH_PROPERTY} names a {@code libdisni.so} to load instead of the one
+ * in the jar.
  */
 public final class NativeLibrary {
-    private static boolean loaded;
+    /** System property: the path of a {@code libdisni.so} to load instead of extracting the jar's. */
+    public static final String PATH_PROPERTY = "gradsync.rdma.libdisni";
+
+    static final String PLATFORM = "linux-x86_64";
+    static final String RESOURCE = "/io/gradsync/rdma/native/" + PLATFORM + "/libdisni.so";
+    /** What {@code NativeDispatcher._getVersion()} must return for DiSNI 2.1. */
+    static final int DISNI_NATIVE_VERSION = 32;
+
+    static final String INSTALL_HINT = "Install rdma-core's user-space libraries: on Debian/Ubuntu "
+            + "`apt-get install libibverbs1 librdmacm1 ibverbs-providers` (or `rdma-core`), on RHEL/Fedora "
+            + "`dnf install rdma-core libibverbs librdmacm`.";
+    static final String DEVICE_HINT = "RDMA needs an RDMA-capable NIC with its kernel driver loaded (see `rdma link` "
+            + "or `ibv_devices`), or a soft-RoCE device on an Ethernet interface: "
+            + "`modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <interface>`.";
+
+    private static final Set<PosixFilePermission> OWNER_ONLY = PosixFilePermissions.fromString("rwx------");
+    private static final Set<PosixFilePermission> OWNER_READ_WRITE = PosixFilePermissions.fromString("rw-------");
+
+    private static final Object LOCK = new Object();
+    /** The loaded library's path; set once everything checked out. */
+    private static volatile Path loaded;
+    /** Set when loading failed after System.load was tried: this JVM cannot try again. Guarded by LOCK. */
+    private static RdmaUnavailableException linkFailure;
+    /** Kept so that java.util.logging does not drop the level set on it. */
+    @SuppressWarnings("unused")
+    private static Logger disniLogger;
 
     private NativeLibrary() {
     }
 
-    /** Loads libdisni; call before touching any DiSNI class. */
-    public static synchronized void load() {
-        if (!loaded) {
-            System.loadLibrary("disni");
-            loaded = true;
+    /**
+     * Loads {@code libdisni} and initialises DiSNI's native classes; does nothing when that already happened.
+     * Safe to call from any thread, any number of times.
+     *
+     * @throws RdmaUnavailableException when this is not linux-x86_64, rdma-core's libraries are missing, or
+     *         the library cannot be loaded; the message says which and what to do
+     */
+    public static void load() {
+        if (loaded != null) {
+            return;
+        }
+        synchronized (LOCK) {
+            if (loaded != null) {
+                return;
+            }
+            if (linkFailure != null) {
+                throw new RdmaUnavailableException(linkFailure.getMessage(), linkFailure);
+            }
+            Path path = locate();
+            try {
+                link(path);
+            } catch (RdmaUnavailableException e) {
+                linkFailure = e;
+                throw e;
+            }
+            loaded = path;
         }
     }
+
+    /**
+     * The path {@code libdisni} was loaded from, after {@link #load()}.
+     *
+     * @return the path, or null before a successful {@code load()}
+     */
+    public static Path loadedPath() {
+        return loaded;
+    }
+
+    /**
+     * The RDMA devices this process can use, by name (for example {@code mlx5_0}, {@code rxe0}).
+     *
+     * @return the device names; empty when there are none or the kernel has no RDMA support
+     * @throws RdmaUnavailableException as {@link #load()}
+     */
+    public static List<String> deviceNames() {
+        load();
+        try {
+            return List.of(deviceNames0());
+        } catch (IOException e) {
+            return List.of();
+        }
+    }
+
+    /**
+     * Fails unless at least one RDMA device is present.
+     *
+     * @throws RdmaUnavailableException when there is no RDMA device (or as {@link #load()}), saying how to get one
+     */
+    public static void requireDevice() {
+        load();
+        String reason;
+        try {
+            if (deviceNames0().length > 0) {
+                return;
+            }
+            reason = "ibv_get_device_list found none";
+        } catch (IOException e) {
+            reason = e.getMessage();
+        }
+        throw new RdmaUnavailableException("No RDMA device (" + reason + "). " + DEVICE_HINT);
+    }
+
+    // ---- locating the library ----
+
+    private static Path locate() {
+        checkPlatform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
+        String override = System.getProperty(PATH_PROPERTY);
+        if (override != null && !override.isBlank()) {
+            Path path = Path.of(override).toAbsolutePath();
+            if (!Files.isRegularFile(path)) {
+                throw new RdmaUnavailableException(PATH_PROPERTY + " names " + path + ", which is not a file.");
+            }
+            return path;
+        }
+        return extract();
+    }
+
+    static void checkPlatform(String os, String arch) {
+        if (!os.toLowerCase(Locale.ROOT).startsWith("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+            throw new RdmaUnavailableException("gradsync's RDMA transport is built for " + PLATFORM + " only; this is "
+                    + os + "/" + arch + ".");
+        }
+    }
+
+    private static Path extract() {
+        byte[] library;
+        try (InputStream in = NativeLibrary.class.getResourceAsStream(RESOURCE)) {
+            if (in == null) {
+                throw new RdmaUnavailableException("This gradsync-rdma-transport jar has no " + RESOURCE.substring(1)
+                        + ": it was built on a machine where the native library is not built (only "
+                        + PLATFORM + " builds it).");
+            }
+            library = in.readAllBytes();
+        } catch (IOException e) {
+            throw new RdmaUnavailableException("Could not read " + RESOURCE + " from the jar: " + e, e);
+        }
+        byte[] digest = sha256(library);
+        String name = "libdisni-" + HexFormat.of().formatHex(digest, 0, 16) + ".so";
+        IOException cacheFailure;
+        try {
+            return extractInto(cacheDirectory(), name, library, digest);
+        } catch (IOException | UnsupportedOperationException e) {
+            cacheFailure = e instanceof IOException io ? io : new IOException(e);
+        }
+        // No usable cache directory (read-only home, no POSIX permissions): a private temporary file instead.
+        try {
+            Path dir = Files.createTempDirectory("gradsync-native-", permissions(OWNER_ONLY));
+            Path file = Files.write(dir.resolve("libdisni.so"), library);
+            dir.toFile().deleteOnExit();
+            file.toFile().deleteOnExit(); // deleted first: deleteOnExit runs in reverse order
+            return file;
+        } catch (IOException | UnsupportedOperationException e) {
+            RdmaUnavailableException failure = new RdmaUnavailableException("Could not write libdisni to the cache "
+                    + "directory (" + cacheFailure + ") nor to a temporary directory (" + e + ").", e);
+            failure.addSuppressed(cacheFailure);
+            throw failure;
+        }
+    }
+
+    /** $XDG_CACHE_HOME/gradsync/native, else ~/.cache/gradsync/native. */
+    static Path cacheDirectory() {
+        String xdg = System.getenv("XDG_CACHE_HOME");
+        Path base = xdg != null && Path.of(xdg).isAbsolute()
+                ? Path.of(xdg)
+                : Path.of(System.getProperty("user.home"), ".cache");
+        return base.resolve("gradsync").resolve("native");
+    }
+
+    /**
+     * Puts the library at dir/name unless an identical file is there already. The directory is made (0700 for
+     * every directory created) and must belong to this user and be 0700; the file is written next to its final
+     * name and renamed into place, so concurrent JVMs never see half a library.
+     */
+    static Path extractInto(Path dir, String name, byte[] library, byte[] digest) throws IOException {
+        Files.createDirectories(dir, permissions(OWNER_ONLY));
+        Path target = dir.resolve(name);
+        Path temp = Files.createTempFile(dir, name + ".", ".tmp", permissions(OWNER_READ_WRITE));
+        try {
+            if (!Files.getOwner(dir, LinkOption.NOFOLLOW_LINKS).equals(Files.getOwner(temp))) {
+                throw new IOException(dir + " belongs to " + Files.getOwner(dir, LinkOption.NOFOLLOW_LINKS)
+                        + ", not to this user");
+            }
+            if (!Files.getPosixFilePermissions(dir, LinkOption.NOFOLLOW_LINKS).equals(OWNER_ONLY)) {
+                Files.setPosixFilePermissions(dir, OWNER_ONLY);
+            }
+            if (Files.isRegularFile(target, LinkOption.NOFOLLOW_LINKS)
+                    && Arrays.equals(sha256(Files.readAllBytes(target)), digest)) {
+                return target;
+            }
+            Files.write(temp, library);
+            try {
+                Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+            } catch (AtomicMoveNotSupportedException e) {
+                Files.move(temp, target, StandardCopyOption.REPLACE_EXISTING);
+            }
+            return target;
+        } finally {
+            Files.deleteIfExists(temp);
+        }
+    }
+
+    // ---- loading and checking ----
+
+    private static void link(Path path) {
+        quietDisniLogging();
+        try {
+            System.load(path.toString());
+        } catch (UnsatisfiedLinkError e) {
+            throw linkError(path, e);
+        }
+        String scopeError = globalScopeError0();
+        if (scopeError != null) {
+            throw new RdmaUnavailableException("libdisni loaded from " + path + " but could not make its symbols "
+                    + "global, so DiSNI cannot find it: " + scopeError);
+        }
+        ClassLoader loader = NativeLibrary.class.getClassLoader();
+        try {
+            Class.forName("com.ibm.disni.verbs.impl.NativeDispatcher", true, loader);
+            Class.forName("com.ibm.disni.util.NativeAffinity", true, loader);
+        } catch (ClassNotFoundException e) {
+            throw new RdmaUnavailableException("DiSNI (com.ibm.disni:disni) is not on the class path.", e);
+        } catch (LinkageError e) {
+            throw new RdmaUnavailableException("DiSNI could not load gradsync's libdisni (" + path + ") as the built-in "
+                    + "library \"disni\". Either a DiSNI class was used before NativeLibrary.load(), or this JVM "
+                    + "does not look for JNI_OnLoad_disni in the process (JEP 178): " + e, e);
+        }
+        int version;
+        try {
+            version = RdmaProvider.provider().getVersion();
+        } catch (IOException | LinkageError e) {
+            throw new RdmaUnavailableException("DiSNI rejected libdisni (" + path + "): " + e, e);
+        }
+        if (version != DISNI_NATIVE_VERSION) {
+            throw new RdmaUnavailableException("libdisni at " + path + " has version " + version + ", DiSNI 2.1 needs "
+                    + DISNI_NATIVE_VERSION + ".");
+        }
+    }
+
+    static RdmaUnavailableException linkError(Path path, UnsatisfiedLinkError e) {
+        String message = String.valueOf(e.getMessage());
+        for (String system : new String[] {"libibverbs.so", "librdmacm.so", "libnl-3.so", "libnl-route-3.so"}) {
+            if (message.contains(system)) {
+                return new RdmaUnavailableException("RDMA support needs " + system + "1 or later, which is not "
+                        + "installed. " + INSTALL_HINT + " (" + message + ")", e);
+            }
+        }
+        String hint = message.contains("failed to map segment") || message.contains("operation not permitted")
+                ? " The directory may be on a noexec file system: set XDG_CACHE_HOME to one that is not, or "
+                        + PATH_PROPERTY + " to a copy of the library."
+                : "";
+        return new RdmaUnavailableException("Could not load libdisni from " + path + ": " + message + "." + hint, e);
+    }
+
+    /**
+     * DiSNI logs every connection and queue set-up at INFO through SLF4J, which gradsync routes to
+     * java.util.logging (slf4j-jdk14). Unless logging configuration names a level for "com.ibm.disni", show
+     * only its warnings.
+     */
+    private static void quietDisniLogging() {
+        Logger logger = Logger.getLogger("com.ibm.disni");
+        if (logger.getLevel() == null && LogManager.getLogManager().getProperty("com.ibm.disni.level") == null) {
+            logger.setLevel(Level.WARNING);
+        }
+        disniLogger = logger;
+    }
+
+    private static FileAttribute<Set<PosixFilePermission>> permissions(Set<PosixFilePermission> permissions) {
+        return PosixFilePermissions.asFileAttribute(permissions);
+    }
+
+    static byte[] sha256(byte[] bytes) {
+        try {
+            return MessageDigest.getInstance("SHA-256").digest(bytes);
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is required of every JDK", e);
+        }
+    }
+
+    // ---- gradsync's own natives in libdisni ----
+
+    /** Null when JNI_OnLoad made the library's symbols global, else why it could not. */
+    private static native String globalScopeError0();
+
+    /** ibv_get_device_list's device names; IOException with errno when the list cannot be read. */
+    private static native String[] deviceNames0() throws IOException;
+
+    /** Turns counting calls of DiSNI's natives on or off (off by default; for the tests). */
+    static native void countCalls0(boolean on);
+
+    /** The counted natives' Java method names, in {@link #callCounts0()}'s order. */
+    static native String[] countedNatives0();
+
+    /** How often each of DiSNI's natives was called while counting was on. */
+    static native long[] callCounts0();
 }
