@@ -89,7 +89,7 @@ final class VerbsEndpoint implements Endpoint {
         if (size == 1) {
             return;
         }
-        NativeLibrary.load();
+        NativeLibrary.requireDevice(); // loads libdisni; says how to get a device when there is none
         synchronized (VerbsEndpoint.class) {
             openInProcess++;
         }
