@@ -65,6 +65,22 @@ class RdmaMultiProcessTest {
     }
 
     @Test
+    void theDataPathAllocatesNothingPerMessage() throws Exception {
+        Job job = launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        Matcher m = Pattern.compile("rank (\\d): progress thread allocated (\\d+) bytes per collective of (\\d+) messages")
+                .matcher(job.out());
+        int ranks = 0;
+        while (m.find()) {
+            ranks++;
+            // one 16-byte object per message would be 4 KiB per collective of 256 messages
+            assertTrue(Long.parseLong(m.group(2)) < 2048, m.group());
+        }
+        assertEquals(2, ranks, job.out());
+    }
+
+    @Test
     void aRankKilledMidCollectiveIsNamedByEveryOtherRank() throws Exception {
         Job job = launch(List.of("-n", "3", "--stop-delay", "30"), List.of("-Dgradsync.timeout.ms=120000"),
                 "loop", "1", System.getProperty("gradsync.test.kill.delay.ms", "4000"));

@@ -33,6 +33,7 @@ public final class RdmaRankProgram {
                 case "check" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 18) + 3});
                 case "big" -> big(comm, Integer.parseInt(args[1]));
                 case "loop" -> loop(comm, Integer.parseInt(args[1]), Long.parseLong(args[2]));
+                case "alloc" -> alloc(comm);
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             }
         } catch (Exception e) {
@@ -105,6 +106,35 @@ public final class RdmaRankProgram {
         for (int i = 0; ; i++) {
             comm.allReduceBlocking(buffer, ReduceOp.MAX);
         }
+    }
+
+    /**
+     * Bytes the progress thread allocates per collective once warm, for a collective of many small messages
+     * (run with a 1 KiB chunk): a constant per collective, not per message, when the data path allocates nothing.
+     */
+    private static void alloc(Communicator comm) {
+        com.sun.management.ThreadMXBean threads =
+                (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        int count = 64 * 1024;
+        GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+        for (int i = 0; i < 30; i++) {
+            comm.allReduceBlocking(buffer, ReduceOp.SUM);
+        }
+        long progress = -1;
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().equals("gradsync-progress-rank-" + comm.rank())) {
+                progress = t.getId();
+            }
+        }
+        long before = threads.getThreadAllocatedBytes(progress);
+        int measured = 10;
+        for (int i = 0; i < measured; i++) {
+            comm.allReduceBlocking(buffer, ReduceOp.SUM);
+        }
+        long perCollective = (threads.getThreadAllocatedBytes(progress) - before) / measured;
+        int messages = 2 * (comm.size() - 1) * (count * 4 / comm.size() / Integer.getInteger("gradsync.chunk.bytes", 262_144));
+        System.out.println("rank " + comm.rank() + ": progress thread allocated " + perCollective
+                + " bytes per collective of " + messages + " messages");
     }
 
     /** The RDMA resources that {@code rdma resource show} still lists for this process, or "none". */
