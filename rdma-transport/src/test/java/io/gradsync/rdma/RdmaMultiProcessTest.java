@@ -103,7 +103,8 @@ class RdmaMultiProcessTest {
         command.addAll(launcherOptions);
         command.addAll(List.of("--", JAVA, "-Xmx512m", "-XX:+UseSerialGC",
                 "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "-Dgradsync.timeout.ms=120000",
-                "-Dgradsync.rendezvous.timeout.ms=180000", "-Dgradsync.rdma.connect.timeout.ms=120000"));
+                "-Dgradsync.rendezvous.timeout.ms=180000", "-Dgradsync.rendezvous.handshake.timeout.ms=120000",
+                "-Dgradsync.rdma.connect.timeout.ms=120000"));
         String extra = System.getProperty("gradsync.test.rank.jvm.args", "");
         for (String arg : extra.trim().split("\\s+")) {
             if (!arg.isEmpty()) {
