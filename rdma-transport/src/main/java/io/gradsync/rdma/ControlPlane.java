@@ -29,6 +29,19 @@ final class ControlPlane implements DaRPCService<RingMessage, RingMessage> {
     }
 
     private static final System.Logger LOG = System.getLogger(ControlPlane.class.getName());
+    /**
+     * DaRPC logs every connection, stream and group at INFO through SLF4J (here java.util.logging): its
+     * lines are not gradsync's output. Held so that java.util.logging keeps the level.
+     */
+    private static final java.util.logging.Logger[] DARPC_LOGS = {quiet("com.ibm.darpc"), quiet("com.ibm.zac.darpc")};
+
+    private static java.util.logging.Logger quiet(String name) {
+        java.util.logging.Logger logger = java.util.logging.Logger.getLogger(name);
+        if (logger.getLevel() == null) {
+            logger.setLevel(java.util.logging.Level.WARNING);
+        }
+        return logger;
+    }
     private final Handler handler;
     private final int rank;
     private final DaRPCServerGroup<RingMessage, RingMessage> serverGroup;
