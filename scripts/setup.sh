@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine lacks to build and test gradsync: a JDK (17+) and Maven,
 # the network tools the multi-host tests use to simulate hosts in network namespaces (ip, nft, ping),
-# and what rdma-transport's native library (libdisni) is compiled with: gcc, make and rdma-core's headers
-# (libibverbs-dev, librdmacm-dev, which bring the runtime libraries libibverbs1, librdmacm1, ibverbs-providers).
+# what rdma-transport's native library (libdisni) is compiled with: gcc, make and rdma-core's headers
+# (libibverbs-dev, librdmacm-dev, which bring the runtime libraries libibverbs1, librdmacm1, ibverbs-providers),
+# and what the soft-RoCE guest of the RDMA transport needs (QEMU, rdma-core, perftest; see below).
 # Sourced by the other scripts; safe to run again (installs nothing that is already there).
 set -euo pipefail
 
@@ -18,6 +19,13 @@ command -v make >/dev/null 2>&1 || need+=(make)
 installed libc6-dev || need+=(libc6-dev)
 installed libibverbs-dev || need+=(libibverbs-dev)
 installed librdmacm-dev || need+=(librdmacm-dev)
+# The soft-RoCE guest (rdma-transport/softroce/run-in-guest): QEMU, busybox for its initramfs, rdma-core,
+# the verbs/rdma_cm tools and headers, and kmod/cpio to prepare Debian's kernel and the initramfs.
+for _pkg in qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils \
+         libibverbs-dev librdmacm-dev kmod cpio; do
+  [ "$(dpkg-query -W -f='${db:Status-Status}' "$_pkg" 2>/dev/null)" = installed ] || need+=("$_pkg")
+done
+unset _pkg
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "gradsync setup: installing ${need[*]}" >&2
