@@ -233,3 +233,33 @@ JNIEXPORT jlongArray JNICALL Java_io_gradsync_rdma_NativeLibrary_callCounts0(JNI
 		(*env)->SetLongArrayRegion(env, array, 0, GS_NATIVE_COUNT, counts);
 	return array;
 }
+
+/*
+ * DiSNI reads direct buffers' addresses by casting to sun.nio.ch.DirectBuffer (MemoryUtils.getAddress), which
+ * java.base exports to no one since JDK 16. JNI calls are not subject to Java's access checks, so this calls
+ * java.base's Module.implAddExports(package, module) for DiSNI's module: the effect of the command-line option
+ * --add-exports java.base/sun.nio.ch=<DiSNI's module>. False when the JDK has no such method or it failed.
+ */
+JNIEXPORT jboolean JNICALL Java_io_gradsync_rdma_NativeLibrary_exportPackage0(JNIEnv *env, jclass cls,
+									     jobject from_module, jstring package,
+									     jobject to_module)
+{
+	(void) cls;
+	jclass module_class = (*env)->FindClass(env, "java/lang/Module");
+	if (module_class == NULL) {
+		(*env)->ExceptionClear(env);
+		return JNI_FALSE;
+	}
+	jmethodID add_exports =
+		(*env)->GetMethodID(env, module_class, "implAddExports", "(Ljava/lang/String;Ljava/lang/Module;)V");
+	if (add_exports == NULL) {
+		(*env)->ExceptionClear(env);
+		return JNI_FALSE;
+	}
+	(*env)->CallVoidMethod(env, from_module, add_exports, package, to_module);
+	if ((*env)->ExceptionCheck(env)) {
+		(*env)->ExceptionClear(env);
+		return JNI_FALSE;
+	}
+	return JNI_TRUE;
+}

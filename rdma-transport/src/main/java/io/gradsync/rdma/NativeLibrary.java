@@ -32,7 +32,9 @@ import java.util.logging.Logger;
  * among them. The JDK then treats {@code "disni"} as a built-in library (JEP 178), so DiSNI's own
  * {@code loadLibrary} succeeds and its native methods bind to gradsync's implementations. {@code load()} then
  * initialises DiSNI's native classes and checks the library's version and struct layouts with DiSNI's own
- * checks, so a problem shows up here, once, with a message saying what to do.
+ * checks, so a problem shows up here, once, with a message saying what to do. It also exports
+ * {@code java.base/sun.nio.ch} to DiSNI, which reads direct buffer addresses through
+ * {@code sun.nio.ch.DirectBuffer}, so no {@code --add-exports} option is needed either.
  *
  * <p>Call {@code load()} before touching any DiSNI class: a DiSNI class initialised first fails for good in
  * this JVM. The system property {@value #PATH_PROPERTY} names a {@code libdisni.so} to load instead of the one
@@ -46,6 +48,8 @@ public final class NativeLibrary {
     static final String RESOURCE = "/io/gradsync/rdma/native/" + PLATFORM + "/libdisni.so";
     /** What {@code NativeDispatcher._getVersion()} must return for DiSNI 2.1. */
     static final int DISNI_NATIVE_VERSION = 32;
+    /** Where DiSNI's MemoryUtils finds DirectBuffer. */
+    static final String DIRECT_BUFFER_PACKAGE = "sun.nio.ch";
 
     static final String INSTALL_HINT = "Install rdma-core's user-space libraries: on Debian/Ubuntu "
             + "`apt-get install libibverbs1 librdmacm1 ibverbs-providers` (or `rdma-core`), on RHEL/Fedora "
@@ -255,6 +259,7 @@ public final class NativeLibrary {
                     + "global, so DiSNI cannot find it: " + scopeError);
         }
         ClassLoader loader = NativeLibrary.class.getClassLoader();
+        exportDirectBufferToDisni(loader);
         try {
             Class.forName("com.ibm.disni.verbs.impl.NativeDispatcher", true, loader);
             Class.forName("com.ibm.disni.util.NativeAffinity", true, loader);
@@ -274,6 +279,29 @@ public final class NativeLibrary {
         if (version != DISNI_NATIVE_VERSION) {
             throw new RdmaUnavailableException("libdisni at " + path + " has version " + version + ", DiSNI 2.1 needs "
                     + DISNI_NATIVE_VERSION + ".");
+        }
+    }
+
+    /**
+     * DiSNI's MemoryUtils.getAddress casts direct buffers to sun.nio.ch.DirectBuffer, which java.base does not
+     * export: without this every DiSNI call that allocates its command buffers fails with IllegalAccessError.
+     * Exports the package to DiSNI's module, as {@code --add-exports java.base/sun.nio.ch=ALL-UNNAMED} would.
+     */
+    private static void exportDirectBufferToDisni(ClassLoader loader) {
+        Module javaBase = Object.class.getModule();
+        Module disni;
+        try {
+            disni = Class.forName("com.ibm.disni.util.MemoryUtils", false, loader).getModule();
+        } catch (ClassNotFoundException e) {
+            throw new RdmaUnavailableException("DiSNI (com.ibm.disni:disni) is not on the class path.", e);
+        }
+        if (javaBase.isExported(DIRECT_BUFFER_PACKAGE, disni)) {
+            return;
+        }
+        if (!exportPackage0(javaBase, DIRECT_BUFFER_PACKAGE, disni) || !javaBase.isExported(DIRECT_BUFFER_PACKAGE, disni)) {
+            throw new RdmaUnavailableException("DiSNI reads direct buffer addresses through sun.nio.ch.DirectBuffer, "
+                    + "which java.base does not export, and this JDK did not let gradsync export it: run Java with "
+                    + "--add-exports java.base/sun.nio.ch=" + (disni.isNamed() ? disni.getName() : "ALL-UNNAMED") + ".");
         }
     }
 
@@ -324,6 +352,9 @@ public final class NativeLibrary {
 
     /** ibv_get_device_list's device names; IOException with errno when the list cannot be read. */
     private static native String[] deviceNames0() throws IOException;
+
+    /** Exports a package of one module to another, bypassing access checks through JNI; false if that failed. */
+    private static native boolean exportPackage0(Module from, String packageName, Module to);
 
     /** Turns counting calls of DiSNI's natives on or off (off by default; for the tests). */
     static native void countCalls0(boolean on);

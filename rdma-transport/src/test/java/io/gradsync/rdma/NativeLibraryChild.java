@@ -29,6 +29,9 @@ public final class NativeLibraryChild {
         }
         System.out.println("loaded: " + NativeLibrary.loadedPath());
         System.out.println("version: " + RdmaProvider.provider().getVersion());
+        java.nio.ByteBuffer direct = java.nio.ByteBuffer.allocateDirect(64);
+        System.out.println("direct buffer address readable: "
+                + (com.ibm.disni.util.MemoryUtils.getAddress(direct) != 0));
         System.out.println("java.library.path: " + System.getProperty("java.library.path"));
         System.out.println("java.version: " + System.getProperty("java.version"));
     }

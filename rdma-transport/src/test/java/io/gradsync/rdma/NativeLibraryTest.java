@@ -8,9 +8,13 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import com.ibm.disni.util.MemBuf;
+import com.ibm.disni.util.MemoryAllocation;
+import com.ibm.disni.util.MemoryUtils;
 import com.ibm.disni.verbs.RdmaProvider;
 import java.io.File;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -77,6 +81,19 @@ class NativeLibraryTest {
         Class.forName(Natives.DISPATCHER);
         Class.forName(Natives.AFFINITY);
         assertEquals(32, RdmaProvider.provider().getVersion());
+    }
+
+    /** DiSNI's MemoryUtils casts to sun.nio.ch.DirectBuffer; load() exported the package to it. */
+    @Test
+    void disniCanReadDirectBufferAddressesWithoutAddExports() throws Exception {
+        Natives.load();
+        assertTrue(Object.class.getModule().isExported("sun.nio.ch", MemoryUtils.class.getModule()));
+        ByteBuffer direct = ByteBuffer.allocateDirect(64);
+        assertNotEquals(0L, MemoryUtils.getAddress(direct));
+        MemBuf pooled = MemoryAllocation.getInstance().allocate(100);
+        assertEquals(128, pooled.size());
+        assertNotEquals(0L, pooled.address());
+        pooled.free();
     }
 
     @Test
@@ -151,6 +168,7 @@ class NativeLibraryTest {
         Child child = Child.run(javaHome, temp, List.of("-Djava.library.path=" + temp.resolve("empty")), "load");
         assertEquals(0, child.exitCode, child.output);
         assertTrue(child.output.contains("version: 32"), child.output);
+        assertTrue(child.output.contains("direct buffer address readable: true"), child.output);
         assertTrue(child.output.contains("loaded: " + temp.resolve("cache").resolve("gradsync").resolve("native")),
                 child.output);
     }
