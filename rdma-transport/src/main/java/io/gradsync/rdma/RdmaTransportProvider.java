@@ -9,8 +9,7 @@ import java.util.List;
 /**
  * The RDMA transport, {@code rdma}: reliable-connected queue pairs through RDMA CM on DiSNI, each message
  * one RDMA WRITE with immediate (or SEND) into a receive slot of the peer, receive rings traded over a
- * DaRPC control plane. Settings: {@link RdmaConfiguration}. The JVM needs
- * {@code --add-exports java.base/sun.nio.ch=ALL-UNNAMED} (DiSNI and DaRPC read direct-buffer addresses).
+ * DaRPC control plane. Settings: {@link RdmaConfiguration}.
  */
 public final class RdmaTransportProvider implements TransportProvider {
 
