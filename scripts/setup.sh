@@ -17,13 +17,11 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
 installed libc6-dev || need+=(libc6-dev)
-installed libibverbs-dev || need+=(libibverbs-dev)
-installed librdmacm-dev || need+=(librdmacm-dev)
 # The soft-RoCE guest (rdma-transport/softroce/run-in-guest): QEMU, busybox for its initramfs, rdma-core,
 # the verbs/rdma_cm tools and headers, and kmod/cpio to prepare Debian's kernel and the initramfs.
 for _pkg in qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils \
          libibverbs-dev librdmacm-dev kmod cpio; do
-  [ "$(dpkg-query -W -f='${db:Status-Status}' "$_pkg" 2>/dev/null)" = installed ] || need+=("$_pkg")
+  installed "$_pkg" || need+=("$_pkg")
 done
 unset _pkg
 

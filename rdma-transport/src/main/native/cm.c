@@ -22,6 +22,9 @@ static const char NO_DEVICE_HINT[] =
 	": no usable RDMA device (ibv_get_device_list finds none). Load the NIC's RDMA driver, or add a soft-RoCE "
 	"device: rdma link add rxe0 type rxe netdev <interface>";
 
+static const char BIND_HINT[] =
+	": the address must be assigned to the interface of an RDMA device (see `rdma link`), or be a wildcard";
+
 /*
  * A connect request's initiator depth and responder resources, kept on the new id (its context pointer, which
  * nothing else uses) until _accept: DiSNI acknowledges events in _getCmEvent, before accept, and its accept
@@ -140,7 +143,7 @@ JNIEXPORT void NATIVE(bindAddr)(JNIEnv *env, jobject self, jlong id, jlong addre
 	if (err == 0 && rdma_bind_addr(GS_PTR(struct rdma_cm_id, id), (struct sockaddr *) &addr) != 0)
 		err = errno;
 	if (err != 0)
-		gs_throw_io(env, "rdma_bind_addr", err, err == EADDRNOTAVAIL || err == ENODEV ? NO_DEVICE_HINT : NULL);
+		gs_throw_io(env, "rdma_bind_addr", err, err == EADDRNOTAVAIL ? BIND_HINT : err == ENODEV ? NO_DEVICE_HINT : NULL);
 }
 
 JNIEXPORT void NATIVE(listen)(JNIEnv *env, jobject self, jlong id, jint backlog)

@@ -101,6 +101,22 @@ class MultiProcessTest {
         });
     }
 
+    /** Hierarchical AllReduce over real hosts: IPC inside each namespace, UDP between them. */
+    @ParameterizedTest(name = "{0} over {1} hosts x {2} ranks")
+    @CsvSource({"hier, 2, 2", "hier, 3, 2", "hier-leader, 2, 2", "hier-leader, 3, 2"})
+    void hierarchicalAllReduceAcrossHostsInNetworkNamespaces(String algorithm, int hosts, int perHost) throws Exception {
+        withNamespaces(hosts, null, () -> {
+            int ranks = hosts * perHost;
+            Job job = launch(namespaceOptions(ranks, hosts), List.of("-Dgradsync.allreduce.algorithm=" + algorithm),
+                    "check", "aeron");
+            assertEquals(0, job.status(), job.out());
+            for (int r = 0; r < ranks; r++) {
+                assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
+            }
+            assertTrue(job.out().contains(perHost + " ranks on its host, allreduce " + algorithm), job.out());
+        });
+    }
+
     @Test
     void packetLossSlowsUdpButResultsStayExact() throws Exception {
         withNamespaces(2, "1", () -> {

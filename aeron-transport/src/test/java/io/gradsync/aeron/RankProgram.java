@@ -21,7 +21,7 @@ public final class RankProgram {
         String mode = args[0];
         try (Communicator comm = Communicator.connect(args[1])) {
             System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
-                    + comm.transportName() + ", " + comm.localSize() + " ranks on its host");
+                    + comm.transportName() + ", " + comm.localSize() + " ranks on its host, allreduce " + comm.algorithmName());
             switch (mode) {
                 case "check" -> check(comm, new int[] {0, 1, comm.size() - 1, comm.size() + 1, 10_007, (1 << 20) + 3});
                 case "big" -> check(comm, new int[] {16 << 20});

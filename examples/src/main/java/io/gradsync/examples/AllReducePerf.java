@@ -29,12 +29,13 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * AllReduce bandwidth test in the manner of nccl-tests' {@code all_reduce_perf}: a sweep of message
- * sizes, each timed out of place and in place, with algbw = bytes / time, busbw = algbw * 2(n-1)/n
- * and the number of wrong elements found by checking every rank after every iteration.
+ * Collective bandwidth test in the manner of nccl-tests' {@code all_reduce_perf} (and its siblings,
+ * chosen with {@code --collective}): a sweep of message sizes, each timed out of place and in place,
+ * with algbw = bytes / time, busbw = algbw times the collective's factor ({@link PerfCollective}) and
+ * the number of wrong elements found by checking every rank after every iteration.
  */
 @Command(name = "allreduce-perf", mixinStandardHelpOptions = true, sortOptions = false,
-        description = "AllReduce bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
+        description = "Collective bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
 public final class AllReducePerf implements java.util.concurrent.Callable<Integer> {
     private static final int JIT_WARMUP_CALLS = 2_000;
     private static final int JIT_WARMUP_ELEMENTS = 16 * 1024;
@@ -70,6 +71,14 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                     + "(Aeron IPC inside a host, UDP between hosts), or rdma (RDMA verbs: InfiniBand, RoCE) (default ${DEFAULT-VALUE}).")
     String transport;
 
+    @Option(names = "--collective", defaultValue = "allreduce",
+            description = "allreduce, reducescatter, allgather, broadcast, reduce or alltoall (default ${DEFAULT-VALUE}). "
+                    + "Sizes are the larger side of the call, as in nccl-tests.")
+    String collectiveName;
+
+    @Option(names = "--root", defaultValue = "0", description = "Root rank of broadcast and reduce (default ${DEFAULT-VALUE}).")
+    int root;
+
     @Option(names = "--algo", defaultValue = "ring", description = "AllReduce algorithm: ring or rhd (default ${DEFAULT-VALUE}).")
     String algorithm;
 
@@ -95,6 +104,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
 
     private int jobSize;
     private String jobTransport;
+    private PerfCollective collective;
 
     public static void main(String[] args) {
         System.exit(new CommandLine(new AllReducePerf()).setCaseInsensitiveEnumValuesAllowed(true).execute(args));
@@ -103,11 +113,13 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Override
     public Integer call() throws Exception {
         ReduceOp reduceOp = parseOp(op);
+        collective = PerfCollective.named(collectiveName);
         AllReduceAlgorithms.named(algorithm); // fail on a bad name before any rank starts
         DataType type = parseType(datatype);
-        if (ranks < 1 || iterations < 1 || warmup < 0 || stepFactor < 2 || minBytes < 0 || maxBytes < minBytes || depth < 1) {
+        if (ranks < 1 || iterations < 1 || warmup < 0 || stepFactor < 2 || minBytes < 0 || maxBytes < minBytes || depth < 1
+                || root < 0) {
             throw new CommandLine.ParameterException(new CommandLine(this),
-                    "need ranks >= 1, iters >= 1, warmup_iters >= 0, stepfactor >= 2, 0 <= minbytes <= maxbytes, depth >= 1");
+                    "need ranks >= 1, iters >= 1, warmup_iters >= 0, stepfactor >= 2, 0 <= minbytes <= maxbytes, depth >= 1, root >= 0");
         }
         List<Long> sizes = new ArrayList<>();
         for (long s = minBytes; s <= maxBytes; s = s == 0 ? type.bytes() : s * stepFactor) {
@@ -135,7 +147,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         double busSum = 0;
         for (Row row : rows) {
             totalWrong += row.wrongOut + row.wrongIn;
-            busSum += row.busbwOut;
+            busSum += collective.outOfPlace ? row.busbwOut : row.busbwIn;
         }
         System.out.printf(Locale.ROOT, "# Out of bounds values : %d %s%n", totalWrong, totalWrong == 0 ? "OK" : "FAILED");
         System.out.printf(Locale.ROOT, "# Avg bus bandwidth    : %.4f %n#%n", busSum / rows.length);
@@ -179,56 +191,65 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
      * the timed region), so the same code runs for threads and for processes; rank 0 prints each row.
      */
     private void runRank(Communicator comm, DataType type, ReduceOp reduceOp, List<Long> sizes, Row[] rows) {
+        int n = comm.size();
+        int rank = comm.rank();
+        if (root >= n) {
+            throw new IllegalArgumentException("--root " + root + " is not a rank of this " + n + "-rank job");
+        }
         int maxCount = Math.toIntExact(maxBytes / type.bytes());
         int bytes = Math.multiplyExact(maxCount, type.bytes());
         ByteBuffer inMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
         ByteBuffer outMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
-        GradientBuffer barrier = GradientBuffer.wrap(new int[1]);
         long[] nanos = new long[2];
         long[] wrong = new long[2];
-        if (comm.rank() == 0) {
-            jobSize = comm.size();
+        if (rank == 0) {
+            jobSize = n;
             jobTransport = comm.transportName();
             printHeader(type, comm);
         }
         // Compile the data path before the first row is timed: a few warm-up calls per size are not enough.
-        GradientBuffer jit = view(inMemory, type, Math.min(maxCount, JIT_WARMUP_ELEMENTS));
+        PerfCollective.Call jit = collective.layout(inMemory, outMemory, type,
+                collective.roundCount(Math.min(maxCount, JIT_WARMUP_ELEMENTS), n), n, rank, !collective.outOfPlace);
+        collective.prepare(jit, reduceOp, n, rank, root);
         for (int i = 0; i < JIT_WARMUP_CALLS; i++) {
-            comm.allReduceBlocking(jit, view(outMemory, type, jit.count()), reduceOp);
+            collective.run(comm, jit, reduceOp, root);
         }
         for (int s = 0; s < sizes.size(); s++) {
-            int count = Math.toIntExact(sizes.get(s) / type.bytes());
-            GradientBuffer in = view(inMemory, type, count);
-            GradientBuffer out = view(outMemory, type, count);
+            int count = collective.roundCount(Math.toIntExact(sizes.get(s) / type.bytes()), n);
             for (int inPlace = 0; inPlace < 2; inPlace++) {
-                GradientBuffer target = inPlace == 1 ? in : out;
-                CheckPattern.fill(in, reduceOp, comm.rank());
+                nanos[inPlace] = -1;
+                wrong[inPlace] = 0;
+                if (!collective.supports(inPlace == 1)) {
+                    continue;
+                }
+                PerfCollective.Call call = collective.layout(inMemory, outMemory, type, count, n, rank, inPlace == 1);
+                collective.prepare(call, reduceOp, n, rank, root);
                 long timed = 0;
                 long wrongHere = 0;
                 if (check == 1) {
                     // Every iteration checked on every rank; a barrier keeps the checks out of the timing.
                     for (int i = 0; i < warmup + iterations; i++) {
-                        comm.allReduceBlocking(barrier, ReduceOp.MAX);
+                        if (i > 0) {
+                            collective.prepare(call, reduceOp, n, rank, root);
+                        }
+                        comm.barrierBlocking();
                         long t0 = System.nanoTime();
-                        comm.allReduceBlocking(in, target, reduceOp);
+                        collective.run(comm, call, reduceOp, root);
                         long t1 = System.nanoTime();
                         if (i >= warmup) {
                             timed += t1 - t0;
                         }
-                        wrongHere += CheckPattern.countWrong(target, reduceOp, comm.size());
-                        if (inPlace == 1) {
-                            CheckPattern.fill(in, reduceOp, comm.rank());
-                        }
+                        wrongHere += collective.countWrong(call, reduceOp, n, rank, root);
                     }
                 } else {
                     // nccl-tests -c 0: back to back, timed as a block.
                     for (int i = 0; i < warmup; i++) {
-                        comm.allReduceBlocking(in, target, reduceOp);
+                        collective.run(comm, call, reduceOp, root);
                     }
-                    comm.allReduceBlocking(barrier, ReduceOp.MAX);
+                    comm.barrierBlocking();
                     long t0 = System.nanoTime();
                     for (int i = 0; i < iterations; i++) {
-                        comm.allReduceBlocking(in, target, reduceOp);
+                        collective.run(comm, call, reduceOp, root);
                     }
                     timed = System.nanoTime() - t0;
                 }
@@ -238,19 +259,20 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             // The slowest rank's mean iteration time is the time every rank waited for the result.
             comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX);
             comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
-            if (comm.rank() == 0) {
-                rows[s] = row(sizes.get(s), count, comm.size(), nanos, wrong);
+            if (rank == 0) {
+                rows[s] = row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong);
                 printRow(rows[s], type, reduceOp);
             }
         }
     }
 
-    private static Row row(long size, int count, int n, long[] worst, long[] wrong) {
-        double factor = n == 1 ? 0 : 2.0 * (n - 1) / n;
-        double algOut = worst[0] == 0 ? 0 : size / (double) worst[0];
-        double algIn = worst[1] == 0 ? 0 : size / (double) worst[1];
-        return new Row(size, count, worst[0] / 1e3, algOut, algOut * factor, wrong[0],
-                worst[1] / 1e3, algIn, algIn * factor, wrong[1]);
+    /** A row; a placement the collective does not have ({@code worst < 0}) gets NaN times and bandwidths. */
+    private static Row row(long size, int count, double busFactor, int n, long[] worst, long[] wrong) {
+        double factor = n == 1 ? 0 : busFactor;
+        double algOut = worst[0] <= 0 ? (worst[0] < 0 ? Double.NaN : 0) : size / (double) worst[0];
+        double algIn = worst[1] <= 0 ? (worst[1] < 0 ? Double.NaN : 0) : size / (double) worst[1];
+        return new Row(size, count, worst[0] < 0 ? Double.NaN : worst[0] / 1e3, algOut, algOut * factor, wrong[0],
+                worst[1] < 0 ? Double.NaN : worst[1] / 1e3, algIn, algIn * factor, wrong[1]);
     }
 
     record Row(long size, int count, double usOut, double algbwOut, double busbwOut, long wrongOut,
@@ -258,7 +280,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     }
 
     private void printHeader(DataType type, Communicator comm) {
-        System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: ranks %d (%d per host), transport %s, algorithm %s, chunk %d B, depth %d, idle %s%n",
+        System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: collective %s%s, ranks %d (%d per host), transport %s, algorithm %s, chunk %d B, depth %d, idle %s%n",
+                collective.label(), collective == PerfCollective.BROADCAST || collective == PerfCollective.REDUCE ? " root " + root : "",
                 comm.size(), comm.localSize(), comm.transportName(), algorithm, chunkBytes, depth, idle);
         System.out.printf(Locale.ROOT, "# java %s, %s, %d cores; iters %d, warmup %d, check %s%n#%n",
                 System.getProperty("java.version"), System.getProperty("os.arch"),
@@ -269,28 +292,30 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     }
 
     private static void printRow(Row r, DataType type, ReduceOp op) {
-        System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %8.1f  %6.2f  %6.2f  %5d  %8.1f  %6.2f  %6.2f  %5d%n",
-                r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut, r.busbwOut, r.wrongOut,
-                r.usIn, r.algbwIn, r.busbwIn, r.wrongIn);
+        System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %s  %s%n", r.size, r.count, type.shortName(), op.shortName(),
+                placement(r.usOut, r.algbwOut, r.busbwOut, r.wrongOut), placement(r.usIn, r.algbwIn, r.busbwIn, r.wrongIn));
         System.out.flush();
+    }
+
+    /** One placement's columns, or n/a for a placement the collective does not have. */
+    private static String placement(double us, double algbw, double busbw, long wrong) {
+        if (Double.isNaN(us)) {
+            return String.format(Locale.ROOT, "%8s  %6s  %6s  %5s", "n/a", "n/a", "n/a", "n/a");
+        }
+        return String.format(Locale.ROOT, "%8.1f  %6.2f  %6.2f  %5d", us, algbw, busbw, wrong);
     }
 
     private void writeCsv(Row[] rows, DataType type, ReduceOp op) throws IOException {
         try (PrintWriter w = new PrintWriter(Files.newBufferedWriter(csv, StandardCharsets.UTF_8))) {
             w.println("ranks,transport,algorithm,chunk_bytes,depth,size_bytes,count,type,redop,"
-                    + "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong");
+                    + "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong,collective");
             for (Row r : rows) {
-                w.printf(Locale.ROOT, "%d,%s,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d%n", jobSize, jobTransport,
+                // A placement the collective does not have prints as NaN.
+                w.printf(Locale.ROOT, "%d,%s,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%s%n", jobSize, jobTransport,
                         algorithm, chunkBytes, depth, r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut,
-                        r.busbwOut, r.wrongOut, r.usIn, r.algbwIn, r.busbwIn, r.wrongIn);
+                        r.busbwOut, r.wrongOut, r.usIn, r.algbwIn, r.busbwIn, r.wrongIn, collective.label());
             }
         }
-    }
-
-    private static GradientBuffer view(ByteBuffer memory, DataType type, int count) {
-        ByteBuffer v = memory.duplicate();
-        v.limit(count * type.bytes());
-        return GradientBuffer.wrap(v.slice().order(ByteOrder.nativeOrder()), type);
     }
 
     static ReduceOp parseOp(String name) {

@@ -4,15 +4,19 @@ import com.ibm.disni.verbs.RdmaProvider;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.FileAttribute;
+import java.nio.file.attribute.FileTime;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
@@ -21,6 +25,8 @@ import java.util.Set;
 import java.util.logging.Level;
 import java.util.logging.LogManager;
 import java.util.logging.Logger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Loads gradsync's {@code libdisni}, the JNI library that DiSNI's Java classes need, from this jar.
@@ -57,6 +63,13 @@ public final class NativeLibrary {
     static final String DEVICE_HINT = "RDMA needs an RDMA-capable NIC with its kernel driver loaded (see `rdma link` "
             + "or `ibv_devices`), or a soft-RoCE device on an Ethernet interface: "
             + "`modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <interface>`.";
+
+    /** A missing rdma-core library (or one it needs) in a dlopen error. */
+    private static final Pattern MISSING_DEPENDENCY = Pattern.compile(
+            "((?:libibverbs|librdmacm|libnl-3|libnl-route-3)\\.so[.0-9]*): cannot open shared object file");
+
+    /** Cached libraries of other versions unused for this long are deleted. */
+    static final Duration PRUNE_AFTER = Duration.ofDays(7);
 
     private static final Set<PosixFilePermission> OWNER_ONLY = PosixFilePermissions.fromString("rwx------");
     private static final Set<PosixFilePermission> OWNER_READ_WRITE = PosixFilePermissions.fromString("rw-------");
@@ -214,7 +227,7 @@ public final class NativeLibrary {
     /**
      * Puts the library at dir/name unless an identical file is there already. The directory is made (0700 for
      * every directory created) and must belong to this user and be 0700; the file is written next to its final
-     * name and renamed into place, so concurrent JVMs never see half a library.
+     * name and renamed into place, so concurrent JVMs never see half a library. Then prunes other versions.
      */
     static Path extractInto(Path dir, String name, byte[] library, byte[] digest) throws IOException {
         Files.createDirectories(dir, permissions(OWNER_ONLY));
@@ -230,17 +243,42 @@ public final class NativeLibrary {
             }
             if (Files.isRegularFile(target, LinkOption.NOFOLLOW_LINKS)
                     && Arrays.equals(sha256(Files.readAllBytes(target)), digest)) {
-                return target;
+                Files.setLastModifiedTime(target, FileTime.from(Instant.now())); // in use: not pruned
+            } else {
+                Files.write(temp, library);
+                try {
+                    Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+                } catch (AtomicMoveNotSupportedException e) {
+                    Files.move(temp, target, StandardCopyOption.REPLACE_EXISTING);
+                }
             }
-            Files.write(temp, library);
-            try {
-                Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-            } catch (AtomicMoveNotSupportedException e) {
-                Files.move(temp, target, StandardCopyOption.REPLACE_EXISTING);
-            }
-            return target;
         } finally {
             Files.deleteIfExists(temp);
+        }
+        pruneUnused(dir, target);
+        return target;
+    }
+
+    /**
+     * Deletes other versions' libraries (and temporary files of interrupted extractions) not used for
+     * {@link #PRUNE_AFTER}: every build of gradsync has its own file. A JVM that has one loaded keeps its
+     * mapping when the file is deleted.
+     */
+    static void pruneUnused(Path dir, Path keep) {
+        Instant cutoff = Instant.now().minus(PRUNE_AFTER);
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "libdisni-*")) {
+            for (Path file : files) {
+                try {
+                    if (!file.equals(keep)
+                            && Files.getLastModifiedTime(file, LinkOption.NOFOLLOW_LINKS).toInstant().isBefore(cutoff)) {
+                        Files.deleteIfExists(file);
+                    }
+                } catch (IOException e) {
+                    // another JVM pruned it, or it is not ours to delete: leave it
+                }
+            }
+        } catch (IOException e) {
+            // pruning is housekeeping only
         }
     }
 
@@ -307,11 +345,11 @@ public final class NativeLibrary {
 
     static RdmaUnavailableException linkError(Path path, UnsatisfiedLinkError e) {
         String message = String.valueOf(e.getMessage());
-        for (String system : new String[] {"libibverbs.so", "librdmacm.so", "libnl-3.so", "libnl-route-3.so"}) {
-            if (message.contains(system)) {
-                return new RdmaUnavailableException("RDMA support needs " + system + "1 or later, which is not "
-                        + "installed. " + INSTALL_HINT + " (" + message + ")", e);
-            }
+        // glibc: "<our path>: libibverbs.so.1: cannot open shared object file: No such file or directory"
+        Matcher missing = MISSING_DEPENDENCY.matcher(message);
+        if (missing.find()) {
+            return new RdmaUnavailableException("RDMA support needs " + missing.group(1) + ", which is not installed. "
+                    + INSTALL_HINT + " (" + message + ")", e);
         }
         String hint = message.contains("failed to map segment") || message.contains("operation not permitted")
                 ? " The directory may be on a noexec file system: set XDG_CACHE_HOME to one that is not, or "

@@ -24,13 +24,14 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * Ranks as real processes over the RDMA transport, started by gradsync-run: exact results for 2, 3 and 4
  * processes, 64 MiB once, a rank killed with SIGKILL, and every rank's RDMA resources released at close.
- * Needs an RDMA device: skipped elsewhere (run them with {@code rdma-transport/softroce/run-tests}, which
+ * Needs an RDMA device: skipped elsewhere (tag softroce: run them with {@code rdma-transport/softroce/run-tests}, which
  * boots a soft-RoCE guest).
  */
-@Tag("rdma")
+@Tag(SoftRoce.TAG)
 class RdmaMultiProcessTest {
     private static final String JAVA = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    private static final String CLASSPATH = System.getProperty("java.class.path");
+    /** softroce/run-tests runs the console launcher with -jar and names the tests' class path in this property. */
+    private static final String CLASSPATH = System.getProperty("gradsync.test.classpath", System.getProperty("java.class.path"));
 
     record Job(int status, String out, long millis) {
     }

@@ -2,11 +2,14 @@ package io.gradsync.core;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.CollectiveContext;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
+import io.gradsync.core.algorithm.Collectives;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Endpoint;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import reactor.core.publisher.Flux;
@@ -30,6 +33,12 @@ import reactor.core.publisher.Mono;
  */
 public final class Communicator implements AutoCloseable {
     private static final String ALLREDUCE = "allreduce";
+    private static final String REDUCE_SCATTER = "reducescatter";
+    private static final String ALL_GATHER = "allgather";
+    private static final String BROADCAST = "broadcast";
+    private static final String REDUCE = "reduce";
+    private static final String ALL_TO_ALL = "alltoall";
+    private static final String BARRIER = "barrier";
 
     private final Endpoint endpoint;
     private final AllReduceAlgorithm allReduceAlgorithm;
@@ -163,9 +172,8 @@ public final class Communicator implements AutoCloseable {
      */
     public Mono<GradientBuffer> allReduce(GradientBuffer input, GradientBuffer output, ReduceOp op) {
         validate(input, output, op);
-        return Mono.create(sink -> progress.submit(new ProgressThread.Task(ALLREDUCE,
-                CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(), input.dataType(), op),
-                ctx -> allReduceAlgorithm.allReduce(ctx, input, output, op), output, sink)));
+        return submit(ALLREDUCE, CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(), input.dataType(), op),
+                ctx -> allReduceAlgorithm.allReduce(ctx, input, output, op), output);
     }
 
     /** Blocking form of {@link #allReduce(GradientBuffer, ReduceOp)} for code outside a reactive pipeline. */
@@ -179,6 +187,166 @@ public final class Communicator implements AutoCloseable {
     }
 
     /**
+     * Reduce-scatter (NCCL semantics): {@code input} holds {@code size()} blocks of {@code output.count()}
+     * elements; this rank gets, in {@code output}, the reduction over all ranks of block {@code rank()}.
+     * In place when {@code output} is exactly block {@code rank()} of {@code input} (NCCL's
+     * {@code recvbuff == sendbuff + rank * recvcount}); the input's other blocks are then used as scratch
+     * and left undefined. Out of place, {@code input} is not modified. Ring algorithm: {@code n-1} steps,
+     * {@code (n-1)/n} of the input sent per rank. Emits {@code output} when done; lazy.
+     *
+     * @throws IllegalArgumentException if the types differ, {@code input.count() != size() * output.count()},
+     *         {@code output} is read-only, or the buffers overlap other than in place
+     */
+    public Mono<GradientBuffer> reduceScatter(GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        requireBuffers(REDUCE_SCATTER, input, output);
+        Objects.requireNonNull(op, REDUCE_SCATTER + " reduce op is null");
+        requireBlocks(REDUCE_SCATTER, "input", input, "output", output);
+        requireNoOverlapUnless(REDUCE_SCATTER, input, output, blockStart(input, output.count(), rank()),
+                "output is block " + rank() + " of input");
+        return submit(REDUCE_SCATTER, CollectiveDescriptor.of(CollectiveDescriptor.REDUCE_SCATTER, output.count(),
+                input.dataType(), op), ctx -> Collectives.reduceScatter(ctx, input, output, op), output);
+    }
+
+    /** Blocking form of {@link #reduceScatter}. */
+    public void reduceScatterBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        reduceScatter(input, output, op).block();
+    }
+
+    /**
+     * All-gather: {@code output} holds {@code size()} blocks of {@code input.count()} elements, block
+     * {@code r} being rank {@code r}'s input, on every rank. In place when {@code input} is exactly block
+     * {@code rank()} of {@code output}. Ring algorithm: {@code n-1} steps, each rank sending
+     * {@code (n-1)} blocks. Emits {@code output} when done; lazy.
+     *
+     * @throws IllegalArgumentException if the types differ, {@code output.count() != size() * input.count()},
+     *         {@code output} is read-only, or the buffers overlap other than in place
+     */
+    public Mono<GradientBuffer> allGather(GradientBuffer input, GradientBuffer output) {
+        requireBuffers(ALL_GATHER, input, output);
+        requireBlocks(ALL_GATHER, "output", output, "input", input);
+        requireNoOverlapUnless(ALL_GATHER, output, input, blockStart(output, input.count(), rank()),
+                "input is block " + rank() + " of output");
+        return submit(ALL_GATHER, CollectiveDescriptor.of(CollectiveDescriptor.ALL_GATHER, input.count(),
+                input.dataType(), null), ctx -> Collectives.allGather(ctx, input, output), output);
+    }
+
+    /** Blocking form of {@link #allGather}. */
+    public void allGatherBlocking(GradientBuffer input, GradientBuffer output) {
+        allGather(input, output).block();
+    }
+
+    /**
+     * Broadcast: {@code root}'s {@code buffer} is copied into {@code buffer} on every other rank, with
+     * {@link BroadcastAlgorithm#AUTO} (binomial tree for small buffers, pipelined chain above
+     * {@link BroadcastAlgorithm#CHAIN_ABOVE_BYTES}). Emits {@code buffer} when done; lazy.
+     */
+    public Mono<GradientBuffer> broadcast(GradientBuffer buffer, int root) {
+        return broadcast(buffer, root, BroadcastAlgorithm.AUTO);
+    }
+
+    /**
+     * Broadcast with a chosen algorithm; every rank must choose the same one (a mismatch fails the call).
+     * On the root {@code buffer} is only read and may be read-only.
+     *
+     * @throws IllegalArgumentException if {@code root} is not a rank, or {@code buffer} is read-only on
+     *         another rank
+     */
+    public Mono<GradientBuffer> broadcast(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
+        Objects.requireNonNull(buffer, BROADCAST + " buffer is null");
+        Objects.requireNonNull(algorithm, BROADCAST + " algorithm is null");
+        requireRoot(BROADCAST, root);
+        if (root != rank() && buffer.isReadOnly()) {
+            throw new IllegalArgumentException(BROADCAST + " buffer is read-only on rank " + rank()
+                    + ", which receives from root " + root + ": " + buffer);
+        }
+        boolean chain = algorithm.resolve(buffer.byteSize()) == BroadcastAlgorithm.CHAIN;
+        long descriptor = CollectiveDescriptor.rooted(chain ? CollectiveDescriptor.BROADCAST_CHAIN
+                : CollectiveDescriptor.BROADCAST_TREE, buffer.count(), buffer.dataType(), null, root);
+        return submit(BROADCAST, descriptor, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
+                : ctx -> Collectives.broadcastTree(ctx, buffer, root), buffer);
+    }
+
+    /** Blocking form of {@link #broadcast(GradientBuffer, int)}. */
+    public void broadcastBlocking(GradientBuffer buffer, int root) {
+        broadcast(buffer, root).block();
+    }
+
+    /** Blocking form of {@link #broadcast(GradientBuffer, int, BroadcastAlgorithm)}. */
+    public void broadcastBlocking(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
+        broadcast(buffer, root, algorithm).block();
+    }
+
+    /**
+     * Reduce: the reduction of every rank's {@code input} lands in {@code root}'s {@code output}. On the
+     * other ranks {@code output} is scratch and left undefined; it may be {@code input} itself (which is
+     * then overwritten), so a caller that does not need its input afterwards passes one buffer
+     * everywhere. Out of place, {@code input} is not modified. Pipelined chain toward the root: the
+     * buffer crosses each link once, in chunks. Emits {@code output} when done; lazy.
+     *
+     * @throws IllegalArgumentException if the buffers differ in type or count, overlap without being the
+     *         same buffer, {@code output} is read-only, or {@code root} is not a rank
+     */
+    public Mono<GradientBuffer> reduce(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
+        validate(REDUCE, input, output, op);
+        requireRoot(REDUCE, root);
+        return submit(REDUCE, CollectiveDescriptor.rooted(CollectiveDescriptor.REDUCE, input.count(), input.dataType(),
+                op, root), ctx -> Collectives.reduce(ctx, input, output, op, root), output);
+    }
+
+    /** Blocking form of {@link #reduce}. */
+    public void reduceBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
+        reduce(input, output, op, root).block();
+    }
+
+    /**
+     * All-to-all: {@code input} and {@code output} hold {@code size()} blocks each; block {@code j} of this
+     * rank's input becomes block {@code rank()} of rank {@code j}'s output. Pairwise exchange over
+     * {@code n-1} steps. Out of place only. Emits {@code output} when done; lazy.
+     *
+     * @throws IllegalArgumentException if the buffers differ in type or count, the count is not a
+     *         multiple of {@code size()}, they overlap, or {@code output} is read-only
+     */
+    public Mono<GradientBuffer> allToAll(GradientBuffer input, GradientBuffer output) {
+        requireBuffers(ALL_TO_ALL, input, output);
+        if (input.count() != output.count()) {
+            throw new IllegalArgumentException(ALL_TO_ALL + " input has " + input.count() + " elements but output has "
+                    + output.count());
+        }
+        if (input.count() % size() != 0) {
+            throw new IllegalArgumentException(ALL_TO_ALL + " count " + input.count() + " is not a multiple of the "
+                    + size() + " ranks");
+        }
+        requireNoOverlapUnless(ALL_TO_ALL, input, output, -1, "never (all-to-all is out of place only)");
+        return submit(ALL_TO_ALL, CollectiveDescriptor.of(CollectiveDescriptor.ALL_TO_ALL, input.count() / size(),
+                input.dataType(), null), ctx -> Collectives.allToAll(ctx, input, output), output);
+    }
+
+    /** Blocking form of {@link #allToAll}. */
+    public void allToAllBlocking(GradientBuffer input, GradientBuffer output) {
+        allToAll(input, output).block();
+    }
+
+    /**
+     * Barrier: completes on each rank once every rank has called it (dissemination, {@code ceil(log2 n)}
+     * rounds of empty messages). Lazy.
+     */
+    public Mono<Void> barrier() {
+        return submit(BARRIER, CollectiveDescriptor.of(CollectiveDescriptor.BARRIER, 0, DataType.INT32, null),
+                Collectives::barrier, null).then();
+    }
+
+    /** Blocking form of {@link #barrier()}. */
+    public void barrierBlocking() {
+        barrier().block();
+    }
+
+    private Mono<GradientBuffer> submit(String collective, long descriptor,
+                                        Consumer<CollectiveContext> body,
+                                        GradientBuffer result) {
+        return Mono.create(sink -> progress.submit(new ProgressThread.Task(collective, descriptor, body, result, sink)));
+    }
+
+    /**
      * Fails collectives that have not started, lets a running one finish within its deadline, stops the
      * progress thread and closes the endpoint.
      */
@@ -189,27 +357,73 @@ public final class Communicator implements AutoCloseable {
     }
 
     private static void validate(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        Objects.requireNonNull(input, "allreduce input buffer is null");
-        Objects.requireNonNull(output, "allreduce output buffer is null");
-        Objects.requireNonNull(op, "allreduce reduce op is null");
-        if (input.dataType() != output.dataType()) {
-            throw new IllegalArgumentException("allreduce input is " + input.dataType() + " but output is "
-                    + output.dataType());
-        }
+        validate(ALLREDUCE, input, output, op);
+    }
+
+    /** Same type and count, writable output, and no overlap unless in place. */
+    private static void validate(String collective, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        requireBuffers(collective, input, output);
+        Objects.requireNonNull(op, collective + " reduce op is null");
         if (input.count() != output.count()) {
-            throw new IllegalArgumentException("allreduce input has " + input.count() + " elements but output has "
+            throw new IllegalArgumentException(collective + " input has " + input.count() + " elements but output has "
                     + output.count());
         }
-        if (output.isReadOnly()) {
-            throw new IllegalArgumentException("allreduce output buffer is read-only: " + output);
+        if (overlaps(input, output) && !startsAt(output, input.region().offset())) {
+            throw new IllegalArgumentException(collective + " input and output overlap without being the same buffer");
         }
-        Region in = input.region();
-        Region out = output.region();
-        boolean sameMemory = in.base() == out.base() && in.offset() == out.offset();
-        boolean overlap = in.base() == out.base()
-                && in.offset() < out.offset() + out.byteLength() && out.offset() < in.offset() + in.byteLength();
-        if (overlap && !sameMemory) {
-            throw new IllegalArgumentException("allreduce input and output overlap without being the same buffer");
+    }
+
+    /** Both present, of one type, and the output writable. */
+    private static void requireBuffers(String collective, GradientBuffer input, GradientBuffer output) {
+        Objects.requireNonNull(input, collective + " input buffer is null");
+        Objects.requireNonNull(output, collective + " output buffer is null");
+        if (input.dataType() != output.dataType()) {
+            throw new IllegalArgumentException(collective + " input is " + input.dataType() + " but output is "
+                    + output.dataType());
+        }
+        if (output.isReadOnly()) {
+            throw new IllegalArgumentException(collective + " output buffer is read-only: " + output);
+        }
+    }
+
+    /** {@code whole} must be {@code size()} blocks of {@code block.count()} elements. */
+    private void requireBlocks(String collective, String wholeName, GradientBuffer whole, String blockName,
+                               GradientBuffer block) {
+        if ((long) whole.count() != (long) size() * block.count()) {
+            throw new IllegalArgumentException(collective + " " + wholeName + " has " + whole.count()
+                    + " elements, but must be " + size() + " ranks x " + block.count() + " (the " + blockName + ")");
+        }
+    }
+
+    /** The offset of block {@code index} of {@code blocks.count()}-element blocks in {@code whole}. */
+    private static long blockStart(GradientBuffer whole, int blockCount, int index) {
+        return whole.region().offset() + (long) index * blockCount * whole.dataType().bytes();
+    }
+
+    /** {@code part} may overlap {@code whole} only by starting at {@code allowedOffset} in it (in place). */
+    private static void requireNoOverlapUnless(String collective, GradientBuffer whole, GradientBuffer part,
+                                               long allowedOffset, String allowed) {
+        if (overlaps(whole, part) && !startsAt(part, allowedOffset)) {
+            throw new IllegalArgumentException(collective + " input and output overlap; the only overlap allowed is: "
+                    + allowed);
+        }
+    }
+
+    private static boolean overlaps(GradientBuffer a, GradientBuffer b) {
+        Region x = a.region();
+        Region y = b.region();
+        return x.base() == y.base() && x.byteLength() > 0 && y.byteLength() > 0
+                && x.offset() < y.offset() + y.byteLength() && y.offset() < x.offset() + x.byteLength();
+    }
+
+    private static boolean startsAt(GradientBuffer b, long offset) {
+        return b.region().offset() == offset;
+    }
+
+    private void requireRoot(String collective, int root) {
+        if (root < 0 || root >= size()) {
+            throw new IllegalArgumentException(collective + " root " + root + " is not a rank of this " + size()
+                    + "-rank job");
         }
     }
 

@@ -49,6 +49,50 @@ class DataPathAllocationTest {
         }
     }
 
+    /** The other collectives keep the same discipline: per-call state only, nothing per chunk. */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"reducescatter", "allgather", "broadcast-tree",
+        "broadcast-chain", "reduce", "alltoall", "barrier"})
+    void otherCollectivesAllocateNothingPerChunk(String collective) {
+        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        int ranks = 4;
+        int count = 64 * 1024; // 256 KiB of floats: a thousand 256-byte chunks per block or buffer
+        try (LocalJob job = new LocalJob(ranks, 256, 4, Duration.ofSeconds(30))) {
+            List<GradientBuffer> ins = new ArrayList<>();
+            List<GradientBuffer> outs = new ArrayList<>();
+            for (int r = 0; r < ranks; r++) {
+                ins.add(GradientBuffer.allocateDirect(DataType.FLOAT32, count));
+                outs.add(GradientBuffer.allocateDirect(DataType.FLOAT32, count));
+            }
+            GradientBuffer[] blocks = new GradientBuffer[ranks];
+            for (int r = 0; r < ranks; r++) {
+                blocks[r] = GradientBuffer.allocateDirect(DataType.FLOAT32, count / ranks);
+            }
+            LocalJob.RankBody<Object> calls = c -> {
+                GradientBuffer in = ins.get(c.rank());
+                GradientBuffer out = outs.get(c.rank());
+                for (int i = 0; i < 20; i++) {
+                    switch (collective) {
+                        case "reducescatter": c.reduceScatterBlocking(in, blocks[c.rank()], ReduceOp.SUM); break;
+                        case "allgather": c.allGatherBlocking(blocks[c.rank()], out); break;
+                        case "broadcast-tree": c.broadcastBlocking(in, 1, BroadcastAlgorithm.BINOMIAL_TREE); break;
+                        case "broadcast-chain": c.broadcastBlocking(in, 1, BroadcastAlgorithm.CHAIN); break;
+                        case "reduce": c.reduceBlocking(in, out, ReduceOp.MAX, 2); break;
+                        case "alltoall": c.allToAllBlocking(in, out); break;
+                        default: c.barrierBlocking(); break;
+                    }
+                }
+                return null;
+            };
+            job.run(calls);
+            List<Long> ids = progressThreadIds();
+            long before = allocated(threads, ids);
+            job.run(calls);
+            long perCollectivePerRank = (allocated(threads, ids) - before) / 20 / ranks;
+            assertTrue(perCollectivePerRank < 4096, collective + ": " + perCollectivePerRank + " bytes per call per rank");
+        }
+    }
+
     private static List<Long> progressThreadIds() {
         List<Long> ids = new ArrayList<>();
         for (Thread t : Thread.getAllStackTraces().keySet()) {

@@ -34,7 +34,17 @@ final class LocalJob implements AutoCloseable {
     }
 
     LocalJob(int ranks, int chunkBytes, int depth, Duration timeout, String algorithm) {
-        transport = LocalTransport.create(ranks, chunkBytes, depth);
+        this(LocalTransport.create(ranks, chunkBytes, depth), chunkBytes, timeout, algorithm);
+    }
+
+    /** A job whose ranks pretend to run on hosts {@code hostOfRank} (see {@link LocalTransport#create(int, int, int, int[])}). */
+    LocalJob(int[] hostOfRank, int chunkBytes, int depth, Duration timeout, String algorithm) {
+        this(LocalTransport.create(hostOfRank.length, chunkBytes, depth, hostOfRank), chunkBytes, timeout, algorithm);
+    }
+
+    private LocalJob(LocalTransport transport, int chunkBytes, Duration timeout, String algorithm) {
+        this.transport = transport;
+        int ranks = transport.size();
         for (int r = 0; r < ranks; r++) {
             communicators.add(Communicator.builder(transport.endpoint(r)).chunkBytes(chunkBytes).timeout(timeout)
                     .allReduceAlgorithm(AllReduceAlgorithms.named(algorithm)).build());

@@ -83,6 +83,25 @@ public final class CollectiveContext {
     }
 
     /**
+     * Sends the claimed slot tagged with a sub-stream {@code tag} ({@code 0..15}), for algorithms whose
+     * messages to one peer belong to several independent streams (the two trees of the double binary
+     * tree) and arrive interleaved. Read it back with {@link #tag(RecvSlot)}.
+     */
+    public void commit(SendSlot slot, int tag) {
+        slot.commit(sequence, CollectiveDescriptor.withTag(descriptor, tag));
+    }
+
+    /** The sub-stream tag a message was {@linkplain #commit(SendSlot, int) committed} with; 0 if none. */
+    public static int tag(RecvSlot slot) {
+        return CollectiveDescriptor.tag(slot.descriptor());
+    }
+
+    /** The host {@code rank} runs on, as {@link Endpoint#hostOf} numbers them. */
+    public int hostOf(int rank) {
+        return endpoint.hostOf(rank);
+    }
+
+    /**
      * The next message from {@code link}'s peer, or null. A message of another call (a different
      * sequence number or descriptor) fails the collective with a {@link CollectiveMismatchException}.
      */
@@ -93,7 +112,7 @@ public final class CollectiveContext {
         } catch (TransportException e) {
             throw peerFailure(link.peer(), e.getMessage(), e);
         }
-        if (slot != null && (slot.sequence() != sequence || slot.descriptor() != descriptor)) {
+        if (slot != null && (slot.sequence() != sequence || CollectiveDescriptor.withTag(slot.descriptor(), 0) != descriptor)) {
             String theirs = CollectiveDescriptor.describe(slot.descriptor()) + " (#" + slot.sequence() + ")";
             String ours = CollectiveDescriptor.describe(descriptor) + " (#" + sequence + ")";
             slot.release();

@@ -30,6 +30,16 @@ final class PairwiseTransfer {
     static void run(CollectiveContext ctx, Link link, DataType type,
                     Object srcBase, long srcOffset, int sendCount,
                     Object dstBase, long dstOffset, int recvCount, ReduceOp reduceWith) {
+        run(ctx, link, type, srcBase, srcOffset, sendCount, link, dstBase, dstOffset, recvCount, reduceWith);
+    }
+
+    /**
+     * Like {@link #run(CollectiveContext, Link, DataType, Object, long, int, Object, long, int, ReduceOp)},
+     * sending to one peer while receiving from another (shifted exchanges: all-to-all, dissemination).
+     * Still deadlock-free: arrivals never wait for sends.
+     */
+    static void run(CollectiveContext ctx, Link sendLink, DataType type, Object srcBase, long srcOffset, int sendCount,
+                    Link recvLink, Object dstBase, long dstOffset, int recvCount, ReduceOp reduceWith) {
         int esize = type.bytes();
         int chunk = Math.max(1, ctx.chunkBytes() / esize);
         int toSend = messages(sendCount, chunk);
@@ -39,11 +49,11 @@ final class PairwiseTransfer {
         while (sent < toSend || received < toReceive) {
             int work = 0;
             RecvSlot arrival;
-            while (received < toReceive && (arrival = ctx.tryReceive(link)) != null) {
+            while (received < toReceive && (arrival = ctx.tryReceive(recvLink)) != null) {
                 int first = received * chunk;
                 int length = Math.min(recvCount, first + chunk) - first;
                 if (arrival.length() != length * esize) {
-                    throw new IllegalStateException("rank " + ctx.rank() + ": message from rank " + link.peer()
+                    throw new IllegalStateException("rank " + ctx.rank() + ": message from rank " + recvLink.peer()
                             + " has " + arrival.length() + " bytes, expected " + length * esize);
                 }
                 Region slot = arrival.payload();
@@ -61,7 +71,7 @@ final class PairwiseTransfer {
             while (sent < toSend) {
                 int first = sent * chunk;
                 int length = Math.min(sendCount, first + chunk) - first;
-                SendSlot slot = ctx.tryClaim(link, length * esize);
+                SendSlot slot = ctx.tryClaim(sendLink, length * esize);
                 if (slot == null) {
                     outOfCredit = true;
                     break;
@@ -72,7 +82,11 @@ final class PairwiseTransfer {
                 sent++;
                 work++;
             }
-            ctx.progress(work, link.peer(), outOfCredit ? "a free receive slot" : "a message");
+            if (outOfCredit) {
+                ctx.progress(work, sendLink.peer(), "a free receive slot");
+            } else {
+                ctx.progress(work, received < toReceive ? recvLink.peer() : sendLink.peer(), "a message");
+            }
         }
     }
 

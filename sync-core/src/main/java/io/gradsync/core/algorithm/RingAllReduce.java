@@ -4,18 +4,22 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 
 /**
- * Ring AllReduce: a reduce-scatter then an all-gather around the ring {@code 0 -> 1 -> ... -> n-1 -> 0},
- * each rank sending {@code 2(n-1)/n} of the buffer in total, which is bandwidth-optimal.
+ * Ring AllReduce: a reduce-scatter then an all-gather around a ring of all ranks, each rank sending
+ * {@code 2(n-1)/n} of the buffer in total, which is bandwidth-optimal. The ring visits the ranks host
+ * by host ({@link RingOrder}), so it crosses each host boundary once and the slow links carry no more
+ * than the fast ones.
  *
  * <p>The buffer is cut into {@code n} segments and each segment into {@code C} chunks, so each of the
  * {@code 2(n-1)} steps is {@code C} messages and a rank's whole send stream is {@code 2(n-1)C} messages.
- * Message {@code j} (step {@code g = j / C}) carries segment {@code (rank - g) mod n}; from step 1 on
+ * Message {@code j} (step {@code g = j / C}) carries segment {@code (p - g) mod n}, where {@code p} is
+ * the rank's position on the ring; from step 1 on
  * it is what arrived as message {@code j - C}. That dependency, and the receiver's free slots, are
  * the only things a send waits for, so up to {@code window} chunks are in flight per link and the
  * pipeline runs as deep as credits allow.
@@ -26,10 +30,31 @@ import io.gradsync.core.transport.SendSlot;
  * holds the same bits.
  */
 public final class RingAllReduce implements AllReduceAlgorithm {
+    private final DataType wire;
+
+    /** The ring, sending every type as it is. */
+    public RingAllReduce() {
+        this.wire = null;
+    }
+
+    /**
+     * The ring sending float32 buffers as 16-bit floats ({@code BFLOAT16} or {@code FLOAT16}), half the
+     * bytes; other types travel as they are. Every hop of the reduce-scatter rounds a partial result to
+     * {@code wire}, so a sum over {@code n} ranks carries up to {@code n - 1} roundings of relative size
+     * {@code 2^-9} (bfloat16) or {@code 2^-12} (float16, which also overflows above 65504). The owner of
+     * each segment rounds its final value the same way before sending it on, so every rank still holds
+     * the same bits.
+     */
+    public RingAllReduce(DataType wire) {
+        if (!WireCodec.isWireFormat(wire)) {
+            throw new IllegalArgumentException("float32 travels as BFLOAT16 or FLOAT16, not " + wire);
+        }
+        this.wire = wire;
+    }
 
     @Override
     public String name() {
-        return "ring";
+        return wire == null ? "ring" : "ring-" + wire.shortName();
     }
 
     @Override
@@ -39,16 +64,22 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             Placement.copyInputToOutput(input, output);
             return;
         }
-        new Run(ctx, input, output, op).execute();
+        boolean compress = wire != null && input.dataType() == DataType.FLOAT32;
+        new Run(ctx, input, output, op, compress ? wire : null).execute();
     }
 
     /** The state of one call; allocated once per collective, never per chunk. */
     private static final class Run {
         private final CollectiveContext ctx;
         private final DataType type;
+        /** The 16-bit format float32 travels in, or null to send elements as they are. */
+        private final DataType wire;
+        private final int wireBytes;
         private final ReduceOp op;
         private final int n;
         private final int rank;
+        private final int[] ring;
+        private final int position;
         private final int count;
         private final int chunksPerSegment;
         private final Object inBase;
@@ -56,14 +87,18 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         private final Object outBase;
         private final long outOffset;
 
-        Run(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        Run(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op, DataType wire) {
             this.ctx = ctx;
             this.type = input.dataType();
+            this.wire = wire;
+            this.wireBytes = wire == null ? type.bytes() : wire.bytes();
             this.op = op;
             this.n = ctx.size();
             this.rank = ctx.rank();
+            this.ring = RingOrder.of(ctx);
+            this.position = GroupRing.position(ring, rank);
             this.count = input.count();
-            int chunkElements = Math.max(1, ctx.chunkBytes() / type.bytes());
+            int chunkElements = Math.max(1, ctx.chunkBytes() / wireBytes);
             int largestSegment = (count + n - 1) / n;
             // At least one message per step, so that even an empty call is checked against every peer.
             this.chunksPerSegment = Math.max(1, (largestSegment + chunkElements - 1) / chunkElements);
@@ -74,8 +109,8 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         }
 
         void execute() {
-            Link right = ctx.link((rank + 1) % n);
-            Link left = ctx.link((rank + n - 1) % n);
+            Link right = ctx.link(ring[(position + 1) % n]);
+            Link left = ctx.link(ring[(position + n - 1) % n]);
             int messages = 2 * (n - 1) * chunksPerSegment;
             int sent = 0;
             int received = 0;
@@ -105,47 +140,58 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             }
         }
 
-        /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code rank - step - 1}. */
+        /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code position - step - 1}. */
         private void consume(int i, RecvSlot arrival) {
             int step = i / chunksPerSegment;
-            int segment = Math.floorMod(rank - step - 1, n);
+            int segment = Math.floorMod(position - step - 1, n);
             int first = chunkStart(segment, i % chunksPerSegment);
             int length = chunkStart(segment, i % chunksPerSegment + 1) - first;
-            if (arrival.length() != length * type.bytes()) {
+            if (arrival.length() != length * wireBytes) {
                 throw new IllegalStateException("rank " + rank + ": message " + i + " has " + arrival.length()
-                        + " bytes, expected " + length * type.bytes());
+                        + " bytes, expected " + length * wireBytes);
             }
             long at = (long) first * type.bytes();
             Region slot = arrival.payload();
             if (step < n - 1) {
-                Kernels.reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
+                if (wire == null) {
+                    Kernels.reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
+                } else {
+                    WireCodec.reduce(wire, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
+                }
                 if (step == n - 2 && op == ReduceOp.AVG) {
                     Kernels.divide(type, outBase, outOffset + at, length, n);
                 }
-            } else {
+                if (step == n - 2 && wire != null) {
+                    // What the other ranks will receive: the owner keeps the same bits.
+                    WireCodec.round(wire, outBase, outOffset + at, length);
+                }
+            } else if (wire == null) {
                 Kernels.copy(slot.base(), slot.offset(), outBase, outOffset + at, (long) length * type.bytes());
+            } else {
+                WireCodec.decode(wire, slot.base(), slot.offset(), outBase, outOffset + at, length);
             }
         }
 
         private int messageBytes(int j) {
-            int segment = Math.floorMod(rank - j / chunksPerSegment, n);
+            int segment = Math.floorMod(position - j / chunksPerSegment, n);
             int first = chunkStart(segment, j % chunksPerSegment);
-            return (chunkStart(segment, j % chunksPerSegment + 1) - first) * type.bytes();
+            return (chunkStart(segment, j % chunksPerSegment + 1) - first) * wireBytes;
         }
 
-        /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code rank - step}. */
+        /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code position - step}. */
         private void produce(int j, SendSlot slot) {
             int step = j / chunksPerSegment;
-            int segment = Math.floorMod(rank - step, n);
+            int segment = Math.floorMod(position - step, n);
             int first = chunkStart(segment, j % chunksPerSegment);
             int length = chunkStart(segment, j % chunksPerSegment + 1) - first;
             long at = (long) first * type.bytes();
-            long bytes = (long) length * type.bytes();
+            Object src = step == 0 ? inBase : outBase;
+            long srcOffset = (step == 0 ? inOffset : outOffset) + at;
             Region payload = slot.payload();
-            if (step == 0) {
-                Kernels.copy(inBase, inOffset + at, payload.base(), payload.offset(), bytes);
+            if (wire == null) {
+                Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * type.bytes());
             } else {
-                Kernels.copy(outBase, outOffset + at, payload.base(), payload.offset(), bytes);
+                WireCodec.encode(wire, src, srcOffset, payload.base(), payload.offset(), length);
             }
             ctx.commit(slot);
         }

@@ -33,6 +33,16 @@ public final class CheckPattern {
         return (rank * 31 + i * 7) % 17 - 8;
     }
 
+    /**
+     * The value that data-moving collectives (all-gather, broadcast, all-to-all) carry for element
+     * {@code index} of {@code rank}'s data: an integer in [-120, 120], exact in every type, that differs
+     * between any two ranks of a job of up to 241 and between indexes less than 241 apart, so a block
+     * from the wrong rank or at the wrong place shows.
+     */
+    public static long sourceValue(int rank, long index) {
+        return Math.floorMod((rank + 1) * 7919L + index * 104_729L, 241L) - 120;
+    }
+
     /** Fills {@code buffer} with this rank's inputs. */
     public static void fill(GradientBuffer buffer, ReduceOp op, int rank) {
         for (int i = 0; i < buffer.count(); i++) {
@@ -42,9 +52,22 @@ public final class CheckPattern {
 
     /** The expected result bits ({@link GradientBuffer#getBits}) of element {@code index}. */
     public static long expectedBits(DataType type, ReduceOp op, int ranks, long index) {
-        long acc = value(op, 0, index);
-        for (int rank = 1; rank < ranks; rank++) {
-            long v = value(op, rank, index);
+        int[] all = new int[ranks];
+        for (int r = 0; r < ranks; r++) {
+            all[r] = r;
+        }
+        return expectedBits(type, op, all, ranks, index);
+    }
+
+    /**
+     * The expected bits of element {@code index} reduced over the inputs of {@code ranks} only (a group
+     * of a larger job), with AVG's sum divided by {@code divisor}: what a group collective computes
+     * with SUM and that divisor.
+     */
+    public static long expectedBits(DataType type, ReduceOp op, int[] ranks, int divisor, long index) {
+        long acc = value(op, ranks[0], index);
+        for (int m = 1; m < ranks.length; m++) {
+            long v = value(op, ranks[m], index);
             switch (op) {
                 case SUM:
                 case AVG: acc += v; break;
@@ -58,12 +81,12 @@ public final class CheckPattern {
             return bitsOf(type, acc);
         }
         switch (type) {
-            case FLOAT32: return Float.floatToRawIntBits((float) acc / (float) ranks);
-            case FLOAT64: return Double.doubleToRawLongBits((double) acc / (double) ranks);
-            case INT32: return (int) acc / ranks;
-            case INT64: return acc / ranks;
-            case BFLOAT16: return HalfFloats.floatToBfloat16((float) acc / ranks) & 0xFFFF;
-            case FLOAT16: return HalfFloats.floatToFloat16((float) acc / ranks) & 0xFFFF;
+            case FLOAT32: return Float.floatToRawIntBits((float) acc / (float) divisor);
+            case FLOAT64: return Double.doubleToRawLongBits((double) acc / (double) divisor);
+            case INT32: return (int) acc / divisor;
+            case INT64: return acc / divisor;
+            case BFLOAT16: return HalfFloats.floatToBfloat16((float) acc / divisor) & 0xFFFF;
+            case FLOAT16: return HalfFloats.floatToFloat16((float) acc / divisor) & 0xFFFF;
             default: throw new IllegalArgumentException("unsupported type " + type);
         }
     }
@@ -94,13 +117,22 @@ public final class CheckPattern {
 
     /** How many elements of {@code result} differ from the expected reduction over {@code ranks} ranks. */
     public static long countWrong(GradientBuffer result, ReduceOp op, int ranks) {
+        return countWrong(result, op, ranks, 0);
+    }
+
+    /**
+     * Like {@link #countWrong(GradientBuffer, ReduceOp, int)} for a result that holds the elements from
+     * {@code firstIndex} on (a reduce-scatter's block).
+     */
+    public static long countWrong(GradientBuffer result, ReduceOp op, int ranks, long firstIndex) {
         long[] expected = new long[PERIOD];
         for (int i = 0; i < PERIOD; i++) {
             expected[i] = expectedBits(result.dataType(), op, ranks, i);
         }
         long wrong = 0;
+        int shift = (int) (firstIndex % PERIOD);
         for (int i = 0; i < result.count(); i++) {
-            if (result.getBits(i) != expected[i % PERIOD]) {
+            if (result.getBits(i) != expected[(int) (((long) i + shift) % PERIOD)]) {
                 wrong++;
             }
         }

@@ -1,0 +1,310 @@
+package io.gradsync.core.algorithm;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+
+/**
+ * Double binary tree AllReduce (NCCL 2.4): the buffer is split in two halves, each reduced up one of
+ * two complementary binary trees ({@link BinaryTrees}) to its root and broadcast back down, chunk by
+ * chunk, so a chunk goes down while later ones still go up. Latency grows with the trees' depth,
+ * {@code 2 log2 n} hops, instead of the ring's {@code 2(n-1)} steps, and because a rank is an inner
+ * node of at most one tree in most layouts, the two trees share the links' bandwidth. With
+ * {@code trees = 1} it is the plain binary tree carrying everything.
+ *
+ * <p>A peer can be this rank's child in one tree and its parent in the other, so messages are tagged
+ * with their tree and direction and dispatched as they come; arrivals are always consumed at once
+ * (reduced or copied into the output), never held, so no window size can deadlock the trees.
+ *
+ * <p>Each chunk's final value is computed once, at its tree's root, and copied down, so every rank
+ * holds the same bits. Children's contributions are added in arrival order, so for floating-point
+ * sums the rounding (not the agreement between ranks) can differ from run to run.
+ */
+public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
+    private final int trees;
+
+    /** The double binary tree. */
+    public DoubleBinaryTreeAllReduce() {
+        this(2);
+    }
+
+    /** @param trees 2 for the double binary tree, 1 for a single binary tree */
+    public DoubleBinaryTreeAllReduce(int trees) {
+        if (trees != 1 && trees != 2) {
+            throw new IllegalArgumentException("a double binary tree has 1 or 2 trees, not " + trees);
+        }
+        this.trees = trees;
+    }
+
+    @Override
+    public String name() {
+        return trees == 2 ? "tree" : "btree";
+    }
+
+    @Override
+    public void allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        Placement.copyInputToOutput(input, output);
+        if (ctx.size() > 1) {
+            new Run(ctx, output, op, trees).execute();
+        }
+    }
+
+    /** One call's state; allocated once per collective, never per chunk. */
+    private static final class Run {
+        private static final int UP = 0;
+        private static final int DOWN = 1;
+
+        private final CollectiveContext ctx;
+        private final DataType type;
+        private final ReduceOp op;
+        private final int n;
+        private final Object base;
+        private final long offset;
+        private final Tree[] trees;
+        private final Link[] links;
+        /** Per link, the messages still to come in this call: polling past them would take the next call's. */
+        private final int[] expected;
+
+        Run(CollectiveContext ctx, GradientBuffer output, ReduceOp op, int treeCount) {
+            this.ctx = ctx;
+            this.type = output.dataType();
+            this.op = op;
+            this.n = ctx.size();
+            this.base = output.region().base();
+            this.offset = output.region().offset();
+            int count = output.count();
+            int chunkElements = Math.max(1, ctx.chunkBytes() / type.bytes());
+            this.trees = new Tree[treeCount];
+            int[] peers = new int[6];
+            int distinct = 0;
+            for (int t = 0; t < treeCount; t++) {
+                int from = (int) ((long) count * t / treeCount);
+                int to = (int) ((long) count * (t + 1) / treeCount);
+                Tree tree = new Tree(t, ctx, from, to, chunkElements);
+                trees[t] = tree;
+                distinct = addPeer(peers, distinct, tree.parent);
+                for (int child : tree.children) {
+                    distinct = addPeer(peers, distinct, child);
+                }
+            }
+            this.links = new Link[distinct];
+            this.expected = new int[distinct];
+            for (int i = 0; i < distinct; i++) {
+                links[i] = ctx.link(peers[i]);
+                for (Tree tree : trees) {
+                    boolean related = tree.parent == peers[i] || tree.childIndex(peers[i]) >= 0;
+                    expected[i] += related ? tree.chunks : 0;
+                }
+            }
+        }
+
+        private static int addPeer(int[] peers, int distinct, int peer) {
+            if (peer == BinaryTrees.NONE) {
+                return distinct;
+            }
+            for (int i = 0; i < distinct; i++) {
+                if (peers[i] == peer) {
+                    return distinct;
+                }
+            }
+            peers[distinct] = peer;
+            return distinct + 1;
+        }
+
+        void execute() {
+            while (!done()) {
+                int work = 0;
+                for (int i = 0; i < links.length; i++) {
+                    RecvSlot arrival;
+                    while (expected[i] > 0 && (arrival = ctx.tryReceive(links[i])) != null) {
+                        consume(links[i].peer(), arrival);
+                        arrival.release();
+                        expected[i]--;
+                        work++;
+                    }
+                }
+                int blockedOn = -1;
+                for (Tree tree : trees) {
+                    while (tree.upSent < tree.chunks && tree.parent != BinaryTrees.NONE && tree.reducedChunks() > tree.upSent) {
+                        if (!send(tree, tree.parentLink, tree.upSent, UP)) {
+                            blockedOn = tree.parent;
+                            break;
+                        }
+                        tree.upSent++;
+                        work++;
+                    }
+                    int ready = tree.finalChunks();
+                    for (int c = 0; c < tree.children.length; c++) {
+                        while (tree.downSent[c] < ready) {
+                            if (!send(tree, tree.childLinks[c], tree.downSent[c], DOWN)) {
+                                blockedOn = tree.children[c];
+                                break;
+                            }
+                            tree.downSent[c]++;
+                            work++;
+                        }
+                    }
+                }
+                if (blockedOn >= 0) {
+                    ctx.progress(work, blockedOn, "a free receive slot");
+                } else {
+                    int awaited = awaitedPeer();
+                    ctx.progress(work, awaited, "a message");
+                }
+            }
+        }
+
+        private boolean done() {
+            for (Tree tree : trees) {
+                if (!tree.done()) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        private int awaitedPeer() {
+            for (Tree tree : trees) {
+                for (int c = 0; c < tree.children.length; c++) {
+                    if (tree.upReceived[c] < tree.chunks) {
+                        return tree.children[c];
+                    }
+                }
+                if (tree.parent != BinaryTrees.NONE && tree.downReceived < tree.chunks) {
+                    return tree.parent;
+                }
+            }
+            return -1;
+        }
+
+        private boolean send(Tree tree, Link link, int chunk, int direction) {
+            int first = tree.chunkStart(chunk);
+            int length = tree.chunkStart(chunk + 1) - first;
+            SendSlot slot = ctx.tryClaim(link, length * type.bytes());
+            if (slot == null) {
+                return false;
+            }
+            Region payload = slot.payload();
+            Kernels.copy(base, offset + (long) first * type.bytes(), payload.base(), payload.offset(),
+                    (long) length * type.bytes());
+            ctx.commit(slot, tree.index * 2 + direction);
+            return true;
+        }
+
+        private void consume(int peer, RecvSlot arrival) {
+            int tag = CollectiveContext.tag(arrival);
+            int t = tag / 2;
+            int direction = tag % 2;
+            Tree tree = t < trees.length ? trees[t] : null;
+            int child = tree == null ? -1 : tree.childIndex(peer);
+            boolean fromParent = tree != null && peer == tree.parent;
+            if (tree == null || direction == UP && child < 0 || direction == DOWN && !fromParent) {
+                throw new IllegalStateException("rank " + ctx.rank() + ": rank " + peer + " sent a message of tree "
+                        + t + (direction == UP ? " upward" : " downward") + ", which does not connect them");
+            }
+            int chunk = direction == UP ? tree.upReceived[child] : tree.downReceived;
+            if (chunk >= tree.chunks) {
+                throw new IllegalStateException("rank " + ctx.rank() + ": rank " + peer + " sent more than the "
+                        + tree.chunks + " chunks of tree " + t);
+            }
+            int first = tree.chunkStart(chunk);
+            int length = tree.chunkStart(chunk + 1) - first;
+            if (arrival.length() != length * type.bytes()) {
+                throw new IllegalStateException("rank " + ctx.rank() + ": message from rank " + peer + " has "
+                        + arrival.length() + " bytes, expected " + length * type.bytes());
+            }
+            long at = offset + (long) first * type.bytes();
+            Region slot = arrival.payload();
+            if (direction == UP) {
+                Kernels.reduce(type, op, base, at, slot.base(), slot.offset(), base, at, length);
+                tree.upReceived[child]++;
+                if (tree.parent == BinaryTrees.NONE && op == ReduceOp.AVG && tree.reducedChunks() > chunk) {
+                    Kernels.divide(type, base, at, length, n);
+                }
+            } else {
+                Kernels.copy(slot.base(), slot.offset(), base, at, (long) length * type.bytes());
+                tree.downReceived++;
+            }
+        }
+    }
+
+    /** One tree's shape around this rank and its progress in this call. */
+    private static final class Tree {
+        final int index;
+        final int parent;
+        final int[] children;
+        final Link parentLink;
+        final Link[] childLinks;
+        final int from;
+        final int to;
+        final int chunks;
+        final int[] upReceived;
+        final int[] downSent;
+        int upSent;
+        int downReceived;
+
+        Tree(int index, CollectiveContext ctx, int from, int to, int chunkElements) {
+            this.index = index;
+            this.parent = BinaryTrees.parent(index, ctx.size(), ctx.rank());
+            this.children = BinaryTrees.children(index, ctx.size(), ctx.rank());
+            this.parentLink = parent == BinaryTrees.NONE ? null : ctx.link(parent);
+            this.childLinks = new Link[children.length];
+            for (int c = 0; c < children.length; c++) {
+                childLinks[c] = ctx.link(children[c]);
+            }
+            this.from = from;
+            this.to = to;
+            // At least one (possibly empty) message per edge, so every peer checks every call.
+            this.chunks = Math.max(1, (to - from + chunkElements - 1) / chunkElements);
+            this.upReceived = new int[children.length];
+            this.downSent = new int[children.length];
+        }
+
+        /** Chunks that every child has contributed to (all of them at a leaf). */
+        int reducedChunks() {
+            int reduced = chunks;
+            for (int received : upReceived) {
+                reduced = Math.min(reduced, received);
+            }
+            return reduced;
+        }
+
+        /** Chunks holding the final result: reduced ones at the root, arrived ones elsewhere. */
+        int finalChunks() {
+            return parent == BinaryTrees.NONE ? reducedChunks() : downReceived;
+        }
+
+        int childIndex(int peer) {
+            for (int c = 0; c < children.length; c++) {
+                if (children[c] == peer) {
+                    return c;
+                }
+            }
+            return -1;
+        }
+
+        int chunkStart(int chunk) {
+            return from + (int) ((long) (to - from) * chunk / chunks);
+        }
+
+        boolean done() {
+            if (reducedChunks() < chunks) {
+                return false;
+            }
+            if (parent != BinaryTrees.NONE && (upSent < chunks || downReceived < chunks)) {
+                return false;
+            }
+            for (int sent : downSent) {
+                if (sent < chunks) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+}

@@ -1,0 +1,90 @@
+package io.gradsync.core.memory;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
+import sun.misc.Unsafe;
+
+/**
+ * float32 values sent as 16-bit floats: half the bytes on the wire for about three (float16) or two
+ * (bfloat16) significant decimal digits per hop. Encoding rounds to nearest even; decoding is exact.
+ * Like {@link Kernels}, it allocates nothing and addresses memory as (base, offset).
+ */
+public final class WireCodec {
+    private static final Unsafe U = UnsafeAccess.UNSAFE;
+
+    private WireCodec() {
+    }
+
+    /** Whether {@code wire} is a 16-bit format float32 can travel in. */
+    public static boolean isWireFormat(DataType wire) {
+        return wire == DataType.BFLOAT16 || wire == DataType.FLOAT16;
+    }
+
+    /** {@code dst[i] = wire(src[i])}: float32 in, 16-bit out. */
+    public static void encode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        if (wire == DataType.BFLOAT16) {
+            for (int i = 0; i < count; i++) {
+                U.putShort(dst, dstOff + ((long) i << 1), HalfFloats.floatToBfloat16(U.getFloat(src, srcOff + ((long) i << 2))));
+            }
+        } else {
+            for (int i = 0; i < count; i++) {
+                U.putShort(dst, dstOff + ((long) i << 1), HalfFloats.floatToFloat16(U.getFloat(src, srcOff + ((long) i << 2))));
+            }
+        }
+    }
+
+    /** {@code dst[i] = float32(src[i])}: 16-bit in, float32 out. */
+    public static void decode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        for (int i = 0; i < count; i++) {
+            U.putFloat(dst, dstOff + ((long) i << 2), decodeOne(wire, U.getShort(src, srcOff + ((long) i << 1))));
+        }
+    }
+
+    /** {@code buf[i] = float32(wire(buf[i]))}: what a value becomes after one trip over the wire. */
+    public static void round(DataType wire, Object base, long offset, int count) {
+        for (int i = 0; i < count; i++) {
+            long at = offset + ((long) i << 2);
+            float value = U.getFloat(base, at);
+            short bits = wire == DataType.BFLOAT16 ? HalfFloats.floatToBfloat16(value) : HalfFloats.floatToFloat16(value);
+            U.putFloat(base, at, decodeOne(wire, bits));
+        }
+    }
+
+    /** {@code dst[i] = a[i] op float32(b[i])}, with {@code a} and {@code dst} float32 and {@code b} on the wire. */
+    public static void reduce(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
+                              Object dst, long dstOff, int count) {
+        switch (op) {
+            case SUM:
+            case AVG:
+                for (int i = 0; i < count; i++) {
+                    U.putFloat(dst, dstOff + ((long) i << 2), U.getFloat(a, aOff + ((long) i << 2)) + wireValue(wire, b, bOff, i));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < count; i++) {
+                    U.putFloat(dst, dstOff + ((long) i << 2), U.getFloat(a, aOff + ((long) i << 2)) * wireValue(wire, b, bOff, i));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < count; i++) {
+                    U.putFloat(dst, dstOff + ((long) i << 2), Math.max(U.getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < count; i++) {
+                    U.putFloat(dst, dstOff + ((long) i << 2), Math.min(U.getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
+                }
+                break;
+            default:
+                throw new IllegalArgumentException("unsupported op " + op);
+        }
+    }
+
+    private static float wireValue(DataType wire, Object base, long offset, int i) {
+        return decodeOne(wire, U.getShort(base, offset + ((long) i << 1)));
+    }
+
+    private static float decodeOne(DataType wire, short bits) {
+        return wire == DataType.BFLOAT16 ? HalfFloats.bfloat16ToFloat(bits) : HalfFloats.float16ToFloat(bits);
+    }
+}
