@@ -121,6 +121,9 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             throw new CommandLine.ParameterException(new CommandLine(this),
                     "need ranks >= 1, iters >= 1, warmup_iters >= 0, stepfactor >= 2, 0 <= minbytes <= maxbytes, depth >= 1, root >= 0");
         }
+        if ("local".equals(transport) && root >= ranks) {
+            throw new CommandLine.ParameterException(new CommandLine(this), "--root " + root + " is not one of the " + ranks + " ranks");
+        }
         List<Long> sizes = new ArrayList<>();
         for (long s = minBytes; s <= maxBytes; s = s == 0 ? type.bytes() : s * stepFactor) {
             sizes.add(s / type.bytes() * type.bytes());

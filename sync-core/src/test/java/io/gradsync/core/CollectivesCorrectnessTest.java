@@ -37,7 +37,18 @@ class CollectivesCorrectnessTest {
     @ParameterizedTest(name = "ranks={0}")
     @MethodSource("rankCounts")
     void everyCollectiveIsExactOnEveryRank(int ranks) {
-        try (LocalJob job = new LocalJob(ranks, CHUNK, 2, Duration.ofSeconds(60))) {
+        runJob(ranks, 2);
+    }
+
+    /** One receive slot per link: the tightest window, where a pipeline that waits wrongly deadlocks. */
+    @ParameterizedTest(name = "ranks={0}")
+    @org.junit.jupiter.params.provider.ValueSource(ints = {3, 5})
+    void aWindowOfOneSlotNeitherDeadlocksNorCorrupts(int ranks) {
+        runJob(ranks, 1);
+    }
+
+    private static void runJob(int ranks, int window) {
+        try (LocalJob job = new LocalJob(ranks, CHUNK, window, Duration.ofSeconds(60))) {
             List<List<String>> results = job.run(CollectivesCorrectnessTest::runMatrix);
             List<String> shared = shared(results.get(0));
             for (int r = 0; r < ranks; r++) {
