@@ -69,8 +69,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                     + "Other transports run one rank per process, started by a launcher such as gradsync-run.")
     int ranks;
 
-    @Option(names = "--transport", defaultValue = "local", description = "Transport: local (ranks as threads of this JVM), aeron-ipc, aeron-udp, or auto "
-                    + "(Aeron IPC inside a host, UDP between hosts) (default ${DEFAULT-VALUE}).")
+    @Option(names = "--transport", defaultValue = "local", description = "Transport: local (ranks as threads of this JVM), aeron-ipc, aeron-udp, auto "
+                    + "(Aeron IPC inside a host, UDP between hosts), or rdma (RDMA verbs: InfiniBand, RoCE) (default ${DEFAULT-VALUE}).")
     String transport;
 
     @Option(names = "--collective", defaultValue = "allreduce",

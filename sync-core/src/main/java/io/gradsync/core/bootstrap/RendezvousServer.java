@@ -22,7 +22,11 @@ import java.util.Map;
  */
 final class RendezvousServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(RendezvousServer.class.getName());
-    private static final int HANDSHAKE_TIMEOUT_MS = 10_000;
+    /**
+     * How long a connecting process may take to answer the challenge; {@code gradsync.rendezvous.handshake.timeout.ms}
+     * raises it for very slow machines (an emulated guest where a cold JVM needs seconds for its first HMAC).
+     */
+    private static final int HANDSHAKE_TIMEOUT_MS = Integer.getInteger("gradsync.rendezvous.handshake.timeout.ms", 10_000);
 
     private final int size;
     private final String jobId;

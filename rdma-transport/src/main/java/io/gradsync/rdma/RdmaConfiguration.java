@@ -1,0 +1,193 @@
+package io.gradsync.rdma;
+
+import java.net.Inet4Address;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
+import java.net.SocketException;
+import java.net.UnknownHostException;
+import java.util.Collections;
+import java.util.Locale;
+
+/**
+ * Settings of the RDMA transport, read from system properties (and two environment variables), each with
+ * its default. Slot size and window are not here: they come from the job's {@code TransportOptions}
+ * ({@code gradsync.chunk.bytes}, {@code gradsync.pipeline.depth}).
+ *
+ * <p>RDMA CM picks the device, port and GID from the IP address a rank binds to, so choosing the
+ * address is choosing the device: the address of {@code ib0} is an InfiniBand port, the address of a
+ * RoCE NIC's netdev (or of a VLAN on it) selects that port and the GID that carries that address.
+ */
+public final class RdmaConfiguration {
+
+    /**
+     * The IP address this rank listens on and advertises to its peers; it must belong to an RDMA-capable
+     * netdev (an IPoIB interface, a RoCE NIC, or soft-RoCE's parent interface). Overrides
+     * {@link #INTERFACE_PROP}. The environment variable {@value #ADDRESS_ENV} is used when the property
+     * is unset (the soft-RoCE harness exports it).
+     */
+    public static final String ADDRESS_PROP = "gradsync.rdma.address";
+    public static final String ADDRESS_ENV = "GRADSYNC_RDMA_ADDR";
+
+    /**
+     * The network interface whose first IPv4 address to use (e.g. {@code ib0}, {@code enp65s0f0np0});
+     * environment variable {@value #INTERFACE_ENV} when unset. Without an address or an interface the
+     * rank uses the address it reaches the rendezvous from, which is right when the rendezvous runs
+     * over the RDMA network (IPoIB, RoCE) and wrong when it runs over a separate management Ethernet.
+     */
+    public static final String INTERFACE_PROP = "gradsync.rdma.interface";
+    public static final String INTERFACE_ENV = "GRADSYNC_RDMA_IFACE";
+
+    /**
+     * First port of this rank's RDMA CM listeners: the DaRPC control plane listens on {@code port}, the
+     * data listener for lower rank {@code r} on {@code port + 1 + r}. {@code 0} (the default) lets RDMA CM
+     * choose free ports; set it when a firewall needs fixed ones (ranks on one host then need ranges
+     * that do not overlap, e.g. {@code base + localRank * size}).
+     */
+    public static final String PORT_PROP = "gradsync.rdma.port";
+    public static final int PORT_DEFAULT = 0;
+
+    /**
+     * How a message travels: {@code write-imm} (the default: RDMA WRITE with immediate straight into the
+     * peer's receive slot) or {@code send} (two-sided SEND into a pre-posted receive whose buffer is the
+     * slot). Both ranks of a job must agree; docs/benchmarks.md has the comparison.
+     */
+    public static final String VERB_PROP = "gradsync.rdma.verb";
+    public static final String VERB_DEFAULT = "write-imm";
+
+    /**
+     * Completion queue entries per rank (one CQ serves every link of the rank). {@code 0}, the default,
+     * sizes it from the links: {@code (size - 1) * (3 * window + 8)}, enough for every work request
+     * that can be outstanding, so the CQ can never overflow.
+     */
+    public static final String CQ_SIZE_PROP = "gradsync.rdma.cq.size";
+    public static final int CQ_SIZE_DEFAULT = 0;
+
+    /**
+     * How completions are noticed: {@code busy-poll} (the default: the progress thread polls the CQ in
+     * every duty cycle and idles with {@code gradsync.idle.strategy}) or {@code channel} (as busy-poll,
+     * plus a thread sleeping in the CQ's completion channel that unparks the progress thread when a
+     * completion arrives, so a progress thread parked by the {@code backoff} idle strategy wakes at once
+     * rather than after its park: for shared boxes where the progress thread must not spin).
+     */
+    public static final String IDLE_PROP = "gradsync.rdma.idle";
+    public static final String IDLE_DEFAULT = "busy-poll";
+
+    /**
+     * How long connection set-up may take, in milliseconds: address and route resolution, each RDMA CM
+     * connect and accept, and the DaRPC exchange of receive rings. Every set-up wait is bounded by it.
+     */
+    public static final String CONNECT_TIMEOUT_MS_PROP = "gradsync.rdma.connect.timeout.ms";
+    public static final long CONNECT_TIMEOUT_MS_DEFAULT = 30_000;
+
+    /**
+     * Transport retries of a work request that is not acknowledged (RC {@code retry_cnt}, 0..7). With 7
+     * and RDMA CM's default ACK timeout a peer that vanished without a disconnect is declared dead after
+     * several seconds; usually its kernel sends a disconnect at once.
+     */
+    public static final String RETRY_COUNT_PROP = "gradsync.rdma.retry.count";
+    public static final int RETRY_COUNT_DEFAULT = 7;
+
+    private RdmaConfiguration() {
+    }
+
+    /** The address to bind and advertise, see {@link #ADDRESS_PROP} and {@link #INTERFACE_PROP}. */
+    static InetAddress address(InetAddress rendezvousLocal) {
+        String address = setting(ADDRESS_PROP, ADDRESS_ENV);
+        if (address != null) {
+            try {
+                return InetAddress.getByName(address);
+            } catch (UnknownHostException e) {
+                throw new IllegalArgumentException(ADDRESS_PROP + "=" + address + ": not an address: " + e.getMessage(), e);
+            }
+        }
+        String name = setting(INTERFACE_PROP, INTERFACE_ENV);
+        if (name != null) {
+            try {
+                NetworkInterface nic = NetworkInterface.getByName(name);
+                if (nic == null) {
+                    throw new IllegalArgumentException(INTERFACE_PROP + "=" + name + ": no such network interface");
+                }
+                for (InetAddress a : Collections.list(nic.getInetAddresses())) {
+                    if (a instanceof Inet4Address) {
+                        return a;
+                    }
+                }
+                throw new IllegalArgumentException(INTERFACE_PROP + "=" + name + ": the interface has no IPv4 address");
+            } catch (SocketException e) {
+                throw new IllegalArgumentException(INTERFACE_PROP + "=" + name + ": " + e.getMessage(), e);
+            }
+        }
+        return rendezvousLocal;
+    }
+
+    private static String setting(String property, String env) {
+        String value = System.getProperty(property);
+        if (value == null || value.isBlank()) {
+            value = System.getenv(env);
+        }
+        return value == null || value.isBlank() ? null : value.trim();
+    }
+
+    static int port() {
+        int port = Integer.getInteger(PORT_PROP, PORT_DEFAULT);
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException(PORT_PROP + "=" + port + ": not a port");
+        }
+        return port;
+    }
+
+    /** The two ways a message can travel. */
+    enum Verb {
+        WRITE_IMM("write-imm"), SEND("send");
+
+        final String value;
+
+        Verb(String value) {
+            this.value = value;
+        }
+    }
+
+    static Verb verb() {
+        String value = System.getProperty(VERB_PROP, VERB_DEFAULT).trim().toLowerCase(Locale.ROOT);
+        for (Verb v : Verb.values()) {
+            if (v.value.equals(value)) {
+                return v;
+            }
+        }
+        throw new IllegalArgumentException(VERB_PROP + "=" + value + ": expected write-imm or send");
+    }
+
+    static int cqSize(int links, int window) {
+        int configured = Integer.getInteger(CQ_SIZE_PROP, CQ_SIZE_DEFAULT);
+        int needed = links * (3 * window + 8);
+        if (configured == 0) {
+            return needed;
+        }
+        if (configured < needed) {
+            throw new IllegalArgumentException(CQ_SIZE_PROP + "=" + configured + " is smaller than the " + needed
+                    + " work requests that " + links + " links with a window of " + window + " can have outstanding");
+        }
+        return configured;
+    }
+
+    static boolean channelIdle() {
+        String value = System.getProperty(IDLE_PROP, IDLE_DEFAULT).trim();
+        switch (value) {
+            case "busy-poll": return false;
+            case "channel": return true;
+            default: throw new IllegalArgumentException(IDLE_PROP + "=" + value + ": expected busy-poll or channel");
+        }
+    }
+
+    static long connectTimeoutMs() {
+        return Long.getLong(CONNECT_TIMEOUT_MS_PROP, CONNECT_TIMEOUT_MS_DEFAULT);
+    }
+
+    static byte retryCount() {
+        int value = Integer.getInteger(RETRY_COUNT_PROP, RETRY_COUNT_DEFAULT);
+        if (value < 0 || value > 7) {
+            throw new IllegalArgumentException(RETRY_COUNT_PROP + "=" + value + ": expected 0..7");
+        }
+        return (byte) value;
+    }
+}

@@ -1,0 +1,129 @@
+package io.gradsync.rdma;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Ranks as real processes over the RDMA transport, started by gradsync-run: exact results for 2, 3 and 4
+ * processes, 64 MiB once, a rank killed with SIGKILL, and every rank's RDMA resources released at close.
+ * Needs an RDMA device: skipped elsewhere (tag softroce: run them with {@code rdma-transport/softroce/run-tests}, which
+ * boots a soft-RoCE guest).
+ */
+@Tag(SoftRoce.TAG)
+class RdmaMultiProcessTest {
+    private static final String JAVA = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    /** softroce/run-tests runs the console launcher with -jar and names the tests' class path in this property. */
+    private static final String CLASSPATH = System.getProperty("gradsync.test.classpath", System.getProperty("java.class.path"));
+
+    record Job(int status, String out, long millis) {
+    }
+
+    @BeforeAll
+    static void needsAnRdmaDevice() {
+        String[] devices = new File("/sys/class/infiniband").list();
+        assumeTrue(devices != null && devices.length > 0, "no RDMA device here (/sys/class/infiniband is empty)");
+    }
+
+    @ParameterizedTest(name = "{0} processes")
+    @ValueSource(ints = {2, 3, 4})
+    void exactResultsOnEveryRankAndNothingLeftBehind(int ranks) throws Exception {
+        Job job = launch(List.of("-n", Integer.toString(ranks)), List.of(), "check");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        for (int r = 0; r < ranks; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+        }
+    }
+
+    @Test
+    void sixtyFourMebibytes() throws Exception {
+        Job job = launch(List.of("-n", "2"), List.of(), "big", "64");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        for (int r = 0; r < 2; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 64 MiB float32 SUM exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+        }
+    }
+
+    @Test
+    void theDataPathAllocatesNothingPerMessage() throws Exception {
+        Job job = launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        Matcher m = Pattern.compile("rank (\\d): progress thread allocated (\\d+) bytes per collective of (\\d+) messages")
+                .matcher(job.out());
+        int ranks = 0;
+        while (m.find()) {
+            ranks++;
+            // one 16-byte object per message would be 4 KiB per collective of 256 messages
+            assertTrue(Long.parseLong(m.group(2)) < 2048, m.group());
+        }
+        assertEquals(2, ranks, job.out());
+    }
+
+    @Test
+    void aRankKilledMidCollectiveIsNamedByEveryOtherRank() throws Exception {
+        Job job = launch(List.of("-n", "3", "--stop-delay", "30"), List.of("-Dgradsync.timeout.ms=120000"),
+                "loop", "1", System.getProperty("gradsync.test.kill.delay.ms", "4000"));
+        System.out.println(job.out());
+        assertEquals(137, job.status(), "the launcher exits with the killed rank's status\n" + job.out());
+        Matcher kill = Pattern.compile("\\[1] rank 1 kills itself").matcher(job.out());
+        assertTrue(kill.find(), job.out());
+        for (int r : new int[] {0, 2}) {
+            Matcher failure = Pattern.compile("\\[" + r + "] FAILED: rank " + r + ", allreduce #\\d+: .*rank 1.*")
+                    .matcher(job.out());
+            assertTrue(failure.find(), "rank " + r + " must name the dead rank, long before its 120 s deadline:\n"
+                    + job.out());
+        }
+    }
+
+    private static Job launch(List<String> launcherOptions, List<String> rankJvmOptions, String... programArgs)
+            throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx128m", "-cp", CLASSPATH,
+                "io.gradsync.core.launch.GradSyncRun", "--deadline", "400"));
+        command.addAll(launcherOptions);
+        command.addAll(List.of("--", JAVA, "-Xmx512m", "-XX:+UseSerialGC",
+                "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "-Dgradsync.timeout.ms=120000",
+                "-Dgradsync.rendezvous.timeout.ms=180000", "-Dgradsync.rendezvous.handshake.timeout.ms=120000",
+                "-Dgradsync.rdma.connect.timeout.ms=120000"));
+        String extra = System.getProperty("gradsync.test.rank.jvm.args", "");
+        for (String arg : extra.trim().split("\\s+")) {
+            if (!arg.isEmpty()) {
+                command.add(arg);
+            }
+        }
+        command.addAll(rankJvmOptions);
+        command.addAll(List.of("-cp", CLASSPATH, RdmaRankProgram.class.getName()));
+        command.addAll(List.of(programArgs));
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().put("GRADSYNC_JOB_ID", "rdma" + UUID.randomUUID().toString().replace("-", "").substring(0, 10));
+        long start = System.nanoTime();
+        Process launcher = builder.start();
+        String out;
+        try (InputStream in = launcher.getInputStream()) {
+            out = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        }
+        assertTrue(launcher.waitFor(420, TimeUnit.SECONDS), "launcher did not finish");
+        return new Job(launcher.exitValue(), out, (System.nanoTime() - start) / 1_000_000);
+    }
+}

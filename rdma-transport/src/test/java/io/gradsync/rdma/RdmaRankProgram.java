@@ -1,0 +1,160 @@
+package io.gradsync.rdma;
+
+import io.gradsync.core.Communicator;
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.check.CheckPattern;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One rank of the RDMA multi-process tests, started by gradsync-run inside a machine with an RDMA device.
+ * Usage: {@code RdmaRankProgram check} (every op, float32 and int64, counts from 0 to past a window of
+ * chunks, in and out of place; sizes kept small because the soft-RoCE guest runs code ~20x slower), {@code RdmaRankProgram big MIB} (one float32 SUM of MIB MiB),
+ * {@code RdmaRankProgram loop KILLED_RANK DELAY_MS} (AllReduce in a loop; the killed rank SIGKILLs itself
+ * after the delay). After close every rank lists the RDMA resources its process still owns
+ * ({@code rdma resource show}: QPs, CQs, MRs, PDs, CM ids) and prints them, or "none".
+ */
+public final class RdmaRankProgram {
+
+    private RdmaRankProgram() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        String mode = args[0];
+        long start = System.nanoTime();
+        try (Communicator comm = Communicator.connect("rdma")) {
+            System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
+                    + comm.transportName() + ", " + comm.localSize() + " ranks on its host, set-up "
+                    + (System.nanoTime() - start) / 1_000_000 + " ms");
+            switch (mode) {
+                case "check" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 16) + 3});
+                case "big" -> big(comm, Integer.parseInt(args[1]));
+                case "loop" -> loop(comm, Integer.parseInt(args[1]), Long.parseLong(args[2]));
+                case "alloc" -> alloc(comm);
+                default -> throw new IllegalArgumentException("unknown mode " + mode);
+            }
+        } catch (Exception e) {
+            System.out.println("FAILED: " + e.getMessage());
+            System.exit(1);
+        }
+        System.out.println("rank " + rankFromEnv() + ": rdma resources left after close: " + leftovers());
+        System.exit(0);
+    }
+
+    private static String rankFromEnv() {
+        return System.getenv().getOrDefault("RANK", "?");
+    }
+
+    private static void check(Communicator comm, int[] counts) {
+        int collectives = 0;
+        for (ReduceOp op : ReduceOp.values()) {
+            for (DataType type : new DataType[] {DataType.FLOAT32, DataType.INT64}) {
+                for (int count : counts) {
+                    GradientBuffer in = GradientBuffer.allocateDirect(type, count);
+                    GradientBuffer out = GradientBuffer.allocateDirect(type, count);
+                    CheckPattern.fill(in, op, comm.rank());
+                    comm.allReduceBlocking(in, out, op);
+                    expectExact(comm, out, op, count, "out of place");
+                    comm.allReduceBlocking(in, op);
+                    expectExact(comm, in, op, count, "in place");
+                    collectives += 2;
+                }
+            }
+        }
+        System.out.println("rank " + comm.rank() + ": " + collectives + " collectives exact");
+    }
+
+    private static void big(Communicator comm, int mib) {
+        int count = mib << 18;
+        GradientBuffer in = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+        GradientBuffer out = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+        CheckPattern.fill(in, ReduceOp.SUM, comm.rank());
+        long t = System.nanoTime();
+        comm.allReduceBlocking(in, out, ReduceOp.SUM);
+        long ms = (System.nanoTime() - t) / 1_000_000;
+        expectExact(comm, out, ReduceOp.SUM, count, "out of place");
+        System.out.println("rank " + comm.rank() + ": " + mib + " MiB float32 SUM exact in " + ms + " ms");
+    }
+
+    private static void expectExact(Communicator comm, GradientBuffer result, ReduceOp op, int count, String placement) {
+        long wrong = CheckPattern.countWrong(result, op, comm.size());
+        if (wrong != 0) {
+            throw new AssertionError("rank " + comm.rank() + ": " + wrong + " wrong of " + count + " " + result.dataType()
+                    + " " + op + " " + placement);
+        }
+    }
+
+    private static void loop(Communicator comm, int killed, long delayMs) {
+        if (comm.rank() == killed) {
+            Thread killer = new Thread(() -> {
+                try {
+                    Thread.sleep(delayMs);
+                    System.out.println("rank " + comm.rank() + " kills itself with SIGKILL");
+                    System.out.flush();
+                    new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid())).start().waitFor();
+                } catch (Exception e) {
+                    Runtime.getRuntime().halt(99);
+                }
+            });
+            killer.setDaemon(true);
+            killer.start();
+        }
+        GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, 1 << 18);
+        for (int i = 0; ; i++) {
+            comm.allReduceBlocking(buffer, ReduceOp.MAX);
+        }
+    }
+
+    /**
+     * Bytes the progress thread allocates per collective once warm, for a collective of many small messages
+     * (run with a 1 KiB chunk): a constant per collective, not per message, when the data path allocates nothing.
+     */
+    private static void alloc(Communicator comm) {
+        com.sun.management.ThreadMXBean threads =
+                (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        int count = 64 * 1024;
+        GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+        for (int i = 0; i < 30; i++) {
+            comm.allReduceBlocking(buffer, ReduceOp.SUM);
+        }
+        long progress = -1;
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().equals("gradsync-progress-rank-" + comm.rank())) {
+                progress = t.getId();
+            }
+        }
+        long before = threads.getThreadAllocatedBytes(progress);
+        int measured = 10;
+        for (int i = 0; i < measured; i++) {
+            comm.allReduceBlocking(buffer, ReduceOp.SUM);
+        }
+        long perCollective = (threads.getThreadAllocatedBytes(progress) - before) / measured;
+        int messages = 2 * (comm.size() - 1) * (count * 4 / comm.size() / Integer.getInteger("gradsync.chunk.bytes", 262_144));
+        System.out.println("rank " + comm.rank() + ": progress thread allocated " + perCollective
+                + " bytes per collective of " + messages + " messages");
+    }
+
+    /** The RDMA resources that {@code rdma resource show} still lists for this process, or "none". */
+    static String leftovers() {
+        String pid = Long.toString(ProcessHandle.current().pid());
+        List<String> left = new ArrayList<>();
+        for (String kind : new String[] {"qp", "cq", "mr", "pd", "cm_id"}) {
+            try {
+                Process p = new ProcessBuilder("rdma", "resource", "show", kind).redirectErrorStream(true).start();
+                String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+                p.waitFor();
+                for (String line : out.split("\n")) {
+                    if (line.matches(".*\\bpid " + pid + "\\b.*")) {
+                        left.add(kind + ": " + line.trim());
+                    }
+                }
+            } catch (Exception e) {
+                left.add(kind + ": cannot run rdma resource show: " + e);
+            }
+        }
+        return left.isEmpty() ? "none" : String.join("; ", left);
+    }
+}
