@@ -5,10 +5,9 @@ import io.aeron.ChannelUriStringBuilder;
 import io.aeron.ExclusivePublication;
 import io.aeron.Subscription;
 import io.aeron.driver.MediaDriver;
-import io.gradsync.core.bootstrap.Rendezvous;
 import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
-import io.gradsync.core.transport.PeerAbort;
 import io.gradsync.core.transport.TransportException;
 import java.io.File;
 import java.nio.charset.StandardCharsets;
@@ -18,7 +17,7 @@ import java.util.concurrent.atomic.AtomicReference;
 /**
  * A rank's Aeron endpoint. Peers on the same host are reached over IPC through the host's shared media
  * driver (unless the mode is {@link Mode#UDP}); others over UDP to the address they published at the
- * rendezvous. Each directed pair of ranks has its own stream, tagged with a session id derived from the
+ * job's set-up exchange. Each directed pair of ranks has its own stream, tagged with a session id derived from the
  * job secret, so a process outside the job cannot inject into it.
  */
 final class AeronEndpoint implements Endpoint {
@@ -35,7 +34,7 @@ final class AeronEndpoint implements Endpoint {
         }
     }
 
-    private final Rendezvous rendezvous;
+    private final JobContext job;
     private final Mode mode;
     private final int maxMessageBytes;
     private final int window;
@@ -49,18 +48,18 @@ final class AeronEndpoint implements Endpoint {
     private final AtomicReference<Throwable> clientError = new AtomicReference<>();
     private boolean closed;
 
-    AeronEndpoint(Rendezvous rendezvous, Mode mode, int messageBytes, int window) {
-        this.rendezvous = rendezvous;
+    AeronEndpoint(JobContext job, Mode mode, int messageBytes, int window) {
+        this.job = job;
         this.mode = mode;
         this.window = window;
-        if (mode == Mode.IPC && rendezvous.hostCount() > 1) {
+        if (mode == Mode.IPC && job.hostCount() > 1) {
             throw new TransportException(-1, "aeron-ipc needs every rank on one host, but the job spans "
-                    + rendezvous.hostCount() + " hosts: use aeron (IPC inside a host, UDP between hosts) or aeron-udp");
+                    + job.hostCount() + " hosts: use aeron (IPC inside a host, UDP between hosts) or aeron-udp");
         }
         this.mtu = AeronConfiguration.mtu(messageBytes);
         this.maxMessageBytes = Math.min(messageBytes, (mtu - AeronLink.FRAME_OVERHEAD) & -64);
         this.termLength = termLength(mtu, window);
-        int size = rendezvous.size();
+        int size = job.size();
         this.subscriptions = new Subscription[size];
         this.udpEndpoints = new String[size];
         this.links = new AeronLink[size];
@@ -70,13 +69,13 @@ final class AeronEndpoint implements Endpoint {
             throw new TransportException(-1, AeronConfiguration.DRIVER_PROP + "=process allows aeron-udp only: IPC "
                     + "between processes needs the host's shared driver");
         }
-        File dir = MediaDriverHost.directory(AeronConfiguration.dirRoot(), jobKey(rendezvous),
-                perProcess ? "r" + rendezvous.rank() : "h" + rendezvous.hostIndex(rendezvous.rank()));
-        boolean launches = perProcess || rendezvous.localRank() == 0;
+        File dir = MediaDriverHost.directory(AeronConfiguration.dirRoot(), jobKey(job),
+                perProcess ? "r" + job.rank() : "h" + job.hostOf(job.rank()));
+        boolean launches = perProcess || job.localRank() == 0;
         this.driver = launches ? MediaDriverHost.launch(dir, mtu, termLength, AeronConfiguration.socketBuffer(),
                 AeronConfiguration.driverIdle()) : null;
         try {
-            rendezvous.allGather(new byte[0]); // every host's driver is up before any rank attaches to one
+            job.allGather(new byte[0]); // every host's driver is up before any rank attaches to one
             this.aeron = Aeron.connect(new Aeron.Context()
                     .aeronDirectoryName(dir.getAbsolutePath())
                     .driverTimeoutMs(AeronConfiguration.connectTimeoutMs())
@@ -101,18 +100,14 @@ final class AeronEndpoint implements Endpoint {
         return length;
     }
 
-    private static String jobKey(Rendezvous rendezvous) {
-        String id = rendezvous.jobId();
-        if (id.matches("[A-Za-z0-9._-]{1,64}")) {
-            return id;
-        }
-        return Integer.toHexString(rendezvous.derivedKey("job-directory"));
+    private static String jobKey(JobContext job) {
+        return job.instanceId();
     }
 
     private void openSubscriptions() {
-        int rank = rendezvous.rank();
+        int rank = job.rank();
         String udpEndpoint = null;
-        for (int peer = 0; peer < rendezvous.size(); peer++) {
+        for (int peer = 0; peer < job.size(); peer++) {
             if (peer == rank) {
                 continue;
             }
@@ -121,14 +116,14 @@ final class AeronEndpoint implements Endpoint {
                 channel.media("ipc");
             } else {
                 if (udpEndpoint == null) {
-                    udpEndpoint = freeUdpEndpoint(rendezvous.localAddress());
+                    udpEndpoint = freeUdpEndpoint(job.localAddress());
                 }
                 channel.media("udp").endpoint(udpEndpoint);
             }
             subscriptions[peer] = aeron.addSubscription(channel.build(), streamId(peer, rank));
         }
         byte[] mine = (udpEndpoint == null ? "" : udpEndpoint).getBytes(StandardCharsets.UTF_8);
-        byte[][] all = rendezvous.allGather(mine);
+        byte[][] all = job.allGather(mine);
         for (int r = 0; r < all.length; r++) {
             udpEndpoints[r] = new String(all[r], StandardCharsets.UTF_8);
         }
@@ -148,46 +143,26 @@ final class AeronEndpoint implements Endpoint {
     }
 
     private boolean usesIpc(int peer) {
-        return mode != Mode.UDP && rendezvous.sameHost(peer);
+        return mode != Mode.UDP && job.hostOf(peer) == job.hostOf(job.rank());
     }
 
     private int sessionId(int from, int to) {
-        return rendezvous.derivedKey("aeron-session " + from + "->" + to);
+        return job.derivedKey("aeron-session " + from + "->" + to);
     }
 
     private int streamId(int from, int to) {
-        return STREAM_ID_BASE + from * rendezvous.size() + to;
+        return STREAM_ID_BASE + from * job.size() + to;
     }
 
     private void onClientError(Throwable error) {
         if (!closed && clientError.compareAndSet(null, error)) {
-            LOG.log(System.Logger.Level.ERROR, "rank " + rendezvous.rank() + ": Aeron client error: " + error);
+            LOG.log(System.Logger.Level.ERROR, "rank " + job.rank() + ": Aeron client error: " + error);
         }
     }
 
     @Override
-    public int rank() {
-        return rendezvous.rank();
-    }
-
-    @Override
-    public int size() {
-        return rendezvous.size();
-    }
-
-    @Override
-    public int localRank() {
-        return rendezvous.localRank();
-    }
-
-    @Override
-    public int localSize() {
-        return rendezvous.localSize();
-    }
-
-    @Override
-    public int hostOf(int rank) {
-        return rendezvous.hostIndex(rank);
+    public JobContext job() {
+        return job;
     }
 
     @Override
@@ -207,17 +182,17 @@ final class AeronEndpoint implements Endpoint {
 
     @Override
     public Link link(int peer) {
-        Objects.checkIndex(peer, size());
-        if (peer == rank()) {
-            throw new IllegalArgumentException("rank " + rank() + " has no link to itself");
+        Objects.checkIndex(peer, job.size());
+        if (peer == job.rank()) {
+            throw new IllegalArgumentException("rank " + job.rank() + " has no link to itself");
         }
         if (closed) {
-            throw new TransportException(-1, "the Aeron endpoint of rank " + rank() + " is closed");
+            throw new TransportException(-1, "the Aeron endpoint of rank " + job.rank() + " is closed");
         }
         AeronLink link = links[peer];
         if (link == null) {
             ChannelUriStringBuilder channel = new ChannelUriStringBuilder()
-                    .sessionId(sessionId(rank(), peer))
+                    .sessionId(sessionId(job.rank(), peer))
                     .mtu(mtu)
                     .termLength(termLength);
             if (usesIpc(peer)) {
@@ -225,8 +200,8 @@ final class AeronEndpoint implements Endpoint {
             } else {
                 channel.media("udp").endpoint(udpEndpoints[peer]);
             }
-            ExclusivePublication publication = aeron.addExclusivePublication(channel.build(), streamId(rank(), peer));
-            link = new AeronLink(rank(), peer, maxMessageBytes, publication, subscriptions[peer], sessionId(peer, rank()));
+            ExclusivePublication publication = aeron.addExclusivePublication(channel.build(), streamId(job.rank(), peer));
+            link = new AeronLink(job.rank(), peer, maxMessageBytes, publication, subscriptions[peer], sessionId(peer, job.rank()));
             links[peer] = link;
         }
         return link;
@@ -236,29 +211,9 @@ final class AeronEndpoint implements Endpoint {
     public int doWork() {
         Throwable error = clientError.get();
         if (error != null) {
-            throw new TransportException(-1, "rank " + rank() + ": the Aeron client failed: " + error, error);
+            throw new TransportException(-1, "rank " + job.rank() + ": the Aeron client failed: " + error, error);
         }
         return 0;
-    }
-
-    @Override
-    public void announce(long sequence) {
-        rendezvous.announce(sequence);
-    }
-
-    @Override
-    public long announced(int peer) {
-        return rendezvous.announced(peer);
-    }
-
-    @Override
-    public void abort(long sequence, String reason) {
-        rendezvous.abort(sequence, reason);
-    }
-
-    @Override
-    public PeerAbort pendingAbort() {
-        return rendezvous.pendingAbort();
     }
 
     /**
@@ -271,16 +226,16 @@ final class AeronEndpoint implements Endpoint {
             return;
         }
         closed = true;
-        boolean peersAlive = rendezvous.pendingAbort() == null;
+        boolean peersAlive = job.pendingAbort() == null;
         if (peersAlive) {
             try {
-                rendezvous.allGather(new byte[0]);
+                job.allGather(new byte[0]);
             } catch (RuntimeException e) {
-                LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": closing without every peer: " + e.getMessage());
+                LOG.log(System.Logger.Level.WARNING, "rank " + job.rank() + ": closing without every peer: " + e.getMessage());
             }
         }
         aeron.close();
-        rendezvous.close();
+        job.close();
         if (driver != null) {
             driver.close();
         }

@@ -25,8 +25,11 @@ import org.agrona.MutableDirectBuffer;
  * simply "no credit yet".
  */
 final class AeronLink implements Link {
-    /** Sequence number and descriptor ahead of the payload. */
-    static final int HEADER = 16;
+    /**
+     * The call's three header words ahead of the payload, padded so that the payload starts 64 bytes
+     * into the (32-byte aligned) frame: on a cache line.
+     */
+    static final int HEADER = 32;
     /** Bytes of a frame that are not payload. */
     static final int FRAME_OVERHEAD = DataHeaderFlyweight.HEADER_LENGTH + HEADER;
 
@@ -139,14 +142,15 @@ final class AeronLink implements Link {
         }
 
         @Override
-        public void commit(long sequence, long descriptor) {
+        public void commit(long call, long descriptor, long arguments) {
             if (!claimed) {
                 throw new IllegalStateException("commit without claim");
             }
             MutableDirectBuffer buffer = claim.buffer();
             int at = claim.offset();
-            buffer.putLong(at, sequence);
+            buffer.putLong(at, call);
             buffer.putLong(at + 8, descriptor);
+            buffer.putLong(at + 16, arguments);
             claimed = false;
             claim.commit();
         }
@@ -163,8 +167,9 @@ final class AeronLink implements Link {
                         + header.flags() + ")");
             }
             found = true;
-            receiver.sequence = buffer.getLong(offset);
+            receiver.call = buffer.getLong(offset);
             receiver.descriptor = buffer.getLong(offset + 8);
+            receiver.arguments = buffer.getLong(offset + 16);
             receiver.payload.moveTo(buffer.addressOffset() + offset + HEADER, length - HEADER);
             return Action.BREAK;
         }
@@ -172,8 +177,9 @@ final class AeronLink implements Link {
 
     private final class Receiver implements RecvSlot {
         final Region payload = Region.movable(AeronLink.this);
-        long sequence;
+        long call;
         long descriptor;
+        long arguments;
         long next;
 
         @Override
@@ -187,13 +193,18 @@ final class AeronLink implements Link {
         }
 
         @Override
-        public long sequence() {
-            return sequence;
+        public long call() {
+            return call;
         }
 
         @Override
         public long descriptor() {
             return descriptor;
+        }
+
+        @Override
+        public long arguments() {
+            return arguments;
         }
 
         @Override

@@ -1,7 +1,7 @@
 package io.gradsync.aeron;
 
-import io.gradsync.core.bootstrap.Rendezvous;
 import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.TransportProvider;
 import java.util.List;
@@ -21,10 +21,10 @@ public final class AeronTransportProvider implements TransportProvider {
     }
 
     @Override
-    public Endpoint open(String name, Rendezvous rendezvous, TransportOptions options) {
+    public Endpoint open(String name, JobContext job, TransportOptions options) {
         for (AeronEndpoint.Mode mode : AeronEndpoint.Mode.values()) {
             if (mode.transportName.equals(name)) {
-                return new AeronEndpoint(rendezvous, mode, options.messageBytes(), options.window());
+                return new AeronEndpoint(job, mode, options.messageBytes(), options.window());
             }
         }
         throw new IllegalArgumentException("not an Aeron transport: " + name + "; expected one of " + names());

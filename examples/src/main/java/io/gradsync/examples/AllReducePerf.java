@@ -10,6 +10,7 @@ import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
+import io.gradsync.core.bootstrap.Bootstrap;
 import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.io.IOException;
@@ -155,7 +156,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                         + "'; available: local, auto, " + String.join(", ", Transports.available()));
             }
             // One rank per process: the launcher (gradsync-run, torchrun, srun, mpirun) says which.
-            try (Communicator comm = configure(Communicator.builder(Transports.connect(name,
+            try (Communicator comm = configure(Communicator.builder(Bootstrap.connect(name,
                     new TransportOptions(Math.toIntExact(chunkBytes), depth)))).build()) {
                 runRank(comm, type, reduceOp, sizes, rows);
                 if (comm.rank() != 0) {
@@ -188,7 +189,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         if ("local".equals(transport)) {
             calibration.runThreads(ranks, depth, endpoint -> configure(Communicator.builder(endpoint)).build());
         } else {
-            calibration.runRank(Transports.connect("auto".equals(transport) ? "aeron" : transport,
+            calibration.runRank(Bootstrap.connect("auto".equals(transport) ? "aeron" : transport,
                     new TransportOptions(Math.toIntExact(chunkBytes), depth)), endpoint -> configure(Communicator.builder(endpoint)).build());
         }
         return 0;

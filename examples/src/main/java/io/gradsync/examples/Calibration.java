@@ -65,7 +65,7 @@ final class Calibration {
                 for (int r = 0; r < n; r++) {
                     endpoints.add(job.endpoint(r));
                 }
-                topology = Topology.of(endpoints.get(0));
+                topology = Topology.of(endpoints.get(0).job());
                 int chunk = Math.min(chunkBytes, endpoints.get(0).maxMessageBytes());
                 chunkUsed = chunk;
                 List<Future<List<CostModelFit.Observation>>> done = new ArrayList<>();
@@ -95,7 +95,7 @@ final class Calibration {
 
     /** One rank of a multi-process job, on {@code endpoint}; rank 0 fits and writes. */
     void runRank(Endpoint endpoint, Function<Endpoint, Communicator> connect) {
-        Topology topology = Topology.of(endpoint);
+        Topology topology = Topology.of(endpoint.job());
         int chunk = Math.min(chunkBytes, endpoint.maxMessageBytes());
         try (Communicator comm = connect.apply(endpoint)) {
             List<CostModelFit.Observation> observations = measure(comm, topology, chunk);

@@ -1,7 +1,7 @@
 package io.gradsync.rdma;
 
-import io.gradsync.core.bootstrap.Rendezvous;
 import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.TransportProvider;
 import java.util.List;
@@ -19,10 +19,10 @@ public final class RdmaTransportProvider implements TransportProvider {
     }
 
     @Override
-    public Endpoint open(String name, Rendezvous rendezvous, TransportOptions options) {
+    public Endpoint open(String name, JobContext job, TransportOptions options) {
         if (!VerbsEndpoint.NAME.equals(name)) {
             throw new IllegalArgumentException("not an RDMA transport: " + name + "; expected one of " + names());
         }
-        return new VerbsEndpoint(rendezvous, options);
+        return new VerbsEndpoint(job, options);
     }
 }

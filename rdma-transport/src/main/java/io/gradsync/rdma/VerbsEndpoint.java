@@ -7,9 +7,9 @@ import com.ibm.disni.verbs.IbvPd;
 import com.ibm.disni.verbs.IbvWC;
 import com.ibm.disni.verbs.SVCPollCq;
 import com.ibm.disni.verbs.SVCReqNotify;
-import io.gradsync.core.bootstrap.Rendezvous;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.PeerAbort;
 import io.gradsync.core.transport.TransportException;
 import io.gradsync.core.transport.TransportOptions;
@@ -37,7 +37,7 @@ import java.util.concurrent.locks.LockSupport;
  *
  * <ol>
  *   <li>listen: the DaRPC control plane, and one RDMA CM listener per lower rank;</li>
- *   <li>publish address and ports with {@link Rendezvous#allGather};</li>
+ *   <li>publish address and ports with {@link JobContext#allGather};</li>
  *   <li>connect: the lower rank of each pair connects to the higher one's listener for it;</li>
  *   <li>register each link's memory once and pre-post its receives;</li>
  *   <li>trade receive rings: the lower rank calls the higher one's control plane (DaRPC), which checks the
@@ -52,7 +52,7 @@ final class VerbsEndpoint implements Endpoint {
     private static final int POLL_BATCH = 32;
     private static int openInProcess;
 
-    private final Rendezvous rendezvous;
+    private final JobContext job;
     private final int rank;
     private final int size;
     private final int window;
@@ -74,10 +74,10 @@ final class VerbsEndpoint implements Endpoint {
     private volatile Thread progressThread;
     private boolean closed;
 
-    VerbsEndpoint(Rendezvous rendezvous, TransportOptions options) {
-        this.rendezvous = rendezvous;
-        this.rank = rendezvous.rank();
-        this.size = rendezvous.size();
+    VerbsEndpoint(JobContext job, TransportOptions options) {
+        this.job = job;
+        this.rank = job.rank();
+        this.size = job.size();
         this.window = options.window();
         this.slotBytes = options.messageBytes();
         this.verb = RdmaConfiguration.verb();
@@ -107,7 +107,7 @@ final class VerbsEndpoint implements Endpoint {
     @SuppressWarnings("unchecked")
     private void setUp() throws Exception {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
-        InetAddress address = RdmaConfiguration.address(rendezvous.localAddress());
+        InetAddress address = RdmaConfiguration.address(job.localAddress());
         int basePort = RdmaConfiguration.port();
         byte retry = RdmaConfiguration.retryCount();
 
@@ -129,7 +129,7 @@ final class VerbsEndpoint implements Endpoint {
         }
 
         // 2. publish
-        byte[][] all = rendezvous.allGather(encode(address, control.port(), ports));
+        byte[][] all = job.allGather(encode(address, control.port(), ports));
         InetAddress[] peerAddress = new InetAddress[size];
         int[] peerControlPort = new int[size];
         int[] peerPortForMe = new int[size];
@@ -234,7 +234,7 @@ final class VerbsEndpoint implements Endpoint {
                     throw new TransportException(p, "rank " + rank + ": rank " + p + " did not send its receive ring "
                             + "within " + timeoutMs + " ms");
                 }
-                PeerAbort abort = rendezvous.pendingAbort();
+                PeerAbort abort = job.pendingAbort();
                 if (abort != null) {
                     throw new TransportException(abort.rank(), "rank " + rank + ": rank " + abort.rank()
                             + " gave up during RDMA set-up: " + abort.reason());
@@ -251,7 +251,7 @@ final class VerbsEndpoint implements Endpoint {
         }
 
         // 6. everyone is wired: the control plane has done its job
-        rendezvous.allGather(new byte[0]);
+        job.allGather(new byte[0]);
         control.close();
         control = null;
         if (RdmaConfiguration.channelIdle()) {
@@ -275,7 +275,7 @@ final class VerbsEndpoint implements Endpoint {
     }
 
     private int token(int from, int to) {
-        return rendezvous.derivedKey("rdma-ring " + from + "->" + to);
+        return job.derivedKey("rdma-ring " + from + "->" + to);
     }
 
     /** This rank's side of the link to {@code peer}, as a message from this rank to it. */
@@ -402,28 +402,8 @@ final class VerbsEndpoint implements Endpoint {
     }
 
     @Override
-    public int rank() {
-        return rank;
-    }
-
-    @Override
-    public int size() {
-        return size;
-    }
-
-    @Override
-    public int localRank() {
-        return rendezvous.localRank();
-    }
-
-    @Override
-    public int localSize() {
-        return rendezvous.localSize();
-    }
-
-    @Override
-    public int hostOf(int rank) {
-        return rendezvous.hostIndex(rank);
+    public JobContext job() {
+        return job;
     }
 
     @Override
@@ -465,26 +445,6 @@ final class VerbsEndpoint implements Endpoint {
         return pollCompletions();
     }
 
-    @Override
-    public void announce(long sequence) {
-        rendezvous.announce(sequence);
-    }
-
-    @Override
-    public long announced(int peer) {
-        return rendezvous.announced(peer);
-    }
-
-    @Override
-    public void abort(long sequence, String reason) {
-        rendezvous.abort(sequence, reason);
-    }
-
-    @Override
-    public PeerAbort pendingAbort() {
-        return rendezvous.pendingAbort();
-    }
-
     /**
      * Leaves the job: wait until every rank is done (unless one already failed), then release every
      * queue pair, the CQ and its channel, every memory registration, the listeners and the RDMA CM event
@@ -496,9 +456,9 @@ final class VerbsEndpoint implements Endpoint {
             return;
         }
         closed = true;
-        if (rendezvous.pendingAbort() == null && size > 1) {
+        if (job.pendingAbort() == null && size > 1) {
             try {
-                rendezvous.allGather(new byte[0]);
+                job.allGather(new byte[0]);
             } catch (RuntimeException e) {
                 LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": closing without every peer: " + e.getMessage());
             }
@@ -506,7 +466,7 @@ final class VerbsEndpoint implements Endpoint {
         if (size > 1) {
             release();
         }
-        rendezvous.close();
+        job.close();
     }
 
     private void release() {

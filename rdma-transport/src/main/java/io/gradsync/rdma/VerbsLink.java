@@ -27,7 +27,7 @@ import java.util.List;
  *
  * <pre>
  *   [ receive ring: window slots ][ send staging: window slots ][ credit in ][ credit out ]
- *   slot = 16-byte header (sequence, descriptor) + payload, padded to 64 bytes
+ *   slot = 32-byte header (call, descriptor, arguments, padding) + payload, padded to 64 bytes
  * </pre>
  *
  * <p>A message is the staging slot {@code k mod window}, sent by one signaled work request straight
@@ -42,7 +42,7 @@ import java.util.List;
  * in its scatter-gather entry, so the data path allocates nothing.
  */
 final class VerbsLink implements Link {
-    static final int HEADER = 16;
+    static final int HEADER = 32;
     static final long KIND_MASK = 0xffff_ffff_0000_0000L;
     static final long KIND_DATA = 0;
     static final long KIND_CREDIT = 1L << 32;
@@ -253,8 +253,9 @@ final class VerbsLink implements Link {
         }
         int slot = slot(consumed);
         int at = slot * stride;
-        receiver.sequence = alignedView.getLong(at);
+        receiver.call = alignedView.getLong(at);
         receiver.descriptor = alignedView.getLong(at + 8);
+        receiver.arguments = alignedView.getLong(at + 16);
         receiver.payload.moveTo(base + at + HEADER, lengths[slot]);
         held = true;
         return receiver;
@@ -364,15 +365,16 @@ final class VerbsLink implements Link {
         }
 
         @Override
-        public void commit(long sequence, long descriptor) {
+        public void commit(long call, long descriptor, long arguments) {
             if (!claimed) {
                 throw new IllegalStateException("commit without claim");
             }
             claimed = false;
             int slot = slot(sent);
             int at = stagingOffset + slot * stride;
-            alignedView.putLong(at, sequence);
+            alignedView.putLong(at, call);
             alignedView.putLong(at + 8, descriptor);
+            alignedView.putLong(at + 16, arguments);
             sendSges[slot].setLength(HEADER + claimedLength);
             sent++;
             try {
@@ -386,8 +388,9 @@ final class VerbsLink implements Link {
 
     private final class Receiver implements RecvSlot {
         final Region payload = Region.movable(VerbsLink.this);
-        long sequence;
+        long call;
         long descriptor;
+        long arguments;
 
         @Override
         public Region payload() {
@@ -400,13 +403,18 @@ final class VerbsLink implements Link {
         }
 
         @Override
-        public long sequence() {
-            return sequence;
+        public long call() {
+            return call;
         }
 
         @Override
         public long descriptor() {
             return descriptor;
+        }
+
+        @Override
+        public long arguments() {
+            return arguments;
         }
 
         @Override

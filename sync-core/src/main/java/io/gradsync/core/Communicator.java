@@ -74,7 +74,7 @@ public final class Communicator implements AutoCloseable {
      * {@code aeron}). Settings come from {@link GradSyncConfiguration}.
      */
     public static Communicator connect(String transport) {
-        return create(io.gradsync.core.transport.Transports.connect(transport,
+        return create(io.gradsync.core.bootstrap.Bootstrap.connect(transport,
                 io.gradsync.core.transport.TransportOptions.fromConfiguration()));
     }
 
@@ -84,22 +84,22 @@ public final class Communicator implements AutoCloseable {
 
     /** This rank, {@code 0 <= rank < size}. */
     public int rank() {
-        return endpoint.rank();
+        return endpoint.job().rank();
     }
 
     /** Number of ranks in the job. */
     public int size() {
-        return endpoint.size();
+        return endpoint.job().size();
     }
 
     /** Rank among the ranks on this host. */
     public int localRank() {
-        return endpoint.localRank();
+        return endpoint.job().localRank();
     }
 
     /** Number of ranks on this host. */
     public int localSize() {
-        return endpoint.localSize();
+        return endpoint.job().localSize();
     }
 
     /** The transport behind this communicator, e.g. {@code local}. */
@@ -563,7 +563,7 @@ public final class Communicator implements AutoCloseable {
             AllReduceOverride override = allReduceOverride == null ? null
                     : AllReduceOverride.parse(allReduceOverride, allReduceOverrideSource, AllReduceAlgorithms.names());
             CostModel model = costModel != null ? costModel : CostModelFile.loadOrDefaults(GradSyncConfiguration.costModelFile());
-            return AllReduceSelector.auto(model, Topology.of(endpoint), override, endpoint.maxMessageBytes(), chunkBytes);
+            return AllReduceSelector.auto(model, Topology.of(endpoint.job()), override, endpoint.maxMessageBytes(), chunkBytes);
         }
     }
 }

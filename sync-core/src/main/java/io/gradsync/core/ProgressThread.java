@@ -1,6 +1,7 @@
 package io.gradsync.core;
 
 import io.gradsync.core.algorithm.CollectiveContext;
+import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.function.Consumer;
@@ -62,7 +63,7 @@ final class ProgressThread {
         this.chunkBytes = chunkBytes;
         this.timeoutNanos = timeoutNanos;
         this.idle = idleStrategy.get();
-        this.thread = new Thread(this::run, "gradsync-progress-rank-" + endpoint.rank());
+        this.thread = new Thread(this::run, "gradsync-progress-rank-" + endpoint.job().rank());
         thread.setDaemon(true);
         thread.start();
     }
@@ -136,12 +137,12 @@ final class ProgressThread {
     /** Runs a task even if its subscriber has cancelled: peers may already be inside the collective. */
     private void execute(Task task) {
         if (failure != null) {
-            task.sink.error(new CollectiveException(endpoint.rank(), task.collective, nextSequence, failure.peer(),
+            task.sink.error(new CollectiveException(endpoint.job().rank(), task.collective, nextSequence, failure.peer(),
                     "communicator failed earlier: " + failure.getMessage(), failure));
             return;
         }
         long sequence = nextSequence++;
-        endpoint.announce(sequence);
+        endpoint.job().announce(new Call(sequence, task.descriptor, 0));
         CollectiveContext context = new CollectiveContext(endpoint, task.collective, sequence, task.descriptor,
                 task.chunkBytes > 0 ? task.chunkBytes : chunkBytes, timeoutNanos, idle);
         try {
@@ -151,7 +152,7 @@ final class ProgressThread {
             signal(() -> task.sink.error(e));
             return;
         } catch (RuntimeException | Error e) {
-            CollectiveException wrapped = new CollectiveException(endpoint.rank(), task.collective, sequence, -1,
+            CollectiveException wrapped = new CollectiveException(endpoint.job().rank(), task.collective, sequence, -1,
                     "internal error: " + e, e);
             fail(sequence, wrapped);
             signal(() -> task.sink.error(wrapped));
@@ -162,14 +163,14 @@ final class ProgressThread {
 
     private void abort(String reason) {
         if (failure == null) {
-            fail(nextSequence, new CollectiveException(endpoint.rank(), "job", nextSequence, -1, reason, null));
+            fail(nextSequence, new CollectiveException(endpoint.job().rank(), "job", nextSequence, -1, reason, null));
         }
     }
 
     private void fail(long sequence, CollectiveException e) {
         failure = e;
         LOG.log(System.Logger.Level.ERROR, e.getMessage());
-        endpoint.abort(sequence, e.getMessage());
+        endpoint.job().abort(sequence, e.getMessage());
     }
 
     /** Downstream code runs inside the signal; its failure must not kill the progress thread. */
@@ -182,7 +183,7 @@ final class ProgressThread {
     }
 
     private CollectiveException closedError(Task task) {
-        return new CollectiveException(endpoint.rank(), task.collective, -1, -1,
+        return new CollectiveException(endpoint.job().rank(), task.collective, -1, -1,
                 "communicator closed before the collective started", null);
     }
 }

@@ -5,7 +5,9 @@ import io.gradsync.core.CollectiveMismatchException;
 import io.gradsync.core.CollectiveTimeoutException;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.PeerFailureException;
+import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.PeerAbort;
 import io.gradsync.core.transport.RecvSlot;
@@ -22,6 +24,7 @@ import java.util.List;
  */
 public final class CollectiveContext {
     private final Endpoint endpoint;
+    private final JobContext job;
     private final String collective;
     private final long sequence;
     private final long descriptor;
@@ -33,6 +36,7 @@ public final class CollectiveContext {
     public CollectiveContext(Endpoint endpoint, String collective, long sequence, long descriptor,
                              int chunkBytes, long timeoutNanos, IdleStrategy idle) {
         this.endpoint = endpoint;
+        this.job = endpoint.job();
         this.collective = collective;
         this.sequence = sequence;
         this.descriptor = descriptor;
@@ -44,11 +48,11 @@ public final class CollectiveContext {
     }
 
     public int rank() {
-        return endpoint.rank();
+        return job.rank();
     }
 
     public int size() {
-        return endpoint.size();
+        return job.size();
     }
 
     public long sequence() {
@@ -79,7 +83,7 @@ public final class CollectiveContext {
 
     /** Sends the claimed slot, stamped with this call's sequence number and descriptor. */
     public void commit(SendSlot slot) {
-        slot.commit(sequence, descriptor);
+        slot.commit(sequence, descriptor, 0);
     }
 
     /**
@@ -88,7 +92,7 @@ public final class CollectiveContext {
      * tree) and arrive interleaved. Read it back with {@link #tag(RecvSlot)}.
      */
     public void commit(SendSlot slot, int tag) {
-        slot.commit(sequence, CollectiveDescriptor.withTag(descriptor, tag));
+        slot.commit(sequence, CollectiveDescriptor.withTag(descriptor, tag), 0);
     }
 
     /** The sub-stream tag a message was {@linkplain #commit(SendSlot, int) committed} with; 0 if none. */
@@ -96,9 +100,9 @@ public final class CollectiveContext {
         return CollectiveDescriptor.tag(slot.descriptor());
     }
 
-    /** The host {@code rank} runs on, as {@link Endpoint#hostOf} numbers them. */
+    /** The host {@code rank} runs on, as {@link JobContext#hostOf} numbers them. */
     public int hostOf(int rank) {
-        return endpoint.hostOf(rank);
+        return job.hostOf(rank);
     }
 
     /**
@@ -112,8 +116,8 @@ public final class CollectiveContext {
         } catch (TransportException e) {
             throw peerFailure(link.peer(), e.getMessage(), e);
         }
-        if (slot != null && (slot.sequence() != sequence || CollectiveDescriptor.withTag(slot.descriptor(), 0) != descriptor)) {
-            String theirs = CollectiveDescriptor.describe(slot.descriptor()) + " (#" + slot.sequence() + ")";
+        if (slot != null && (slot.call() != sequence || CollectiveDescriptor.withTag(slot.descriptor(), 0) != descriptor)) {
+            String theirs = CollectiveDescriptor.describe(slot.descriptor()) + " (#" + slot.call() + ")";
             String ours = CollectiveDescriptor.describe(descriptor) + " (#" + sequence + ")";
             slot.release();
             throw new CollectiveMismatchException(rank(), collective, sequence, link.peer(),
@@ -137,11 +141,11 @@ public final class CollectiveContext {
             idle.idle(work);
             return;
         }
-        PeerAbort abort = endpoint.pendingAbort();
+        PeerAbort abort = job.pendingAbort();
         // An abort from a rank that finished this collective and gave up on a later one must not fail
         // this one: every message this collective needs from that rank was sent before it aborted.
-        if (abort != null && abort.sequence() <= sequence) {
-            String what = abort.sequence() < 0 ? " failed: " : " aborted the job: ";
+        if (abort != null && abort.call() <= sequence) {
+            String what = abort.call() < 0 ? " failed: " : " aborted the job: ";
             throw new PeerFailureException(rank(), collective, sequence, abort.rank(),
                     "rank " + abort.rank() + what + abort.reason(), null);
         }
@@ -158,7 +162,8 @@ public final class CollectiveContext {
     private String notStartedSuffix() {
         List<Integer> missing = new ArrayList<>();
         for (int peer = 0; peer < size(); peer++) {
-            if (peer != rank() && endpoint.announced(peer) < sequence) {
+            Call announced = job.announced(peer);
+            if (peer != rank() && (announced == null || announced.id() < sequence)) {
                 missing.add(peer);
             }
         }

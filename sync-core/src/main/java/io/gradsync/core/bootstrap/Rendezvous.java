@@ -1,6 +1,9 @@
 package io.gradsync.core.bootstrap;
 
+import io.gradsync.core.transport.Call;
+import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.PeerAbort;
+import io.gradsync.core.transport.StreamEnd;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -14,6 +17,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -28,7 +32,7 @@ import java.util.concurrent.atomic.AtomicReference;
  * <p>Every connection proves that it knows the job secret (HMAC-SHA256 over a fresh challenge); anything
  * else is refused with a log line on rank 0 and never becomes part of the job. Every wait has a deadline.
  */
-public final class Rendezvous implements AutoCloseable {
+public final class Rendezvous implements JobContext {
     private static final System.Logger LOG = System.getLogger(Rendezvous.class.getName());
     private static final long ANNOUNCE_FLUSH_MS = 20;
     private static final long STATUS_STALE_NANOS = 200_000_000L;
@@ -37,30 +41,34 @@ public final class Rendezvous implements AutoCloseable {
     private final Duration timeout;
     private final RendezvousServer server;
     private final Wire.Connection conn;
+    private final String instanceId;
     private final String[] hostIds;
     private final int[] hostIndex;
     private final int localRank;
     private final int localSize;
     private final Map<Integer, CompletableFuture<byte[][]>> gathers = new HashMap<>();
     private final AtomicReference<PeerAbort> abort = new AtomicReference<>();
+    private final Map<Long, StreamEnd> streamEnds = new ConcurrentHashMap<>();
     private final CompletableFuture<Void> farewell = new CompletableFuture<>();
     private final Thread reader;
     private final Thread announcer;
-    private volatile long announcedSequence = -1;
-    private long sentSequence = -1;
-    private volatile long[] status;
+    private volatile Call announcedCall;
+    private Call sentCall;
+    private volatile boolean statusWanted;
+    private volatile Call[] status;
     private volatile int[] statusGathers;
     private volatile long statusNanos;
     private volatile boolean closing;
     private int nextGatherTag;
 
     private Rendezvous(LaunchEnvironment env, Duration timeout, RendezvousServer server, Wire.Connection conn,
-                       String[] hostIds) {
+                       Welcome welcome) {
         this.env = env;
         this.timeout = timeout;
         this.server = server;
         this.conn = conn;
-        this.hostIds = hostIds;
+        this.instanceId = welcome.instanceId();
+        this.hostIds = welcome.hostIds();
         Map<String, Integer> hosts = new LinkedHashMap<>();
         this.hostIndex = new int[hostIds.length];
         int local = 0;
@@ -104,8 +112,7 @@ public final class Rendezvous implements AutoCloseable {
         }
         try {
             Wire.Connection conn = connect(env, deadline);
-            String[] hostIds = handshake(env, conn, deadline);
-            return new Rendezvous(env, timeout, server, conn, hostIds);
+            return new Rendezvous(env, timeout, server, conn, handshake(env, conn, deadline));
         } catch (RuntimeException e) {
             if (server != null) {
                 server.close();
@@ -134,7 +141,11 @@ public final class Rendezvous implements AutoCloseable {
                 + " (rank 0's MASTER_ADDR:MASTER_PORT) before the deadline: " + last, last);
     }
 
-    private static String[] handshake(LaunchEnvironment env, Wire.Connection conn, long deadline) {
+    /** What rank 0 sends once every rank has arrived. */
+    private record Welcome(String instanceId, String[] hostIds) {
+    }
+
+    private static Welcome handshake(LaunchEnvironment env, Wire.Connection conn, long deadline) {
         try {
             conn.socket.setSoTimeout((int) Math.max(1, (deadline - System.nanoTime()) / 1_000_000) + 5_000);
             Wire.Message challenge = conn.read();
@@ -155,12 +166,13 @@ public final class Rendezvous implements AutoCloseable {
             Wire.Message answer = conn.read();
             switch (answer.type()) {
                 case Wire.WELCOME -> {
+                    String instanceId = answer.body().readUTF();
                     String[] hostIds = new String[env.size()];
                     for (int r = 0; r < hostIds.length; r++) {
                         hostIds[r] = answer.body().readUTF();
                     }
                     conn.socket.setSoTimeout(0);
-                    return hostIds;
+                    return new Welcome(instanceId, hostIds);
                 }
                 case Wire.REFUSED -> throw new RendezvousException("rank " + env.rank() + ": the rendezvous refused this "
                         + "process: " + answer.body().readUTF(), null);
@@ -181,10 +193,12 @@ public final class Rendezvous implements AutoCloseable {
         }
     }
 
+    @Override
     public int rank() {
         return env.rank();
     }
 
+    @Override
     public int size() {
         return env.size();
     }
@@ -194,36 +208,30 @@ public final class Rendezvous implements AutoCloseable {
         return env.jobId();
     }
 
+    /** Random, drawn by rank 0 for this run of the job, so two jobs with the same job id differ. */
+    @Override
+    public String instanceId() {
+        return instanceId;
+    }
+
     /** The address this rank reaches rank 0 from: the interface to advertise to peers by default. */
+    @Override
     public java.net.InetAddress localAddress() {
         return conn.socket.getLocalAddress();
     }
 
-    /** Number of distinct hosts in the job. */
-    public int hostCount() {
-        int max = -1;
-        for (int h : hostIndex) {
-            max = Math.max(max, h);
-        }
-        return max + 1;
-    }
-
     /** The host of {@code rank}, numbered 0.. in order of each host's lowest rank. */
-    public int hostIndex(int rank) {
+    @Override
+    public int hostOf(int rank) {
         return hostIndex[rank];
     }
 
-    /** Whether {@code peer} runs on this rank's host. */
-    public boolean sameHost(int peer) {
-        return hostIndex[peer] == hostIndex[env.rank()];
-    }
-
-    /** This rank's place among the ranks on its host, by rank order. */
+    @Override
     public int localRank() {
         return localRank;
     }
 
-    /** How many ranks share this rank's host. */
+    @Override
     public int localSize() {
         return localSize;
     }
@@ -237,6 +245,7 @@ public final class Rendezvous implements AutoCloseable {
      * A 32-bit value derived from the job secret and {@code label}, the same on every rank and unknown to
      * processes without the secret; transports use it to tag their streams.
      */
+    @Override
     public int derivedKey(String label) {
         byte[] mac = Wire.mac(env.secret(), label.getBytes(StandardCharsets.UTF_8), 0, env.size(), env.jobId());
         return ByteBuffer.wrap(mac).getInt();
@@ -248,6 +257,7 @@ public final class Rendezvous implements AutoCloseable {
      * @throws RendezvousException if not all ranks contribute within the deadline (naming those that did
      *         not) or the job is aborted meanwhile
      */
+    @Override
     public byte[][] allGather(byte[] data) {
         int tag;
         CompletableFuture<byte[][]> result;
@@ -295,23 +305,27 @@ public final class Rendezvous implements AutoCloseable {
         return "; ranks that have not reached it: " + missing;
     }
 
-    /** Records that this rank entered collective {@code sequence}; sent to rank 0 in the background. */
-    public void announce(long sequence) {
-        announcedSequence = sequence;
+    /** Records that this rank entered {@code call}; sent to rank 0 in the background, coalesced. */
+    @Override
+    public void announce(Call call) {
+        announcedCall = call;
     }
 
     /**
-     * The last collective {@code peer} announced as known to rank 0, or -1. Refreshed with a round trip
-     * when older than 200 ms, so only diagnosis should call it.
+     * The last call {@code peer} announced as known to rank 0, or null. Never blocks: when the table is
+     * older than 200 ms a refresh is asked for in the background, so a rank that keeps asking while it
+     * waits sees a table at most a few hundred milliseconds old.
      */
-    public long announced(int peer) {
+    @Override
+    public Call announced(int peer) {
         if (System.nanoTime() - statusNanos > STATUS_STALE_NANOS) {
-            refreshStatus();
+            statusWanted = true;
         }
-        long[] table = status;
-        return table == null ? -1 : table[peer];
+        Call[] table = status;
+        return table == null ? null : table[peer];
     }
 
+    /** Asks rank 0 for the table and waits up to a second for it; for error messages off the progress thread. */
     private void refreshStatus() {
         long asked = System.nanoTime();
         try {
@@ -328,11 +342,12 @@ public final class Rendezvous implements AutoCloseable {
         }
     }
 
-    /** Tells every other rank (through rank 0) that this rank gave up on collective {@code sequence}. */
-    public void abort(long sequence, String reason) {
+    /** Tells every other rank (through rank 0) that this rank gave up in call {@code call}. */
+    @Override
+    public void abort(long call, String reason) {
         try {
             conn.write(Wire.ABORT, out -> {
-                out.writeLong(sequence);
+                out.writeLong(call);
                 out.writeUTF(reason.length() > 8000 ? reason.substring(0, 8000) : reason);
             });
         } catch (IOException e) {
@@ -344,8 +359,33 @@ public final class Rendezvous implements AutoCloseable {
      * The first abort notice received: a peer that gave up, or one whose process vanished (sequence -1),
      * or rank 0's rendezvous itself going away. {@code null} if none.
      */
+    @Override
     public PeerAbort pendingAbort() {
         return abort.get();
+    }
+
+    /** Tells every other rank (through rank 0) that this rank's stream {@code stream} ended after {@code calls} calls. */
+    @Override
+    public void endStream(long stream, long calls, String reason) {
+        try {
+            conn.write(Wire.END_STREAM, out -> {
+                out.writeLong(stream);
+                out.writeLong(calls);
+                out.writeUTF(reason.length() > 8000 ? reason.substring(0, 8000) : reason);
+            });
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": could not send a stream-end notice: " + e);
+        }
+    }
+
+    @Override
+    public StreamEnd streamEnd(long stream) {
+        return streamEnds.get(stream);
+    }
+
+    @Override
+    public void forgetStreamsBefore(long stream) {
+        streamEnds.keySet().removeIf(s -> s < stream);
     }
 
     private void readLoop() {
@@ -365,10 +405,10 @@ public final class Rendezvous implements AutoCloseable {
                         }
                     }
                     case Wire.STATUS -> {
-                        long[] table = new long[size()];
+                        Call[] table = new Call[size()];
                         int[] tags = new int[size()];
                         for (int r = 0; r < table.length; r++) {
-                            table[r] = in.readLong();
+                            table[r] = in.readBoolean() ? new Call(in.readLong(), in.readLong(), in.readLong()) : null;
                             tags[r] = in.readInt();
                         }
                         synchronized (this) {
@@ -379,6 +419,10 @@ public final class Rendezvous implements AutoCloseable {
                         }
                     }
                     case Wire.ABORTED -> abort.compareAndSet(null, new PeerAbort(in.readInt(), in.readLong(), in.readUTF()));
+                    case Wire.STREAM_ENDED -> {
+                        StreamEnd end = new StreamEnd(in.readInt(), in.readLong(), in.readLong(), in.readUTF());
+                        streamEnds.merge(end.stream(), end, (a, b) -> b.calls() < a.calls() ? b : a);
+                    }
                     case Wire.FAREWELL -> farewell.complete(null);
                     default -> throw new IOException("unexpected rendezvous message type " + m.type());
                 }
@@ -402,10 +446,15 @@ public final class Rendezvous implements AutoCloseable {
         }
     }
 
+    /** Sends the latest announcement and any wanted status query, every 20 ms, off the progress thread. */
     private void announceLoop() {
         while (!closing) {
             try {
                 flushAnnouncement();
+                if (statusWanted) {
+                    statusWanted = false;
+                    conn.write(Wire.QUERY, Wire.Body.EMPTY);
+                }
             } catch (IOException e) {
                 return;
             }
@@ -414,10 +463,14 @@ public final class Rendezvous implements AutoCloseable {
     }
 
     private synchronized void flushAnnouncement() throws IOException {
-        long latest = announcedSequence;
-        if (latest != sentSequence) {
-            conn.write(Wire.ANNOUNCE, out -> out.writeLong(latest));
-            sentSequence = latest;
+        Call latest = announcedCall;
+        if (latest != null && latest != sentCall) {
+            conn.write(Wire.ANNOUNCE, out -> {
+                out.writeLong(latest.id());
+                out.writeLong(latest.descriptor());
+                out.writeLong(latest.arguments());
+            });
+            sentCall = latest;
         }
     }
 

@@ -36,7 +36,8 @@ final class RendezvousServer implements AutoCloseable {
     private final SecureRandom random = new SecureRandom();
     private final Wire.Connection[] ranks;
     private final String[] hostIds;
-    private final long[] announced;
+    private final long[][] announced;
+    private final String instanceId;
     private final int[] lastGather;
     private final boolean[] gone;
     private final boolean[] saidBye;
@@ -54,8 +55,10 @@ final class RendezvousServer implements AutoCloseable {
         this.joinDeadlineNanos = joinDeadlineNanos;
         this.ranks = new Wire.Connection[size];
         this.hostIds = new String[size];
-        this.announced = new long[size];
-        Arrays.fill(announced, -1);
+        this.announced = new long[size][];
+        byte[] instance = new byte[16];
+        random.nextBytes(instance);
+        this.instanceId = java.util.HexFormat.of().formatHex(instance);
         this.lastGather = new int[size];
         Arrays.fill(lastGather, -1);
         this.gone = new boolean[size];
@@ -186,6 +189,7 @@ final class RendezvousServer implements AutoCloseable {
             welcomed = true;
             notifyAll();
             broadcast(Wire.WELCOME, out -> {
+                out.writeUTF(instanceId);
                 for (String id : hostIds) {
                     out.writeUTF(id);
                 }
@@ -213,17 +217,37 @@ final class RendezvousServer implements AutoCloseable {
                     });
                 }
             }
-            case Wire.ANNOUNCE -> announced[rank] = in.readLong();
+            case Wire.ANNOUNCE -> announced[rank] = new long[] {in.readLong(), in.readLong(), in.readLong()};
             case Wire.QUERY -> send(rank, Wire.STATUS, out -> {
                 for (int r = 0; r < size; r++) {
-                    out.writeLong(announced[r]);
+                    out.writeBoolean(announced[r] != null);
+                    if (announced[r] != null) {
+                        out.writeLong(announced[r][0]);
+                        out.writeLong(announced[r][1]);
+                        out.writeLong(announced[r][2]);
+                    }
                     out.writeInt(lastGather[r]);
                 }
             });
-            case Wire.ABORT -> {
-                long sequence = in.readLong();
+            case Wire.END_STREAM -> {
+                long stream = in.readLong();
+                long calls = in.readLong();
                 String reason = in.readUTF();
-                relayAbort(rank, sequence, reason);
+                for (int r = 0; r < size; r++) {
+                    if (r != rank) {
+                        send(r, Wire.STREAM_ENDED, out -> {
+                            out.writeInt(rank);
+                            out.writeLong(stream);
+                            out.writeLong(calls);
+                            out.writeUTF(reason);
+                        });
+                    }
+                }
+            }
+            case Wire.ABORT -> {
+                long call = in.readLong();
+                String reason = in.readUTF();
+                relayAbort(rank, call, reason);
             }
             case Wire.BYE -> {
                 saidBye[rank] = true;
@@ -246,12 +270,12 @@ final class RendezvousServer implements AutoCloseable {
         farewellIfAllLeft();
     }
 
-    private void relayAbort(int rank, long sequence, String reason) {
+    private void relayAbort(int rank, long call, String reason) {
         for (int r = 0; r < size; r++) {
             if (r != rank) {
                 send(r, Wire.ABORTED, out -> {
                     out.writeInt(rank);
-                    out.writeLong(sequence);
+                    out.writeLong(call);
                     out.writeUTF(reason);
                 });
             }

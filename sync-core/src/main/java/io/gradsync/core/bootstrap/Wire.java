@@ -18,26 +18,28 @@ import javax.crypto.spec.SecretKeySpec;
  */
 final class Wire {
     static final int MAGIC = 0x4753594e; // "GSYN"
-    static final int VERSION = 1;
+    static final int VERSION = 2;
     static final int NONCE_BYTES = 32;
     static final int MAX_MESSAGE_BYTES = 64 << 20;
 
     // server -> client
     static final int CHALLENGE = 1;  // magic, version, nonce
     static final int REFUSED = 2;    // reason
-    static final int WELCOME = 3;    // size x host id
+    static final int WELCOME = 3;    // instance id, size x host id
     static final int FAILED = 4;     // reason
     static final int GATHERED = 5;   // tag, size x (length, bytes)
-    static final int STATUS = 6;     // size x (announced sequence, last gather tag)
-    static final int ABORTED = 7;    // rank, sequence, reason
+    static final int STATUS = 6;     // size x (announced call: id, descriptor, arguments; last gather tag)
+    static final int ABORTED = 7;    // rank, call, reason
     static final int FAREWELL = 8;
+    static final int STREAM_ENDED = 9; // rank, stream, calls, reason
     // client -> server
     static final int HELLO = 20;     // rank, size, job id, host id, mac
     static final int GATHER = 21;    // tag, length, bytes
-    static final int ANNOUNCE = 22;  // sequence
+    static final int ANNOUNCE = 22;  // call: id, descriptor, arguments
     static final int QUERY = 23;
-    static final int ABORT = 24;     // sequence, reason
+    static final int ABORT = 24;     // call, reason
     static final int BYE = 25;
+    static final int END_STREAM = 26; // stream, calls, reason
 
     private Wire() {
     }

@@ -1,6 +1,6 @@
 package io.gradsync.core.select;
 
-import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
 import java.util.Arrays;
 
 /**
@@ -28,11 +28,11 @@ public final class Topology {
         this.largestHost = Arrays.stream(perHost).max().getAsInt();
     }
 
-    /** The layout of the job behind {@code endpoint}. */
-    public static Topology of(Endpoint endpoint) {
-        int[] hostOf = new int[endpoint.size()];
+    /** The layout of {@code job}. */
+    public static Topology of(JobContext job) {
+        int[] hostOf = new int[job.size()];
         for (int r = 0; r < hostOf.length; r++) {
-            hostOf[r] = endpoint.hostOf(r);
+            hostOf[r] = job.hostOf(r);
         }
         return new Topology(hostOf);
     }

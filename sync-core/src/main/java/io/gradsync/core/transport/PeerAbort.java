@@ -4,8 +4,9 @@ package io.gradsync.core.transport;
  * A peer's notice that it gave up.
  *
  * @param rank the rank that gave up
- * @param sequence the collective it gave up in (its own count of collectives started)
+ * @param call the {@linkplain Call#id() call} it gave up in, or -1 when it failed outside a call
+ *        (its process vanished, or it could not open its transport)
  * @param reason its error message
  */
-public record PeerAbort(int rank, long sequence, String reason) {
+public record PeerAbort(int rank, long call, String reason) {
 }

@@ -10,11 +10,14 @@ public interface RecvSlot {
 
     int length();
 
-    /** The sender's collective sequence number. */
-    long sequence();
+    /** The sender's call identity. */
+    long call();
 
-    /** The sender's collective descriptor. */
+    /** The sender's call descriptor. */
     long descriptor();
+
+    /** The sender's call arguments. */
+    long arguments();
 
     /** Frees the slot and returns its credit to the sender. */
     void release();

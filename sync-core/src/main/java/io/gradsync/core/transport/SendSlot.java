@@ -9,10 +9,11 @@ public interface SendSlot {
     Region payload();
 
     /**
-     * Sends the claimed payload with a two-word header that the receiver checks.
+     * Sends the claimed payload with a three-word header that the receiver checks (see {@link Call}).
      *
-     * @param sequence the collective's sequence number
-     * @param descriptor what the collective is (kind, count, type, operator), so mismatches are caught
+     * @param call the call's identity
+     * @param descriptor what the call is (kind, count, type, operator, algorithm, sub-stream)
+     * @param arguments the call's other agreed arguments (root, chunk size)
      */
-    void commit(long sequence, long descriptor);
+    void commit(long call, long descriptor, long arguments);
 }

@@ -1,6 +1,5 @@
 package io.gradsync.core.transport;
 
-import io.gradsync.core.bootstrap.Rendezvous;
 import java.util.List;
 
 /**
@@ -14,12 +13,12 @@ public interface TransportProvider {
     List<String> names();
 
     /**
-     * Opens this rank's endpoint of the job that {@code rendezvous} joined. The endpoint takes over the
-     * rendezvous (its control plane carries announcements and aborts) and closes it when closed.
+     * Opens this rank's endpoint of {@code job}. The endpoint takes over the job context and closes it
+     * when closed.
      *
      * @param name one of {@link #names()}
      * @param options slot size and count
      * @throws TransportException if the transport cannot start or reach its peers
      */
-    Endpoint open(String name, Rendezvous rendezvous, TransportOptions options);
+    Endpoint open(String name, JobContext job, TransportOptions options);
 }

@@ -1,8 +1,5 @@
 package io.gradsync.core.transport;
 
-import io.gradsync.core.GradSyncConfiguration;
-import io.gradsync.core.bootstrap.LaunchEnvironment;
-import io.gradsync.core.bootstrap.Rendezvous;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.ServiceLoader;
@@ -22,28 +19,17 @@ public final class Transports {
         return names;
     }
 
+    /** Opens this rank's endpoint of {@code job} on transport {@code name}; the endpoint takes over {@code job}. */
+    public static Endpoint open(String name, JobContext job, TransportOptions options) {
+        return provider(name).open(name, job, options);
+    }
+
     /**
-     * Joins the job that this process's launcher describes ({@link LaunchEnvironment#fromEnvironment()})
-     * and opens its endpoint on transport {@code name}.
+     * The provider of transport {@code name}.
+     *
+     * @throws IllegalArgumentException naming the transports that are available
      */
-    public static Endpoint connect(String name, TransportOptions options) {
-        provider(name); // fail on a bad name before waiting for the other ranks
-        Rendezvous rendezvous = Rendezvous.join(LaunchEnvironment.fromEnvironment(), GradSyncConfiguration.rendezvousTimeout());
-        try {
-            return open(name, rendezvous, options);
-        } catch (RuntimeException e) {
-            rendezvous.abort(-1, "rank " + rendezvous.rank() + " could not open transport " + name + ": " + e.getMessage());
-            rendezvous.close();
-            throw e;
-        }
-    }
-
-    /** Opens this rank's endpoint on transport {@code name}; the endpoint takes over {@code rendezvous}. */
-    public static Endpoint open(String name, Rendezvous rendezvous, TransportOptions options) {
-        return provider(name).open(name, rendezvous, options);
-    }
-
-    private static TransportProvider provider(String name) {
+    public static TransportProvider provider(String name) {
         for (TransportProvider p : ServiceLoader.load(TransportProvider.class)) {
             if (p.names().contains(name)) {
                 return p;

@@ -59,8 +59,8 @@ class GroupRingTest {
     }
 
     private static List<String> runRank(Endpoint endpoint, int[] lengths) {
-        int n = endpoint.size();
-        int rank = endpoint.rank();
+        int n = endpoint.job().size();
+        int rank = endpoint.job().rank();
         int[] group = groupOf(n, rank);
         int g = group.length;
         int p = GroupRing.position(group, rank);

@@ -6,7 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.PeerAbort;
+import io.gradsync.core.transport.StreamEnd;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.time.Duration;
@@ -60,8 +62,9 @@ class RendezvousTest {
         assertEquals(2, r3.hostCount());
         assertEquals(1, r3.localRank(), "rank 3 is the second of ranks 1, 3, 4 on host b");
         assertEquals(3, r3.localSize());
-        assertEquals(0, r3.hostIndex(2));
-        assertTrue(r3.sameHost(4));
+        assertEquals(0, r3.hostOf(2));
+        assertEquals(r3.hostOf(3), r3.hostOf(4));
+        assertEquals(ranks.get(0).instanceId(), r3.instanceId());
         assertEquals(r3.derivedKey("x"), ranks.get(0).derivedKey("x"));
         List<CompletableFuture<byte[][]>> gathers = new ArrayList<>();
         for (Rendezvous r : ranks) {
@@ -114,13 +117,24 @@ class RendezvousTest {
         for (CompletableFuture<Rendezvous> f : joins) {
             ranks.add(f.get(30, TimeUnit.SECONDS));
         }
-        ranks.get(1).announce(7);
-        Thread.sleep(100);
-        assertEquals(7, ranks.get(2).announced(1));
+        Call call = new Call(7, 8, 9);
+        ranks.get(1).announce(call);
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (!call.equals(ranks.get(2).announced(1)) && System.nanoTime() < deadline) {
+            Thread.sleep(20); // announcements and the table refresh are coalesced in the background
+        }
+        assertEquals(call, ranks.get(2).announced(1));
+        ranks.get(2).endStream(4, 11, "its subscriber cancelled");
+        ranks.get(0).endStream(4, 13, "later");
+        while (ranks.get(1).streamEnd(4) == null || ranks.get(1).streamEnd(4).calls() != 11) {
+            assertTrue(System.nanoTime() < deadline, "stream end not relayed: " + ranks.get(1).streamEnd(4));
+            Thread.sleep(5);
+        }
+        assertEquals(new StreamEnd(2, 4, 11, "its subscriber cancelled"), ranks.get(1).streamEnd(4));
         ranks.get(2).abort(7, "out of memory");
         PeerAbort seen = awaitAbort(ranks.get(0));
         assertEquals(2, seen.rank());
-        assertEquals(7, seen.sequence());
+        assertEquals(7, seen.call());
         assertEquals("out of memory", seen.reason());
         assertNull(ranks.get(2).pendingAbort(), "no notice of its own abort");
         closeAll(ranks);
@@ -137,7 +151,7 @@ class RendezvousTest {
         ranks.get(2).dropConnectionForTest();
         PeerAbort seen = awaitAbort(ranks.get(1));
         assertEquals(2, seen.rank());
-        assertEquals(-1, seen.sequence());
+        assertEquals(-1, seen.call());
         assertTrue(seen.reason().contains("exited or lost its connection"), seen.reason());
         closeAll(List.of(ranks.get(0), ranks.get(1)));
     }

@@ -2,19 +2,19 @@ package io.gradsync.core.transport.local;
 
 import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
-import io.gradsync.core.transport.PeerAbort;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.TransportException;
+import java.util.Objects;
 import java.util.concurrent.atomic.AtomicIntegerArray;
-import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * The in-JVM transport: every rank is a thread of this JVM, and a message is written once, by the
  * sender, straight into the receiver's slot. It is what tests and single-process benchmarks use, and
- * the reference for what other transports must do.
+ * the reference for what other transports must do. Its job context is an {@link InMemoryJob}.
  *
  * <p>Slot memory for a direction of a link is allocated when the link is first used, so a ring over
  * 16 ranks allocates 32 rings, not 240.
@@ -24,16 +24,12 @@ public final class LocalTransport implements AutoCloseable {
     private final int slotBytes;
     private final int slots;
     private final SlotRing[][] rings;
-    private final AtomicLongArray announced;
-    private final AtomicReferenceArray<PeerAbort> aborts;
+    private final InMemoryJob job;
     private final AtomicReferenceArray<LocalEndpoint> endpoints;
     private final AtomicIntegerArray closed;
-    private final int[] hostOfRank;
 
-    private LocalTransport(int size, int slotBytes, int slots, int[] hostOfRank) {
-        if (size < 1) {
-            throw new IllegalArgumentException("size must be >= 1, was " + size);
-        }
+    private LocalTransport(InMemoryJob job, int slotBytes, int slots) {
+        int size = job.size();
         if (slotBytes < 8) {
             throw new IllegalArgumentException("slot size must be >= 8 bytes, was " + slotBytes);
         }
@@ -44,29 +40,9 @@ public final class LocalTransport implements AutoCloseable {
         this.slotBytes = slotBytes;
         this.slots = slots;
         this.rings = new SlotRing[size][size];
-        this.announced = new AtomicLongArray(size);
-        for (int i = 0; i < size; i++) {
-            announced.set(i, -1);
-        }
-        this.aborts = new AtomicReferenceArray<>(size);
+        this.job = job;
         this.endpoints = new AtomicReferenceArray<>(size);
         this.closed = new AtomicIntegerArray(size);
-        this.hostOfRank = hostOfRank == null ? new int[size] : checkedHosts(hostOfRank, size);
-    }
-
-    private static int[] checkedHosts(int[] hostOfRank, int size) {
-        if (hostOfRank.length != size) {
-            throw new IllegalArgumentException("host layout names " + hostOfRank.length + " ranks, job has " + size);
-        }
-        int nextHost = 0;
-        for (int host : hostOfRank) {
-            if (host < 0 || host > nextHost) {
-                throw new IllegalArgumentException("hosts must be numbered 0, 1, ... in order of their first rank: "
-                        + java.util.Arrays.toString(hostOfRank));
-            }
-            nextHost = Math.max(nextHost, host + 1);
-        }
-        return hostOfRank.clone();
     }
 
     /** A job of {@code size} ranks with the configured chunk size and pipeline depth. */
@@ -81,7 +57,7 @@ public final class LocalTransport implements AutoCloseable {
      * @param slots receive slots per link direction (the pipelining depth)
      */
     public static LocalTransport create(int size, int slotBytes, int slots) {
-        return new LocalTransport(size, slotBytes, slots, null);
+        return new LocalTransport(InMemoryJob.create(size), slotBytes, slots);
     }
 
     /**
@@ -90,7 +66,10 @@ public final class LocalTransport implements AutoCloseable {
      * rank, e.g. {@code {0, 0, 1, 1}} or {@code {0, 1, 0, 1}}.
      */
     public static LocalTransport create(int size, int slotBytes, int slots, int[] hostOfRank) {
-        return new LocalTransport(size, slotBytes, slots, java.util.Objects.requireNonNull(hostOfRank, "hostOfRank"));
+        if (hostOfRank.length != size) {
+            throw new IllegalArgumentException("host layout names " + hostOfRank.length + " ranks, job has " + size);
+        }
+        return new LocalTransport(InMemoryJob.create(hostOfRank), slotBytes, slots);
     }
 
     public int size() {
@@ -99,8 +78,8 @@ public final class LocalTransport implements AutoCloseable {
 
     /** The endpoint of {@code rank}; each rank's endpoint is handed out once. */
     public Endpoint endpoint(int rank) {
-        java.util.Objects.checkIndex(rank, size);
-        LocalEndpoint endpoint = new LocalEndpoint(rank);
+        Objects.checkIndex(rank, size);
+        LocalEndpoint endpoint = new LocalEndpoint(job.context(rank));
         if (!endpoints.compareAndSet(rank, null, endpoint)) {
             throw new IllegalStateException("the endpoint of rank " + rank + " was already taken");
         }
@@ -147,46 +126,20 @@ public final class LocalTransport implements AutoCloseable {
     }
 
     private final class LocalEndpoint implements Endpoint {
+        private final JobContext job;
         private final int rank;
         private final Link[] links;
         private volatile boolean open = true;
 
-        LocalEndpoint(int rank) {
-            this.rank = rank;
+        LocalEndpoint(JobContext job) {
+            this.job = job;
+            this.rank = job.rank();
             this.links = new Link[size];
         }
 
         @Override
-        public int rank() {
-            return rank;
-        }
-
-        @Override
-        public int size() {
-            return size;
-        }
-
-        @Override
-        public int localRank() {
-            int below = 0;
-            for (int r = 0; r < rank; r++) {
-                below += hostOfRank[r] == hostOfRank[rank] ? 1 : 0;
-            }
-            return below;
-        }
-
-        @Override
-        public int localSize() {
-            int same = 0;
-            for (int host : hostOfRank) {
-                same += host == hostOfRank[rank] ? 1 : 0;
-            }
-            return same;
-        }
-
-        @Override
-        public int hostOf(int peer) {
-            return hostOfRank[java.util.Objects.checkIndex(peer, size)];
+        public JobContext job() {
+            return job;
         }
 
         @Override
@@ -206,7 +159,7 @@ public final class LocalTransport implements AutoCloseable {
 
         @Override
         public Link link(int peer) {
-            java.util.Objects.checkIndex(peer, size);
+            Objects.checkIndex(peer, size);
             if (peer == rank) {
                 throw new IllegalArgumentException("rank " + rank + " has no link to itself");
             }
@@ -224,35 +177,11 @@ public final class LocalTransport implements AutoCloseable {
         }
 
         @Override
-        public void announce(long sequence) {
-            announced.set(rank, sequence);
-        }
-
-        @Override
-        public long announced(int peer) {
-            return announced.get(peer);
-        }
-
-        @Override
-        public void abort(long sequence, String reason) {
-            PeerAbort notice = new PeerAbort(rank, sequence, reason);
-            for (int peer = 0; peer < size; peer++) {
-                if (peer != rank) {
-                    aborts.compareAndSet(peer, null, notice);
-                }
-            }
-        }
-
-        @Override
-        public PeerAbort pendingAbort() {
-            return aborts.get(rank);
-        }
-
-        @Override
         public void close() {
             if (open) {
                 open = false;
                 closed.set(rank, 1);
+                job.close();
             }
         }
 

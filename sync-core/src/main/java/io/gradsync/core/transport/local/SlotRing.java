@@ -19,8 +19,9 @@ final class SlotRing {
     private final Region[] payloads;
     private final int slotBytes;
     private final int[] lengths;
-    private final long[] sequences;
+    private final long[] calls;
     private final long[] descriptors;
+    private final long[] arguments;
     /** Messages committed; written by the sender only. */
     private final AtomicLong produced = new AtomicLong();
     /** Messages released; written by the receiver only. */
@@ -46,8 +47,9 @@ final class SlotRing {
             payloads[i] = all.slice((long) i * slotBytes, slotBytes);
         }
         lengths = new int[slots];
-        sequences = new long[slots];
+        calls = new long[slots];
         descriptors = new long[slots];
+        arguments = new long[slots];
     }
 
     /** The next free slot, or null when all slots hold unreleased messages. Sender thread only. */
@@ -97,13 +99,14 @@ final class SlotRing {
         }
 
         @Override
-        public void commit(long sequence, long descriptor) {
+        public void commit(long call, long descriptor, long args) {
             if (!claimed) {
                 throw new IllegalStateException("commit without claim");
             }
             lengths[index] = length;
-            sequences[index] = sequence;
+            calls[index] = call;
             descriptors[index] = descriptor;
+            arguments[index] = args;
             claimed = false;
             produced.lazySet(produced.get() + 1); // release: publishes payload and header together
         }
@@ -123,13 +126,18 @@ final class SlotRing {
         }
 
         @Override
-        public long sequence() {
-            return sequences[index];
+        public long call() {
+            return calls[index];
         }
 
         @Override
         public long descriptor() {
             return descriptors[index];
+        }
+
+        @Override
+        public long arguments() {
+            return arguments[index];
         }
 
         @Override

@@ -7,7 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.memory.Elements;
+import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
+import io.gradsync.core.transport.StreamEnd;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
@@ -28,15 +31,16 @@ class LocalTransportTest {
                 SendSlot slot = out.tryClaim(8);
                 assertNotNull(slot, "credit " + i);
                 Elements.putLong(slot.payload().base(), slot.payload().offset(), 100 + i);
-                slot.commit(7, 42 + i);
+                slot.commit(7, 42 + i, 900 + i);
             }
             assertNull(out.tryClaim(8), "a fourth message with three slots");
             assertEquals(3, transport.messagesInFlight());
             RecvSlot first = in.poll();
             assertEquals(100, Elements.getLong(first.payload().base(), first.payload().offset()));
             assertEquals(8, first.length());
-            assertEquals(7, first.sequence());
+            assertEquals(7, first.call());
             assertEquals(42, first.descriptor());
+            assertEquals(900, first.arguments());
             assertThrows(IllegalStateException.class, in::poll, "second poll before release");
             first.release();
             assertNotNull(out.tryClaim(8), "released slot is a credit again");
@@ -55,7 +59,7 @@ class LocalTransportTest {
             Endpoint a = transport.endpoint(0);
             Endpoint b = transport.endpoint(1);
             SendSlot slot = a.link(1).tryClaim(0);
-            slot.commit(0, 0);
+            slot.commit(0, 0, 0);
             a.close();
             Link fromA = b.link(0);
             fromA.poll().release();
@@ -67,16 +71,25 @@ class LocalTransportTest {
     }
 
     @Test
-    void abortsAndAnnouncementsReachEveryPeer() {
+    void abortsAnnouncementsAndStreamEndsReachEveryPeer() {
         try (LocalTransport transport = LocalTransport.create(3, 64, 2)) {
-            Endpoint[] e = {transport.endpoint(0), transport.endpoint(1), transport.endpoint(2)};
-            assertEquals(-1, e[0].announced(2));
-            e[2].announce(5);
-            assertEquals(5, e[0].announced(2));
+            JobContext[] e = {transport.endpoint(0).job(), transport.endpoint(1).job(), transport.endpoint(2).job()};
+            assertNull(e[0].announced(2));
+            Call call = new Call(5, 6, 7);
+            e[2].announce(call);
+            assertEquals(call, e[0].announced(2));
             e[1].abort(5, "out of memory");
             assertNull(e[1].pendingAbort());
             assertEquals("out of memory", e[0].pendingAbort().reason());
             assertEquals(1, e[2].pendingAbort().rank());
+            e[0].endStream(3, 10, "cancelled");
+            assertNull(e[0].streamEnd(3), "no notice of its own stream end");
+            e[2].endStream(3, 8, "cancelled too");
+            assertEquals(new StreamEnd(2, 3, 8, "cancelled too"), e[1].streamEnd(3), "the earliest end wins");
+            assertEquals(10, e[2].streamEnd(3).calls());
+            e[1].forgetStreamsBefore(4);
+            assertNull(e[1].streamEnd(3));
+            assertEquals(10, e[2].streamEnd(3).calls(), "each rank forgets for itself");
         }
     }
 
