@@ -51,8 +51,8 @@ class RdmaTransportUnitTest {
     @Test
     void slotsHoldTheHeaderAndAreCacheLineAligned() {
         assertEquals(64, VerbsLink.stride(0));
-        assertEquals(64, VerbsLink.stride(48));
-        assertEquals(128, VerbsLink.stride(49));
+        assertEquals(64, VerbsLink.stride(32));
+        assertEquals(128, VerbsLink.stride(33));
         assertEquals(262_144 + 64, VerbsLink.stride(262_144));
     }
 
