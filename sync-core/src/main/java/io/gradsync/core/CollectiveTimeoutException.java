@@ -4,7 +4,7 @@ package io.gradsync.core;
 public final class CollectiveTimeoutException extends CollectiveException {
     private static final long serialVersionUID = 1L;
 
-    public CollectiveTimeoutException(int rank, String collective, long sequence, int peer, String detail) {
-        super(rank, collective, sequence, peer, detail, null);
+    public CollectiveTimeoutException(int rank, String collective, long call, int peer, String detail) {
+        super(rank, collective, call, peer, detail, null);
     }
 }

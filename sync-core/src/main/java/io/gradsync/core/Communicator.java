@@ -2,6 +2,7 @@ package io.gradsync.core;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.CallIds;
 import io.gradsync.core.algorithm.RingAllReduce;
 import io.gradsync.core.algorithm.CollectiveContext;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
@@ -13,9 +14,16 @@ import io.gradsync.core.select.AllReduceSelector;
 import io.gradsync.core.select.CostModel;
 import io.gradsync.core.select.CostModelFile;
 import io.gradsync.core.select.Topology;
+import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -26,17 +34,29 @@ import reactor.core.publisher.Mono;
  * A rank's handle on a job: who it is ({@link #rank()}, {@link #size()}, its host-local place) and the
  * collectives it can run with its peers over the {@link Endpoint} behind it.
  *
- * <h2>Ordering and threads</h2>
- * Collectives run one at a time, in the order they are subscribed to, on this communicator's progress
- * thread; every rank must issue the same collectives in the same order (as with MPI and NCCL). Results
- * are signalled on the progress thread: move heavy downstream work elsewhere with
- * {@code publishOn}.
+ * <h2>Ordering, identity and threads</h2>
+ * Collectives run one at a time, in the order they are submitted, on this communicator's progress
+ * thread; every rank must issue the same collectives in the same order (as with MPI and NCCL). Each call
+ * has an identity that is the same on every rank: every subscription to the {@link #allReduce(ReduceOp)
+ * operator} is a <em>stream</em> whose {@code p}-th gradient is call {@code #S.p}, and every single call
+ * (a {@code Mono} or {@code ...Blocking} form) is a stream of its own, {@code #S}; streams are numbered
+ * in the order they are assembled (the operator applied with {@code transform}, the {@code Mono} made),
+ * which is program order. Every message carries its call's identity, so contributions of
+ * different logical calls are never combined, whatever a cancel did to the streams before. Results are
+ * signalled on the progress thread (or on the thread that requests them): move heavy downstream work
+ * elsewhere with {@code publishOn}, and never block on this communicator from there (the blocking forms
+ * refuse to).
  *
  * <h2>Errors</h2>
  * A failed collective (timeout, mismatch, dead or aborting peer) fails with a {@link CollectiveException}
- * that names this rank, the collective and its sequence number, and the peer involved. The failure is
- * sent to every peer, so that they fail promptly instead of waiting out their deadline, and this
- * communicator stays failed: later calls fail at once. Create a new job to recover.
+ * that names this rank, the collective and its identity, and the peer involved. Every argument that
+ * must agree across ranks (kind, count, type, operator, root, algorithm, chunk size) is checked on every
+ * message and in what each rank announces, so a disagreement fails every rank with a
+ * {@link CollectiveMismatchException} describing both calls. The failure is sent to every peer, so that
+ * they fail promptly instead of waiting out their deadline, and this communicator stays failed: later
+ * calls fail at once. Create a new job to recover. The one exception is a {@link StreamEndedException}:
+ * a stream that ended early on some rank (a cancel) abandons its remaining calls on every rank, and the
+ * communicator stays usable.
  */
 public final class Communicator implements AutoCloseable {
     private static final String ALLREDUCE = "allreduce";
@@ -48,6 +68,9 @@ public final class Communicator implements AutoCloseable {
     private static final String BARRIER = "barrier";
 
     private final Endpoint endpoint;
+    private final int chunkBytes;
+    private final Duration timeout;
+    private final AtomicLong nextStream = new AtomicLong();
     private final AllReduceSelector allReduceSelector;
     /** The 16-bit type float32 AllReduce payloads travel as, or null. */
     private final DataType wireCompression;
@@ -56,10 +79,12 @@ public final class Communicator implements AutoCloseable {
 
     private Communicator(Builder builder) {
         this.endpoint = builder.endpoint;
+        this.chunkBytes = Math.min(builder.chunkBytes, endpoint.maxMessageBytes());
+        this.timeout = builder.timeout;
         this.allReduceSelector = builder.allReduceSelector();
         this.wireCompression = builder.wireCompression;
         this.compressedRing = wireCompression == null ? null : new RingAllReduce(wireCompression);
-        this.progress = new ProgressThread(endpoint, builder.chunkBytes, builder.timeout.toNanos(), builder.idleStrategy);
+        this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), builder.idleStrategy);
     }
 
     /** A communicator over {@code endpoint} with settings from {@link GradSyncConfiguration}. */
@@ -121,23 +146,28 @@ public final class Communicator implements AutoCloseable {
     /**
      * The training-loop operator: each gradient of the upstream flux is reduced in place across all
      * ranks and emitted, in upstream order, once its reduction is complete. Use it with
-     * {@code gradients.transform(comm.allReduce(ReduceOp.SUM))}.
+     * {@code gradients.transform(comm.allReduce(ReduceOp.SUM))}. Each subscription is one stream of calls
+     * whose {@code p}-th gradient is reduced with the {@code p}-th gradient of the same stream on every
+     * other rank.
      *
      * <p><b>Demand.</b> At most one gradient is reduced ahead of downstream demand, and at most
      * {@code prefetch = 2} are requested from upstream ahead of that. Reduction never outruns a slow
      * consumer by more than one gradient.
      *
-     * <p><b>Cancel.</b> A collective that was already submitted still runs to completion, because its
-     * peers are inside it and would otherwise time out; its result is dropped. No collective is
-     * submitted after the cancel, and gradients not yet submitted are dropped. After a cancel every
-     * transport slot is free and the communicator is ready for the next collective. Cancel on every rank
-     * at the same point of the stream (as {@code take(n)} does); a rank that stops early makes its peers
-     * fail their next collective with a timeout that names it.
+     * <p><b>Cancel</b> (a {@code take(n)}, a timeout, a dispose, an error downstream). A collective that was
+     * already submitted still runs, because its peers may be inside it; its gradient is then dropped to the
+     * {@code doOnDiscard} hook, as are gradients not yet submitted. The ranks need not cancel at the same
+     * point: each tells the others how many gradients of the stream it submitted, and a call beyond what
+     * some rank submitted fails on every rank that runs it with a {@link StreamEndedException} (its gradient,
+     * possibly half reduced, is dropped or, where the subscriber is still there, the stream fails with that
+     * error) instead of completing with another call's data or hanging. The communicator stays usable: the
+     * next stream starts afresh on every rank, exact. A gradient whose call was abandoned half way has
+     * undefined contents.
      *
-     * <p><b>Errors.</b> An upstream error, or an invalid gradient, terminates this flux with that error
-     * once the collective in progress has been emitted, and aborts the job: peers fail their next collective with a {@link PeerFailureException} that
-     * names this rank and carries the error's message. A failed collective terminates the flux with its
-     * {@link CollectiveException}.
+     * <p><b>Errors.</b> An upstream error, or an invalid gradient, terminates this flux with that error once
+     * the gradients before it have been emitted, and aborts the job: peers fail their next collective with
+     * a {@link PeerFailureException} that names this rank and carries the error's message. A failed
+     * collective terminates the flux with its {@link CollectiveException} at once.
      */
     public Function<Flux<GradientBuffer>, Flux<GradientBuffer>> allReduce(ReduceOp op) {
         return allReduce(op, Function.identity());
@@ -150,25 +180,27 @@ public final class Communicator implements AutoCloseable {
     public <T> Function<Flux<T>, Flux<T>> allReduce(ReduceOp op, Function<? super T, GradientBuffer> gradientOf) {
         Objects.requireNonNull(op, "op");
         Objects.requireNonNull(gradientOf, "gradientOf");
-        // materialize() turns an upstream error into an item, so it is handled after the gradients
-        // that came before it, in order, while a failed collective still ends the stream at once.
-        return upstream -> upstream.materialize().concatMap(signal -> {
-            if (signal.isOnNext()) {
-                T item = signal.get();
-                try {
-                    GradientBuffer gradient = gradientOf.apply(item);
-                    return allReduce(gradient, gradient, op).thenReturn(item);
-                } catch (RuntimeException invalid) {
-                    return abortJob(invalid);
-                }
-            }
-            return signal.isOnError() ? abortJob(signal.getThrowable()) : Mono.<T>empty();
-        }, 2);
+        return upstream -> new AllReduceOperator<>(upstream, this, op, gradientOf);
     }
 
-    private <T> Mono<T> abortJob(Throwable error) {
-        progress.abortJob("gradient stream failed: " + error);
-        return Mono.error(error);
+    /** A new stream's number: streams are numbered in the order they are assembled. */
+    long openStream() {
+        return nextStream.getAndIncrement();
+    }
+
+    /** Submits gradient {@code position} of stream {@code stream}, reduced in place. */
+    void submitStreamCall(long stream, long position, GradientBuffer gradient, ReduceOp op, ProgressThread.Completion completion) {
+        progress.submit(allReduceTask(CallIds.of(stream, position), gradient, gradient, op,
+                allReduceChoice(gradient.count(), gradient.dataType()), completion));
+    }
+
+    /** Records, after the stream's last submission, that it ended after {@code submitted} calls. */
+    void closeStream(long stream, long submitted, String earlyEnd) {
+        progress.closeStream(stream, submitted, earlyEnd);
+    }
+
+    void abortJob(String reason) {
+        progress.abortJob(reason);
     }
 
     /**
@@ -204,25 +236,37 @@ public final class Communicator implements AutoCloseable {
 
     private Mono<GradientBuffer> submitAllReduce(GradientBuffer input, GradientBuffer output, ReduceOp op,
                                                  AllReduceChoice choice) {
+        return single(output, (call, completion) -> allReduceTask(call, input, output, op, choice, completion));
+    }
+
+    private ProgressThread.Task allReduceTask(long call, GradientBuffer input, GradientBuffer output, ReduceOp op,
+                                              AllReduceChoice choice, ProgressThread.Completion completion) {
         boolean compressed = compressedRing != null && input.dataType() == DataType.FLOAT32;
         AllReduceAlgorithm algorithm = compressed ? compressedRing : choice.algorithm();
         long descriptor = CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(), input.dataType(), op);
         if (compressed) {
             descriptor = CollectiveDescriptor.withWire(descriptor, wireCompression);
         }
-        long plannedDescriptor = CollectiveDescriptor.withPlan(descriptor, algorithm.name(), choice.chunkBytes());
-        return Mono.create(sink -> progress.submit(new ProgressThread.Task(ALLREDUCE, plannedDescriptor,
-                ctx -> algorithm.allReduce(ctx, input, output, op), choice.chunkBytes(), output, sink)));
+        Call header = new Call(call, CollectiveDescriptor.withPlan(descriptor, algorithm.name()),
+                CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, Math.min(choice.chunkBytes(), endpoint.maxMessageBytes())));
+        return new ProgressThread.Task(ALLREDUCE, header, ctx -> algorithm.allReduce(ctx, input, output, op), completion);
     }
 
-    /** Blocking form of {@link #allReduce(GradientBuffer, ReduceOp)} for code outside a reactive pipeline. */
+    /**
+     * Blocking form of {@link #allReduce(GradientBuffer, ReduceOp)} for code outside a reactive pipeline.
+     * Like every blocking form it waits only while the communicator makes progress (a collective fails
+     * after the configured timeout without progress), and refuses to run on the progress thread.
+     *
+     * @throws IllegalStateException when called on the progress thread (from a downstream operator without
+     *         {@code publishOn}), where it would wait for itself
+     */
     public void allReduceBlocking(GradientBuffer buffer, ReduceOp op) {
-        allReduce(buffer, op).block();
+        await(ALLREDUCE, () -> allReduce(buffer, op));
     }
 
     /** Blocking form of {@link #allReduce(GradientBuffer, GradientBuffer, ReduceOp)}. */
     public void allReduceBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        allReduce(input, output, op).block();
+        await(ALLREDUCE, () -> allReduce(input, output, op));
     }
 
     /**
@@ -243,12 +287,12 @@ public final class Communicator implements AutoCloseable {
         requireNoOverlapUnless(REDUCE_SCATTER, input, output, blockStart(input, output.count(), rank()),
                 "output is block " + rank() + " of input");
         return submit(REDUCE_SCATTER, CollectiveDescriptor.of(CollectiveDescriptor.REDUCE_SCATTER, output.count(),
-                input.dataType(), op), ctx -> Collectives.reduceScatter(ctx, input, output, op), output);
+                input.dataType(), op), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.reduceScatter(ctx, input, output, op), output);
     }
 
     /** Blocking form of {@link #reduceScatter}. */
     public void reduceScatterBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        reduceScatter(input, output, op).block();
+        await(REDUCE_SCATTER, () -> reduceScatter(input, output, op));
     }
 
     /**
@@ -266,12 +310,12 @@ public final class Communicator implements AutoCloseable {
         requireNoOverlapUnless(ALL_GATHER, output, input, blockStart(output, input.count(), rank()),
                 "input is block " + rank() + " of output");
         return submit(ALL_GATHER, CollectiveDescriptor.of(CollectiveDescriptor.ALL_GATHER, input.count(),
-                input.dataType(), null), ctx -> Collectives.allGather(ctx, input, output), output);
+                input.dataType(), null), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.allGather(ctx, input, output), output);
     }
 
     /** Blocking form of {@link #allGather}. */
     public void allGatherBlocking(GradientBuffer input, GradientBuffer output) {
-        allGather(input, output).block();
+        await(ALL_GATHER, () -> allGather(input, output));
     }
 
     /**
@@ -299,20 +343,20 @@ public final class Communicator implements AutoCloseable {
                     + ", which receives from root " + root + ": " + buffer);
         }
         boolean chain = algorithm.resolve(buffer.byteSize()) == BroadcastAlgorithm.CHAIN;
-        long descriptor = CollectiveDescriptor.rooted(chain ? CollectiveDescriptor.BROADCAST_CHAIN
-                : CollectiveDescriptor.BROADCAST_TREE, buffer.count(), buffer.dataType(), null, root);
-        return submit(BROADCAST, descriptor, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
+        long descriptor = CollectiveDescriptor.of(chain ? CollectiveDescriptor.BROADCAST_CHAIN
+                : CollectiveDescriptor.BROADCAST_TREE, buffer.count(), buffer.dataType(), null);
+        return submit(BROADCAST, descriptor, root, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
                 : ctx -> Collectives.broadcastTree(ctx, buffer, root), buffer);
     }
 
     /** Blocking form of {@link #broadcast(GradientBuffer, int)}. */
     public void broadcastBlocking(GradientBuffer buffer, int root) {
-        broadcast(buffer, root).block();
+        await(BROADCAST, () -> broadcast(buffer, root));
     }
 
     /** Blocking form of {@link #broadcast(GradientBuffer, int, BroadcastAlgorithm)}. */
     public void broadcastBlocking(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
-        broadcast(buffer, root, algorithm).block();
+        await(BROADCAST, () -> broadcast(buffer, root, algorithm));
     }
 
     /**
@@ -328,13 +372,13 @@ public final class Communicator implements AutoCloseable {
     public Mono<GradientBuffer> reduce(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
         validate(REDUCE, input, output, op);
         requireRoot(REDUCE, root);
-        return submit(REDUCE, CollectiveDescriptor.rooted(CollectiveDescriptor.REDUCE, input.count(), input.dataType(),
-                op, root), ctx -> Collectives.reduce(ctx, input, output, op, root), output);
+        return submit(REDUCE, CollectiveDescriptor.of(CollectiveDescriptor.REDUCE, input.count(), input.dataType(), op),
+                root, ctx -> Collectives.reduce(ctx, input, output, op, root), output);
     }
 
     /** Blocking form of {@link #reduce}. */
     public void reduceBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
-        reduce(input, output, op, root).block();
+        await(REDUCE, () -> reduce(input, output, op, root));
     }
 
     /**
@@ -357,12 +401,12 @@ public final class Communicator implements AutoCloseable {
         }
         requireNoOverlapUnless(ALL_TO_ALL, input, output, -1, "never (all-to-all is out of place only)");
         return submit(ALL_TO_ALL, CollectiveDescriptor.of(CollectiveDescriptor.ALL_TO_ALL, input.count() / size(),
-                input.dataType(), null), ctx -> Collectives.allToAll(ctx, input, output), output);
+                input.dataType(), null), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.allToAll(ctx, input, output), output);
     }
 
     /** Blocking form of {@link #allToAll}. */
     public void allToAllBlocking(GradientBuffer input, GradientBuffer output) {
-        allToAll(input, output).block();
+        await(ALL_TO_ALL, () -> allToAll(input, output));
     }
 
     /**
@@ -371,31 +415,105 @@ public final class Communicator implements AutoCloseable {
      */
     public Mono<Void> barrier() {
         return submit(BARRIER, CollectiveDescriptor.of(CollectiveDescriptor.BARRIER, 0, DataType.INT32, null),
-                Collectives::barrier, null).then();
+                CollectiveDescriptor.NO_ROOT, Collectives::barrier, null).then();
     }
 
     /** Blocking form of {@link #barrier()}. */
     public void barrierBlocking() {
-        barrier().block();
+        await(BARRIER, () -> barrier());
     }
 
-    private Mono<GradientBuffer> submit(String collective, long descriptor,
-                                        Consumer<CollectiveContext> body,
+    private Mono<GradientBuffer> submit(String collective, long descriptor, int root, Consumer<CollectiveContext> body,
                                         GradientBuffer result) {
-        return Mono.create(sink -> progress.submit(new ProgressThread.Task(collective, descriptor, body, result, sink)));
+        long arguments = CollectiveDescriptor.arguments(root, chunkBytes);
+        return single(result, (call, completion) ->
+                new ProgressThread.Task(collective, new Call(call, descriptor, arguments), body, completion));
+    }
+
+    /** Builds a single call's task once its identity is known. */
+    private interface TaskFactory {
+        ProgressThread.Task task(long call, ProgressThread.Completion completion);
+    }
+
+    /**
+     * A lazy single call. Its stream is numbered now, at assembly, in program order (as the operator's
+     * are); a second subscription of the same Mono is numbered when it subscribes.
+     */
+    private Mono<GradientBuffer> single(GradientBuffer result, TaskFactory factory) {
+        long assembled = openStream();
+        AtomicBoolean subscribed = new AtomicBoolean();
+        return Mono.create(sink -> {
+            ProgressThread.Completion completion = new ProgressThread.Completion() {
+                @Override
+                public void succeeded() {
+                    sink.success(result);
+                }
+
+                @Override
+                public void failed(CollectiveException error) {
+                    sink.error(error);
+                }
+            };
+            long stream = subscribed.compareAndSet(false, true) ? assembled : openStream();
+            progress.submit(factory.task(CallIds.single(stream), completion));
+        });
+    }
+
+    /**
+     * Waits for a single call, for as long as the communicator moves: a collective that stops moving fails
+     * on its own after the configured timeout, so the wait only gives up when the progress thread itself
+     * is held up longer than that (by a subscriber's callback that blocks it).
+     */
+    private void await(String collective, Supplier<? extends Mono<?>> call) {
+        if (progress.isCurrentThread()) {
+            throw new IllegalStateException("rank " + rank() + ": a blocking " + collective + " on the communicator's "
+                    + "progress thread would wait for itself: this code runs inside a collective's signal (a "
+                    + "downstream operator without publishOn). Move it off with publishOn(Schedulers.boundedElastic()) "
+                    + "or use the non-blocking form");
+        }
+        CompletableFuture<?> result = call.get().toFuture();
+        long limitNanos = timeout.toNanos() + TimeUnit.SECONDS.toNanos(5);
+        while (true) {
+            try {
+                result.get(100, TimeUnit.MILLISECONDS);
+                return;
+            } catch (TimeoutException e) {
+                long stalled = progress.stalledNanos();
+                if (stalled > limitNanos) {
+                    result.cancel(false);
+                    throw new CollectiveTimeoutException(rank(), collective, -1, -1, "the communicator's progress thread "
+                            + "has not moved for " + stalled / 1_000_000 + " ms (is a subscriber's callback blocking it?)");
+                }
+            } catch (ExecutionException e) {
+                Throwable cause = e.getCause();
+                if (cause instanceof RuntimeException runtime) {
+                    throw runtime;
+                }
+                throw new IllegalStateException(cause);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("rank " + rank() + ": interrupted while waiting for " + collective, e);
+            }
+        }
     }
 
     /**
      * Fails collectives that have not started, lets a running one finish within its deadline, stops the
-     * progress thread and closes the endpoint.
+     * progress thread and closes the endpoint (or, if a collective or a callback still holds the progress
+     * thread when the deadline has passed, leaves that to the thread: transport memory is never freed while
+     * a collective may touch it).
      */
     @Override
     public void close() {
         progress.shutdown();
-        endpoint.close();
     }
 
     private static void validate(GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        validate(ALLREDUCE, input, output, op);
+    }
+
+    /** The operator's check of each gradient, as the single call makes it. */
+    void validateAllReduce(GradientBuffer input, GradientBuffer output, ReduceOp op) {
         validate(ALLREDUCE, input, output, op);
     }
 

@@ -4,8 +4,8 @@ package io.gradsync.core;
 public final class PeerFailureException extends CollectiveException {
     private static final long serialVersionUID = 1L;
 
-    public PeerFailureException(int rank, String collective, long sequence, int peer, String detail,
+    public PeerFailureException(int rank, String collective, long call, int peer, String detail,
                                 Throwable cause) {
-        super(rank, collective, sequence, peer, detail, cause);
+        super(rank, collective, call, peer, detail, cause);
     }
 }

@@ -1,47 +1,41 @@
 package io.gradsync.core;
 
 import io.gradsync.core.algorithm.CollectiveContext;
+import io.gradsync.core.algorithm.Inbox;
+import io.gradsync.core.algorithm.StreamLedger;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
-import reactor.core.publisher.MonoSink;
 
 /**
  * The thread that runs a communicator's collectives, one at a time and in submission order, and owns
- * everything they touch: the endpoint, the sequence counter, the idle strategy and the failed state.
+ * everything they touch: the endpoint, the stream ledger and inbox, the idle strategy and the failed
+ * state. It closes the endpoint itself, after its last collective, so that no transport memory is freed
+ * while a collective may still touch it.
  */
 final class ProgressThread {
     private static final System.Logger LOG = System.getLogger("io.gradsync.core");
     private static final Object STOP = new Object();
     /** Long enough to catch a back-to-back call, short enough not to steal a shared core for long. */
     private static final long WAIT_BEFORE_BLOCKING_NANOS = 50_000;
+    /** What {@link #shutdown} allows beyond the collective deadline for the running collective to end. */
+    private static final long SHUTDOWN_GRACE_MS = 5_000;
+
+    /** How a submitted collective reports its outcome; called on the progress thread. */
+    interface Completion {
+        void succeeded();
+
+        void failed(CollectiveException error);
+    }
 
     /** One submitted collective. */
-    static final class Task {
-        final String collective;
-        final long descriptor;
-        final Consumer<CollectiveContext> body;
-        /** Chunk size for this call; 0 = the communicator's. */
-        final int chunkBytes;
-        final GradientBuffer result;
-        final MonoSink<GradientBuffer> sink;
-
-        Task(String collective, long descriptor, Consumer<CollectiveContext> body, GradientBuffer result,
-             MonoSink<GradientBuffer> sink) {
-            this(collective, descriptor, body, 0, result, sink);
-        }
-
-        Task(String collective, long descriptor, Consumer<CollectiveContext> body, int chunkBytes,
-             GradientBuffer result, MonoSink<GradientBuffer> sink) {
-            this.collective = collective;
-            this.descriptor = descriptor;
-            this.body = body;
-            this.chunkBytes = chunkBytes;
-            this.result = result;
-            this.sink = sink;
-        }
+    record Task(String collective, Call call, Consumer<CollectiveContext> body, Completion completion) {
     }
 
     /** A request, from a user thread, to abort the job once the collectives queued before it are done. */
@@ -49,20 +43,28 @@ final class ProgressThread {
     }
 
     private final Endpoint endpoint;
-    private final int chunkBytes;
     private final long timeoutNanos;
     private final IdleStrategy idle;
+    private final StreamLedger ledger = new StreamLedger();
+    private final Inbox inbox;
     private final LinkedBlockingQueue<Object> queue = new LinkedBlockingQueue<>();
     private final Thread thread;
+    /** When the thread last moved: started or finished a task, or moved a message. */
+    private final AtomicLong heartbeat = new AtomicLong(System.nanoTime());
+    private final CountDownLatch stopped = new CountDownLatch(1);
+    private final AtomicBoolean endpointClosed = new AtomicBoolean();
+    private volatile boolean busy;
     private volatile boolean closing;
+    private volatile boolean closeEndpointOnExit;
     private volatile CollectiveException failure;
-    private long nextSequence;
+    /** The last call this thread ran, or -1. */
+    private long lastCall = -1;
 
-    ProgressThread(Endpoint endpoint, int chunkBytes, long timeoutNanos, Supplier<IdleStrategy> idleStrategy) {
+    ProgressThread(Endpoint endpoint, long timeoutNanos, Supplier<IdleStrategy> idleStrategy) {
         this.endpoint = endpoint;
-        this.chunkBytes = chunkBytes;
         this.timeoutNanos = timeoutNanos;
         this.idle = idleStrategy.get();
+        this.inbox = new Inbox(endpoint.job().size(), ledger);
         this.thread = new Thread(this::run, "gradsync-progress-rank-" + endpoint.job().rank());
         thread.setDaemon(true);
         thread.start();
@@ -70,12 +72,24 @@ final class ProgressThread {
 
     void submit(Task task) {
         if (closing) {
-            task.sink.error(closedError(task));
+            task.completion().failed(closedError(task));
             return;
         }
         queue.add(task);
         if (closing && queue.remove(task)) {
-            task.sink.error(closedError(task));
+            task.completion().failed(closedError(task));
+        }
+    }
+
+    /**
+     * Records, from any thread, after the stream's last submission, that {@code stream} ended after
+     * {@code submitted} calls. When it ended early ({@code earlyEnd} says why) peers are told at once, not
+     * behind this rank's queued calls: they may be waiting in a call this rank will never run.
+     */
+    void closeStream(long stream, long submitted, String earlyEnd) {
+        ledger.endedHere(stream, submitted);
+        if (earlyEnd != null && failure == null) {
+            endpoint.job().endStream(stream, submitted, earlyEnd);
         }
     }
 
@@ -83,15 +97,56 @@ final class ProgressThread {
         queue.add(new AbortRequest(reason));
     }
 
+    /** Whether the caller runs on this thread (inside a collective's signal). */
+    boolean isCurrentThread() {
+        return Thread.currentThread() == thread;
+    }
+
+    /** How long the thread has been busy without moving: nonzero when a collective or a callback holds it up. */
+    long stalledNanos() {
+        return busy ? System.nanoTime() - heartbeat.get() : 0;
+    }
+
+    /** Messages dropped as orphans of calls that some rank abandoned. */
+    long orphansDropped() {
+        return inbox.orphans();
+    }
+
+    /**
+     * Fails the collectives that have not started and lets a running one end (within its deadline), then
+     * closes the endpoint: here, once the thread has stopped, or else by the thread itself when its
+     * collective (or a subscriber's callback) finally returns.
+     */
     void shutdown() {
         closing = true;
         queue.add(STOP);
-        if (Thread.currentThread() != thread) {
-            try {
-                thread.join(timeoutNanos / 1_000_000 + 5_000);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
+        if (isCurrentThread()) {
+            closeEndpointOnExit = true;
+            return;
+        }
+        boolean stoppedInTime = false;
+        try {
+            stoppedInTime = stopped.await(timeoutNanos / 1_000_000 + SHUTDOWN_GRACE_MS, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (stoppedInTime) {
+            closeEndpoint();
+        } else {
+            closeEndpointOnExit = true;
+            if (stopped.getCount() == 0) {
+                closeEndpoint();
+            } else {
+                LOG.log(System.Logger.Level.WARNING, "rank " + endpoint.job().rank() + ": closing while the progress "
+                        + "thread is still busy (a collective, or a subscriber's callback on it); its endpoint closes "
+                        + "when that returns");
             }
+        }
+    }
+
+    private void closeEndpoint() {
+        if (endpointClosed.compareAndSet(false, true)) {
+            endpoint.close();
         }
     }
 
@@ -99,19 +154,28 @@ final class ProgressThread {
         try {
             Object next;
             while ((next = nextRequest()) != STOP) {
-                if (next instanceof Task) {
-                    execute((Task) next);
+                busy = true;
+                heartbeat.lazySet(System.nanoTime());
+                if (next instanceof Task task) {
+                    execute(task);
                 } else {
                     abort(((AbortRequest) next).reason());
                 }
+                heartbeat.lazySet(System.nanoTime());
+                busy = false;
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        }
-        Object left;
-        while ((left = queue.poll()) != null) {
-            if (left instanceof Task) {
-                ((Task) left).sink.error(closedError((Task) left));
+        } finally {
+            Object left;
+            while ((left = queue.poll()) != null) {
+                if (left instanceof Task task) {
+                    signal(() -> task.completion().failed(closedError(task)));
+                }
+            }
+            stopped.countDown();
+            if (closeEndpointOnExit) {
+                closeEndpoint();
             }
         }
     }
@@ -136,41 +200,58 @@ final class ProgressThread {
 
     /** Runs a task even if its subscriber has cancelled: peers may already be inside the collective. */
     private void execute(Task task) {
+        long call = task.call().id();
+        int rank = endpoint.job().rank();
         if (failure != null) {
-            task.sink.error(new CollectiveException(endpoint.job().rank(), task.collective, nextSequence, failure.peer(),
-                    "communicator failed earlier: " + failure.getMessage(), failure));
+            ledger.finish(call);
+            signal(() -> task.completion().failed(new CollectiveException(rank, task.collective(), call, failure.peer(),
+                    "communicator failed earlier: " + failure.getMessage(), failure)));
             return;
         }
-        long sequence = nextSequence++;
-        endpoint.job().announce(new Call(sequence, task.descriptor, 0));
-        CollectiveContext context = new CollectiveContext(endpoint, task.collective, sequence, task.descriptor,
-                task.chunkBytes > 0 ? task.chunkBytes : chunkBytes, timeoutNanos, idle);
+        ledger.applyEnds();
+        ledger.begin(call);
+        endpoint.job().announce(task.call());
+        CollectiveContext context = new CollectiveContext(endpoint, inbox, ledger, task.collective(), task.call(),
+                timeoutNanos, idle, heartbeat);
+        CollectiveException error = null;
         try {
-            task.body.accept(context);
+            context.checkPeers();
+            task.body().accept(context);
+        } catch (StreamEndedException e) {
+            error = e; // a peer's stream ended first: this call is abandoned everywhere; nothing failed
         } catch (CollectiveException e) {
-            fail(sequence, e);
-            signal(() -> task.sink.error(e));
-            return;
+            error = e;
+            fail(call, e);
         } catch (RuntimeException | Error e) {
-            CollectiveException wrapped = new CollectiveException(endpoint.job().rank(), task.collective, sequence, -1,
-                    "internal error: " + e, e);
-            fail(sequence, wrapped);
-            signal(() -> task.sink.error(wrapped));
-            return;
+            error = new CollectiveException(rank, task.collective(), call, -1, "internal error: " + e, e);
+            fail(call, error);
         }
-        signal(() -> task.sink.success(task.result));
+        ledger.finish(call);
+        lastCall = call;
+        CollectiveException outcome = error;
+        signal(() -> {
+            if (outcome == null) {
+                task.completion().succeeded();
+            } else {
+                task.completion().failed(outcome);
+            }
+        });
     }
 
+    /**
+     * Aborts the job as of the call after the last one run here: a peer still finishing a call this rank
+     * completed (whose messages it already has) is not failed by it, every later call is.
+     */
     private void abort(String reason) {
         if (failure == null) {
-            fail(nextSequence, new CollectiveException(endpoint.job().rank(), "job", nextSequence, -1, reason, null));
+            fail(lastCall + 1, new CollectiveException(endpoint.job().rank(), "job", -1, -1, reason, null));
         }
     }
 
-    private void fail(long sequence, CollectiveException e) {
+    private void fail(long call, CollectiveException e) {
         failure = e;
         LOG.log(System.Logger.Level.ERROR, e.getMessage());
-        endpoint.job().abort(sequence, e.getMessage());
+        endpoint.job().abort(call, e.getMessage(), e instanceof CollectiveMismatchException);
     }
 
     /** Downstream code runs inside the signal; its failure must not kill the progress thread. */
@@ -183,7 +264,7 @@ final class ProgressThread {
     }
 
     private CollectiveException closedError(Task task) {
-        return new CollectiveException(endpoint.job().rank(), task.collective, -1, -1,
+        return new CollectiveException(endpoint.job().rank(), task.collective(), task.call().id(), -1,
                 "communicator closed before the collective started", null);
     }
 }

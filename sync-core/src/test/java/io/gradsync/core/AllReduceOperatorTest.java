@@ -125,7 +125,7 @@ class AllReduceOperatorTest {
                 assertEquals(1, ((PeerFailureException) peer).peer());
                 assertTrue(peer.getMessage().contains("rank 1") && peer.getMessage().contains("loss is NaN"),
                         peer.getMessage());
-                assertTrue(peer.getMessage().startsWith("rank " + r + ", allreduce #2"), peer.getMessage());
+                assertTrue(peer.getMessage().startsWith("rank " + r + ", allreduce #0.2"), peer.getMessage());
             }
         }
     }

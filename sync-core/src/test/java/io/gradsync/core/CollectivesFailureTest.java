@@ -30,14 +30,14 @@ class CollectivesFailureTest {
                 }
                 return null;
             });
-            CollectiveMismatchException e = assertInstanceOf(CollectiveMismatchException.class, outcomes.get(1).error());
-            assertEquals(0, e.peer());
-            assertTrue(e.getMessage().startsWith("rank 1, allgather #0: rank 0 called broadcast (tree) of 4 FLOAT32 from root 0"
-                    + " (#0) where this rank called allgather of 4 FLOAT32 per block (#0)"), e.getMessage());
-            // Rank 0 may finish its send before the abort arrives; if it fails, it names rank 1.
-            Throwable rank0 = outcomes.get(0).error();
-            if (rank0 != null) {
-                assertEquals(1, ((CollectiveException) rank0).peer(), rank0.getMessage());
+            // Rank 0 waits for rank 1's agreement before it broadcasts, so neither completes; each names the other.
+            for (LocalJob.Outcome<Object> o : outcomes) {
+                CollectiveMismatchException e = assertInstanceOf(CollectiveMismatchException.class, o.error(), "rank " + o.rank());
+                assertEquals(1 - o.rank(), e.peer());
+                assertTrue(e.getMessage().startsWith("rank " + o.rank() + (o.rank() == 0 ? ", broadcast #0: " : ", allgather #0: ")),
+                        e.getMessage());
+                assertTrue(e.getMessage().contains("broadcast (tree) of 4 FLOAT32 from root 0 in chunks of 256 B")
+                        && e.getMessage().contains("allgather of 4 FLOAT32 per block in chunks of 256 B"), e.getMessage());
             }
         }
     }
@@ -50,12 +50,12 @@ class CollectivesFailureTest {
                 c.broadcastBlocking(GradientBuffer.wrap(new long[100]), root, BroadcastAlgorithm.CHAIN);
                 return null;
             });
-            // Rank 3 hears from rank 2 in either chain, and sees the other root.
-            Throwable e = outcomes.get(3).error();
-            assertInstanceOf(CollectiveMismatchException.class, e);
-            assertEquals(2, ((CollectiveException) e).peer());
-            assertTrue(e.getMessage().contains("rank 2 called broadcast (chain) of 100 INT64 from root 0")
-                    && e.getMessage().contains("this rank called broadcast (chain) of 100 INT64 from root 1"), e.getMessage());
+            // No rank completes (the root waits for everyone's agreement) and every rank fails naming both roots.
+            for (LocalJob.Outcome<Object> o : outcomes) {
+                Throwable e = assertInstanceOf(CollectiveMismatchException.class, o.error(), "rank " + o.rank());
+                assertTrue(e.getMessage().contains("broadcast (chain) of 100 INT64 from root 0")
+                        && e.getMessage().contains("broadcast (chain) of 100 INT64 from root 1"), e.getMessage());
+            }
         }
         try (LocalJob job = new LocalJob(3, 256, 2, TIMEOUT)) {
             List<LocalJob.Outcome<Object>> outcomes = job.outcomes(c -> {
@@ -63,10 +63,11 @@ class CollectivesFailureTest {
                 c.reduceBlocking(GradientBuffer.wrap(new int[10]), GradientBuffer.wrap(new int[10]), ReduceOp.SUM, root);
                 return null;
             });
-            boolean reported = outcomes.stream().anyMatch(o -> o.error() instanceof CollectiveMismatchException
-                    && o.error().getMessage().contains("reduce of 10 INT32 with SUM to root 2")
-                    && o.error().getMessage().contains("reduce of 10 INT32 with SUM to root 1"));
-            assertTrue(reported, outcomes.toString());
+            for (LocalJob.Outcome<Object> o : outcomes) {
+                Throwable e = assertInstanceOf(CollectiveMismatchException.class, o.error(), "rank " + o.rank());
+                assertTrue(e.getMessage().contains("reduce of 10 INT32 with SUM to root 2")
+                        && e.getMessage().contains("reduce of 10 INT32 with SUM to root 1"), e.getMessage());
+            }
         }
     }
 

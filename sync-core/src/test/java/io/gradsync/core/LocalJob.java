@@ -1,6 +1,5 @@
 package io.gradsync.core;
 
-import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -48,7 +47,7 @@ final class LocalJob implements AutoCloseable {
         int ranks = transport.size();
         for (int r = 0; r < ranks; r++) {
             communicators.add(Communicator.builder(transport.endpoint(r)).chunkBytes(chunkBytes).timeout(timeout)
-                    .allReduceAlgorithm(AllReduceAlgorithms.named(algorithm)).build());
+                    .allReduceAlgorithm(algorithm).build());
         }
         threads = Executors.newFixedThreadPool(ranks);
     }

@@ -112,8 +112,9 @@ final class Chain {
                 int first = received * chunk;
                 int length = Math.min(count, first + chunk) - first;
                 if (arrival.length() != length * esize) {
-                    throw new IllegalStateException("rank " + rank + ": chunk " + received + " from rank "
-                            + previous.peer() + " has " + arrival.length() + " bytes, expected " + length * esize);
+                    arrival.release();
+                    throw ctx.protocolViolation(previous.peer(), "chunk " + received + " has " + arrival.length()
+                            + " bytes, expected " + length * esize);
                 }
                 Region slot = arrival.payload();
                 long at = (long) first * esize;

@@ -5,6 +5,7 @@ import io.gradsync.core.CollectiveMismatchException;
 import io.gradsync.core.CollectiveTimeoutException;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.PeerFailureException;
+import io.gradsync.core.StreamEndedException;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
@@ -12,38 +13,65 @@ import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.PeerAbort;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.StreamEnd;
 import io.gradsync.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * One collective call as an algorithm sees it: the endpoint, the call's identity (sequence number and
- * descriptor, stamped on every message and checked on every arrival), the chunk size, and the wait
- * policy. Every wait goes through {@link #progress}, which is where deadlines, aborts and idling live,
- * so algorithms contain no waiting logic of their own.
+ * One collective call as an algorithm sees it: the endpoint, the call's header (identity, descriptor
+ * and arguments, stamped on every message and checked on every arrival), the chunk size, and the wait
+ * policy. Every wait goes through {@link #progress}, which is where deadlines, aborts, stream ends,
+ * disagreement checks and idling live, so algorithms contain no waiting logic of their own.
+ *
+ * <p>Arrivals come through the rank's {@link Inbox}, so an algorithm only ever sees messages of its own
+ * call: orphans of abandoned calls are dropped and messages of later calls wait.
  */
 public final class CollectiveContext {
+    /** First check of what peers announced after this long without progress; then ever more rarely. */
+    private static final long FIRST_AGREEMENT_CHECK_NANOS = 1_000_000;
+    private static final long MAX_AGREEMENT_CHECK_NANOS = 100_000_000;
+
     private final Endpoint endpoint;
     private final JobContext job;
+    private final Inbox inbox;
+    private final StreamLedger ledger;
     private final String collective;
-    private final long sequence;
+    private final long call;
     private final long descriptor;
+    private final long arguments;
     private final int chunkBytes;
     private final long timeoutNanos;
     private final IdleStrategy idle;
+    private final AtomicLong heartbeat;
     private long lastProgressNanos;
+    private long agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
+    private long nextAgreementCheckNanos;
 
-    public CollectiveContext(Endpoint endpoint, String collective, long sequence, long descriptor,
-                             int chunkBytes, long timeoutNanos, IdleStrategy idle) {
+    /**
+     * @param call the call's header; its arguments carry the chunk size in use
+     * @param heartbeat set to {@link System#nanoTime()} whenever the call moves a message
+     */
+    public CollectiveContext(Endpoint endpoint, Inbox inbox, StreamLedger ledger, String collective, Call call,
+                             long timeoutNanos, IdleStrategy idle, AtomicLong heartbeat) {
         this.endpoint = endpoint;
         this.job = endpoint.job();
+        this.inbox = inbox;
+        this.ledger = ledger;
         this.collective = collective;
-        this.sequence = sequence;
-        this.descriptor = descriptor;
-        this.chunkBytes = Math.min(chunkBytes, endpoint.maxMessageBytes());
+        this.call = call.id();
+        this.descriptor = call.descriptor();
+        this.arguments = call.arguments();
+        this.chunkBytes = CollectiveDescriptor.chunkBytes(arguments);
+        if (chunkBytes < 1 || chunkBytes > endpoint.maxMessageBytes()) {
+            throw new IllegalArgumentException("chunk of " + chunkBytes + " B outside 1.." + endpoint.maxMessageBytes());
+        }
         this.timeoutNanos = timeoutNanos;
         this.idle = idle;
+        this.heartbeat = heartbeat;
         this.lastProgressNanos = System.nanoTime();
+        this.nextAgreementCheckNanos = lastProgressNanos + agreementCheckGap;
         idle.reset();
     }
 
@@ -55,8 +83,9 @@ public final class CollectiveContext {
         return job.size();
     }
 
-    public long sequence() {
-        return sequence;
+    /** The call's identity ({@link CallIds}). */
+    public long call() {
+        return call;
     }
 
     /** Largest payload per message for this call, in bytes. */
@@ -81,9 +110,9 @@ public final class CollectiveContext {
         }
     }
 
-    /** Sends the claimed slot, stamped with this call's sequence number and descriptor. */
+    /** Sends the claimed slot, stamped with this call's header. */
     public void commit(SendSlot slot) {
-        slot.commit(sequence, descriptor, 0);
+        slot.commit(call, descriptor, arguments);
     }
 
     /**
@@ -92,7 +121,7 @@ public final class CollectiveContext {
      * tree) and arrive interleaved. Read it back with {@link #tag(RecvSlot)}.
      */
     public void commit(SendSlot slot, int tag) {
-        slot.commit(sequence, CollectiveDescriptor.withTag(descriptor, tag), 0);
+        slot.commit(call, CollectiveDescriptor.withTag(descriptor, tag), arguments);
     }
 
     /** The sub-stream tag a message was {@linkplain #commit(SendSlot, int) committed} with; 0 if none. */
@@ -106,29 +135,39 @@ public final class CollectiveContext {
     }
 
     /**
-     * The next message from {@code link}'s peer, or null. A message of another call (a different
-     * sequence number or descriptor) fails the collective with a {@link CollectiveMismatchException}.
+     * The next message of this call from {@code link}'s peer, or null. A message of this call with another
+     * descriptor or other arguments fails the collective with a {@link CollectiveMismatchException} that
+     * describes both calls.
      */
     public RecvSlot tryReceive(Link link) {
         RecvSlot slot;
         try {
-            slot = link.poll();
+            slot = inbox.poll(link, call);
         } catch (TransportException e) {
             throw peerFailure(link.peer(), e.getMessage(), e);
         }
-        if (slot != null && (slot.call() != sequence || CollectiveDescriptor.withTag(slot.descriptor(), 0) != descriptor)) {
-            String theirs = CollectiveDescriptor.describe(slot.descriptor()) + " (#" + slot.call() + ")";
-            String ours = CollectiveDescriptor.describe(descriptor) + " (#" + sequence + ")";
+        if (slot != null && (CollectiveDescriptor.withTag(slot.descriptor(), 0) != descriptor || slot.arguments() != arguments)) {
+            long theirDescriptor = slot.descriptor();
+            long theirArguments = slot.arguments();
             slot.release();
-            throw new CollectiveMismatchException(rank(), collective, sequence, link.peer(),
-                    "rank " + link.peer() + " called " + theirs + " where this rank called " + ours);
+            throw disagreement(link.peer(), CollectiveDescriptor.withTag(theirDescriptor, 0), theirArguments);
         }
         return slot;
     }
 
     /**
+     * A peer's message that does not fit this call's protocol (a wrong length, a message where none was
+     * due): the error to throw, naming the peer.
+     */
+    public CollectiveMismatchException protocolViolation(int peer, String what) {
+        return new CollectiveMismatchException(rank(), collective, call, peer, "rank " + peer + " broke the protocol of "
+                + CollectiveDescriptor.describe(descriptor, arguments) + ": " + what);
+    }
+
+    /**
      * Ends one pass of an algorithm's duty cycle. With work done it only resets the no-progress clock;
-     * without, it checks for a peer's abort and for the deadline, then idles.
+     * without, it checks for a peer's abort, for the end of this call's stream on a peer, for a peer that
+     * announced this call with other arguments, and for the deadline, then idles.
      *
      * @param workCount messages moved in this pass
      * @param awaitedPeer the peer the algorithm cannot move without (named in a timeout error)
@@ -138,39 +177,88 @@ public final class CollectiveContext {
         int work = workCount + endpoint.doWork();
         if (work > 0) {
             lastProgressNanos = System.nanoTime();
+            heartbeat.lazySet(lastProgressNanos);
+            agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
+            nextAgreementCheckNanos = lastProgressNanos + agreementCheckGap;
             idle.idle(work);
             return;
         }
+        checkPeers();
+        long now = System.nanoTime();
+        if (now >= nextAgreementCheckNanos) {
+            checkAnnouncements();
+            agreementCheckGap = Math.min(2 * agreementCheckGap, MAX_AGREEMENT_CHECK_NANOS);
+            nextAgreementCheckNanos = now + agreementCheckGap;
+        }
+        long waited = now - lastProgressNanos;
+        if (waited > timeoutNanos) {
+            throw new CollectiveTimeoutException(rank(), collective, call, awaitedPeer,
+                    "no progress for " + waited / 1_000_000 + " ms waiting for " + awaiting + " from rank "
+                            + awaitedPeer + " (" + CollectiveDescriptor.describe(descriptor, arguments) + ")"
+                            + movedOnSuffix(awaitedPeer) + notStartedSuffix());
+        }
+        idle.idle(0);
+    }
+
+    /** Fails the call if a peer aborted the job, or if a peer's end of this call's stream means it can never complete. */
+    public void checkPeers() {
         PeerAbort abort = job.pendingAbort();
         // An abort from a rank that finished this collective and gave up on a later one must not fail
         // this one: every message this collective needs from that rank was sent before it aborted.
-        if (abort != null && abort.call() <= sequence) {
+        if (abort != null && (abort.call() < 0 || abort.call() <= call)) {
+            if (abort.disagreement()) {
+                throw new CollectiveMismatchException(rank(), collective, call, abort.rank(), "rank " + abort.rank()
+                        + " found that the ranks' calls differ: " + abort.reason());
+            }
             String what = abort.call() < 0 ? " failed: " : " aborted the job: ";
-            throw new PeerFailureException(rank(), collective, sequence, abort.rank(),
+            throw new PeerFailureException(rank(), collective, call, abort.rank(),
                     "rank " + abort.rank() + what + abort.reason(), null);
         }
-        long waited = System.nanoTime() - lastProgressNanos;
-        if (waited > timeoutNanos) {
-            throw new CollectiveTimeoutException(rank(), collective, sequence, awaitedPeer,
-                    "no progress for " + waited / 1_000_000 + " ms waiting for " + awaiting + " from rank "
-                            + awaitedPeer + " (" + CollectiveDescriptor.describe(descriptor) + ")"
-                            + notStartedSuffix());
+        ledger.applyEnds();
+        StreamEnd notice;
+        while ((notice = job.pollStreamEnd()) != null) {
+            ledger.peerEnded(notice);
         }
-        idle.idle(0);
+        StreamEnd end = ledger.endBefore(call);
+        if (end != null) {
+            throw new StreamEndedException(rank(), collective, call, end.rank(), end.calls(), end.reason());
+        }
+    }
+
+    private void checkAnnouncements() {
+        for (int peer = 0; peer < size(); peer++) {
+            Call theirs = peer == rank() ? null : job.announced(peer);
+            if (theirs != null && theirs.id() == call && (theirs.descriptor() != descriptor || theirs.arguments() != arguments)) {
+                throw disagreement(peer, theirs.descriptor(), theirs.arguments());
+            }
+        }
+    }
+
+    private CollectiveMismatchException disagreement(int peer, long theirDescriptor, long theirArguments) {
+        return new CollectiveMismatchException(rank(), collective, call, peer, "rank " + peer + " called "
+                + CollectiveDescriptor.describe(theirDescriptor, theirArguments) + " where this rank called "
+                + CollectiveDescriptor.describe(descriptor, arguments));
+    }
+
+    private String movedOnSuffix(int peer) {
+        long ahead = peer >= 0 && peer < size() ? inbox.heldCall(peer) : -1;
+        return ahead < 0 ? "" : "; rank " + peer + " has already sent a message of call " + CallIds.describe(ahead)
+                + " without taking part in this one (did its stream end earlier?)";
     }
 
     private String notStartedSuffix() {
         List<Integer> missing = new ArrayList<>();
         for (int peer = 0; peer < size(); peer++) {
-            Call announced = job.announced(peer);
-            if (peer != rank() && (announced == null || announced.id() < sequence)) {
+            Call announced = peer == rank() ? null : job.announced(peer);
+            if (peer != rank() && (announced == null || Long.compareUnsigned(announced.id(), call) < 0)) {
                 missing.add(peer);
             }
         }
-        return missing.isEmpty() ? "" : "; ranks that have not started " + collective + " #" + sequence + ": " + missing;
+        return missing.isEmpty() ? "" : "; ranks that have not started " + collective + " " + CallIds.describe(call)
+                + ": " + missing;
     }
 
     private CollectiveException peerFailure(int peer, String detail, Throwable cause) {
-        return new PeerFailureException(rank(), collective, sequence, peer, detail, cause);
+        return new PeerFailureException(rank(), collective, call, peer, detail, cause);
     }
 }

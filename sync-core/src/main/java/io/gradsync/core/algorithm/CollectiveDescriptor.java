@@ -5,16 +5,18 @@ import io.gradsync.core.ReduceOp;
 import java.util.List;
 
 /**
- * What a collective call is, packed into the 64-bit word every message carries, so that a receiver
- * catches ranks that called different collectives (another kind, count, type, operator or root) at the
- * first message instead of producing garbage.
+ * What a collective call is, packed into the header words every message carries, so that a receiver
+ * catches ranks that called different collectives (another kind, count, type, operator, algorithm,
+ * root or chunk size) at the first message instead of producing garbage.
  *
- * <p>Layout: bits 63..32 element count, 31..24 plan (the AllReduce algorithm and chunk size,
- * {@link #withPlan}), 23..20 sub-stream tag (which of an
- * algorithm's interleaved message streams a message belongs to; not part of the call's identity),
- * 19..16 collective kind, 15..8 data type, 7..0 operator. Rooted collectives carry their root in the operator byte
- * ({@link #rooted}). The count is the whole buffer for allreduce, broadcast and reduce, and one rank's
- * block for reduce-scatter, all-gather and all-to-all.
+ * <p>The <b>descriptor</b>: bits 63..32 element count, 31..24 plan (the AllReduce algorithm,
+ * {@link #withPlan}), 23..20 sub-stream tag (which of an algorithm's interleaved message streams a
+ * message belongs to; not part of the call's identity), 19..16 collective kind, 15..8 data type (its top
+ * two bits: a 16-bit wire for float32), 7..0 operator. The count is the whole buffer for allreduce,
+ * broadcast and reduce, and one rank's block for reduce-scatter, all-gather and all-to-all.
+ *
+ * <p>The <b>arguments</b>: bits 63..32 the chunk size in bytes, 31..0 the root of broadcast and reduce
+ * (any rank; all ones when the collective has none).
  */
 public final class CollectiveDescriptor {
     /** Collective kinds, as carried on the wire. */
@@ -27,6 +29,8 @@ public final class CollectiveDescriptor {
     public static final int REDUCE = 6;
     public static final int ALL_TO_ALL = 7;
     public static final int BARRIER = 8;
+    /** The root of a collective that has none. */
+    public static final int NO_ROOT = -1;
 
     private static final String[] KIND_NAMES = {"", "allreduce", "reducescatter", "allgather", "broadcast (tree)",
         "broadcast (chain)", "reduce", "alltoall", "barrier"};
@@ -39,32 +43,28 @@ public final class CollectiveDescriptor {
     private static final int PLAN_SHIFT = 24;
     private static final int TAG_SHIFT = 20;
     private static final long TAG_MASK = 0xFL << TAG_SHIFT;
-    /** Reduce's root shares the operator byte: 3 bits of operator, 5 bits of root + 1 (0: not carried). */
-    private static final int OP_BITS = 3;
-    private static final int MAX_REDUCE_ROOT = (1 << (8 - OP_BITS)) - 2;
 
     private CollectiveDescriptor() {
     }
 
+    /** The descriptor of a call of {@code kind}; {@code op} is null for collectives without one. */
     public static long of(int kind, int count, DataType type, ReduceOp op) {
-        return of(kind, count, type, op == null ? NO_OP : op.ordinal());
+        return ((long) count << 32) | ((long) kind << 16) | ((long) type.ordinal() << 8) | (op == null ? NO_OP : op.ordinal());
     }
 
-    /**
-     * The descriptor of a broadcast ({@code op == null}) or reduce from {@code root}. The root is
-     * carried, and so checked, when it fits: roots below 255 for broadcast, below 31 for reduce (whose
-     * operator shares the byte); larger roots go unchecked rather than wrap into another root.
-     */
-    public static long rooted(int kind, int count, DataType type, ReduceOp op, int root) {
-        if (op == null) {
-            return of(kind, count, type, root < NO_OP ? root : NO_OP);
-        }
-        int rootBits = root <= MAX_REDUCE_ROOT ? (root + 1) << OP_BITS : 0;
-        return of(kind, count, type, rootBits | op.ordinal());
+    /** The arguments word of a call run in chunks of {@code chunkBytes} from {@code root} ({@link #NO_ROOT} for none). */
+    public static long arguments(int root, int chunkBytes) {
+        return ((long) chunkBytes << 32) | (root & 0xFFFF_FFFFL);
     }
 
-    private static long of(int kind, int count, DataType type, int opByte) {
-        return ((long) count << 32) | ((long) kind << 16) | ((long) type.ordinal() << 8) | opByte;
+    /** The root in an arguments word, or {@link #NO_ROOT}. */
+    public static int root(long arguments) {
+        return (int) arguments;
+    }
+
+    /** The chunk size in an arguments word. */
+    public static int chunkBytes(long arguments) {
+        return (int) (arguments >>> 32);
     }
 
     /** {@code descriptor} with its sub-stream tag set to {@code tag} ({@code 0..15}). */
@@ -81,16 +81,14 @@ public final class CollectiveDescriptor {
     }
 
     /**
-     * {@code descriptor} with the plan of a call run by {@code algorithm} in chunks of {@code chunkBytes}:
-     * the algorithm's code (3 bits) and the chunk size's power of two, rounded up (5 bits). Ranks that
-     * chose differently for one call (different cost-model files or override rules) then fail at the
-     * first message instead of mixing data, as broadcast's tree and chain do by kind.
+     * {@code descriptor} of a call run by {@code algorithm}, so that ranks that chose differently for one
+     * call (different cost-model files or override rules) fail at the first message instead of mixing
+     * data, as broadcast's tree and chain do by kind.
      */
-    public static long withPlan(long descriptor, String algorithm, int chunkBytes) {
+    public static long withPlan(long descriptor, String algorithm) {
         int index = PLAN_ALGORITHMS.indexOf(algorithm);
         long code = index < 0 ? OTHER_ALGORITHM : index + 1;
-        long chunkPower = 32 - Integer.numberOfLeadingZeros(Math.max(1, chunkBytes) - 1);
-        return (descriptor & ~(0xFFL << PLAN_SHIFT)) | (code << 5 | chunkPower) << PLAN_SHIFT;
+        return (descriptor & ~(0xFFL << PLAN_SHIFT)) | code << PLAN_SHIFT;
     }
 
     /**
@@ -109,8 +107,11 @@ public final class CollectiveDescriptor {
         return (int) (descriptor >>> 32);
     }
 
-    /** Human-readable form for error messages, e.g. {@code allreduce of 1000 FLOAT32 with SUM}. */
-    public static String describe(long descriptor) {
+    /**
+     * Human-readable form for error messages, e.g. {@code allreduce of 1000 FLOAT32 with SUM by ring in
+     * chunks of 4096 B} or {@code broadcast (tree) of 10 INT64 from root 3}.
+     */
+    public static String describe(long descriptor, long arguments) {
         int kind = (int) (descriptor >>> 16) & 0xF;
         int typeByte = (int) (descriptor >>> 8) & 0xFF;
         int type = typeByte & 0x3F;
@@ -121,31 +122,21 @@ public final class CollectiveDescriptor {
         String kindName = kind < KIND_NAMES.length && kind > 0 ? KIND_NAMES[kind] : "collective kind " + kind;
         String typeName = (type < DataType.values().length ? DataType.values()[type].name() : "type " + type)
                 + ((typeByte & WIRE_BF16) != 0 ? " on a bfloat16 wire" : (typeByte & WIRE_FP16) != 0 ? " on a float16 wire" : "");
-        String what = kindName + " of " + count(descriptor) + " " + typeName;
+        StringBuilder what = new StringBuilder(kindName).append(" of ").append(count(descriptor)).append(' ').append(typeName);
         if (kind == REDUCE_SCATTER || kind == ALL_GATHER || kind == ALL_TO_ALL) {
-            what += " per block";
+            what.append(" per block");
         }
-        if (kind == BROADCAST_TREE || kind == BROADCAST_CHAIN) {
-            return what + (opByte == NO_OP ? " from a root >= 255" : " from root " + opByte);
+        if (opByte != NO_OP) {
+            what.append(" with ").append(opByte < ReduceOp.values().length ? ReduceOp.values()[opByte].name() : "op " + opByte);
         }
-        if (kind == REDUCE) {
-            int root = (opByte >>> OP_BITS) - 1;
-            return what + " with " + opName(opByte & ((1 << OP_BITS) - 1)) + (root < 0 ? " to a root > " + MAX_REDUCE_ROOT : " to root " + root);
+        int root = root(arguments);
+        if (root != NO_ROOT) {
+            what.append(kind == REDUCE ? " to root " : " from root ").append(root);
         }
-        return what + (opByte == NO_OP ? "" : " with " + opName(opByte)) + plan(descriptor);
-    }
-
-    private static String plan(long descriptor) {
-        int plan = (int) (descriptor >>> PLAN_SHIFT) & 0xFF;
-        int code = plan >>> 5;
-        if (code == 0) {
-            return "";
+        int code = (int) (descriptor >>> PLAN_SHIFT) & 0x7;
+        if (code != 0) {
+            what.append(" by ").append(code <= PLAN_ALGORITHMS.size() ? PLAN_ALGORITHMS.get(code - 1) : "another algorithm");
         }
-        String algorithm = code <= PLAN_ALGORITHMS.size() ? PLAN_ALGORITHMS.get(code - 1) : "another algorithm";
-        return " by " + algorithm + " in chunks of up to 2^" + (plan & 0x1F) + " B";
-    }
-
-    private static String opName(int op) {
-        return op < ReduceOp.values().length ? ReduceOp.values()[op].name() : "op " + op;
+        return what.append(" in chunks of ").append(chunkBytes(arguments)).append(" B").toString();
     }
 }

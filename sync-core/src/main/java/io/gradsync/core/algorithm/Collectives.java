@@ -50,25 +50,32 @@ public final class Collectives {
                 output.region().base(), output.region().offset(), 0, n * block);
     }
 
-    /** Broadcast from {@code root} by binomial tree ({@link BinomialBroadcast}). */
+    /**
+     * Broadcast from {@code root} by binomial tree ({@link BinomialBroadcast}), once every rank has
+     * agreed ({@link Agreement#gatherTo}).
+     */
     public static void broadcastTree(CollectiveContext ctx, GradientBuffer buffer, int root) {
+        Agreement.gatherTo(ctx, root);
         BinomialBroadcast.run(ctx, root, buffer.dataType(), buffer.count(), buffer.region().base(), buffer.region().offset());
     }
 
-    /** Broadcast from {@code root} by pipelined chain ({@link Chain}). */
+    /** Broadcast from {@code root} by pipelined chain ({@link Chain}), once every rank has agreed. */
     public static void broadcastChain(CollectiveContext ctx, GradientBuffer buffer, int root) {
+        Agreement.gatherTo(ctx, root);
         Chain.broadcast(ctx, root, buffer.dataType(), buffer.count(), buffer.region().base(), buffer.region().offset());
     }
 
     /**
-     * Reduce to {@code root} by pipelined chain ({@link Chain}); {@code output} is scratch on the other
-     * ranks and may be {@code input} there.
+     * Reduce to {@code root} by pipelined chain ({@link Chain}), then the root's release
+     * ({@link Agreement#releaseFrom}); {@code output} is scratch on the other ranks and may be
+     * {@code input} there.
      */
     public static void reduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
         Region in = input.region();
         Region out = output.region();
         Chain.reduce(ctx, root, input.dataType(), input.count(), op, op == ReduceOp.AVG ? ctx.size() : 1,
                 in.base(), in.offset(), out.base(), out.offset());
+        Agreement.releaseFrom(ctx, root);
     }
 
     /** All-to-all by pairwise exchange ({@link PairwiseAllToAll}); the buffers must not overlap. */

@@ -204,19 +204,21 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             int child = tree == null ? -1 : tree.childIndex(peer);
             boolean fromParent = tree != null && peer == tree.parent;
             if (tree == null || direction == UP && child < 0 || direction == DOWN && !fromParent) {
-                throw new IllegalStateException("rank " + ctx.rank() + ": rank " + peer + " sent a message of tree "
-                        + t + (direction == UP ? " upward" : " downward") + ", which does not connect them");
+                arrival.release();
+                throw ctx.protocolViolation(peer, "it sent a message of tree " + t + (direction == UP ? " upward" : " downward")
+                        + ", which does not connect it to rank " + ctx.rank());
             }
             int chunk = direction == UP ? tree.upReceived[child] : tree.downReceived;
             if (chunk >= tree.chunks) {
-                throw new IllegalStateException("rank " + ctx.rank() + ": rank " + peer + " sent more than the "
-                        + tree.chunks + " chunks of tree " + t);
+                arrival.release();
+                throw ctx.protocolViolation(peer, "it sent more than the " + tree.chunks + " chunks of tree " + t);
             }
             int first = tree.chunkStart(chunk);
             int length = tree.chunkStart(chunk + 1) - first;
             if (arrival.length() != length * type.bytes()) {
-                throw new IllegalStateException("rank " + ctx.rank() + ": message from rank " + peer + " has "
-                        + arrival.length() + " bytes, expected " + length * type.bytes());
+                arrival.release();
+                throw ctx.protocolViolation(peer, "a message has " + arrival.length() + " bytes, expected "
+                        + length * type.bytes());
             }
             long at = offset + (long) first * type.bytes();
             Region slot = arrival.payload();

@@ -208,9 +208,9 @@ final class GroupRing {
             int first = chunkStart(segment, k);
             int length = chunkStart(segment, k + 1) - first;
             if (arrival.length() != length * type.bytes()) {
-                throw new IllegalStateException("rank " + ctx.rank() + ": message " + i + " from rank "
-                        + group[(position + g - 1) % g] + " has " + arrival.length() + " bytes, expected "
-                        + length * type.bytes());
+                arrival.release();
+                throw ctx.protocolViolation(group[(position + g - 1) % g], "message " + i + " has " + arrival.length()
+                        + " bytes, expected " + length * type.bytes());
             }
             Region slot = arrival.payload();
             if (op == null) {

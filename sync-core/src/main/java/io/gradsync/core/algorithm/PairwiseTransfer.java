@@ -53,8 +53,9 @@ final class PairwiseTransfer {
                 int first = received * chunk;
                 int length = Math.min(recvCount, first + chunk) - first;
                 if (arrival.length() != length * esize) {
-                    throw new IllegalStateException("rank " + ctx.rank() + ": message from rank " + recvLink.peer()
-                            + " has " + arrival.length() + " bytes, expected " + length * esize);
+                    arrival.release();
+                    throw ctx.protocolViolation(recvLink.peer(), "message " + received + " has " + arrival.length()
+                            + " bytes, expected " + length * esize);
                 }
                 Region slot = arrival.payload();
                 long at = dstOffset + (long) first * esize;

@@ -147,7 +147,8 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             int first = chunkStart(segment, i % chunksPerSegment);
             int length = chunkStart(segment, i % chunksPerSegment + 1) - first;
             if (arrival.length() != length * wireBytes) {
-                throw new IllegalStateException("rank " + rank + ": message " + i + " has " + arrival.length()
+                arrival.release();
+                throw ctx.protocolViolation(ring[(position + n - 1) % n], "message " + i + " has " + arrival.length()
                         + " bytes, expected " + length * wireBytes);
             }
             long at = (long) first * type.bytes();

@@ -22,7 +22,7 @@ public final class Bootstrap {
         try {
             return Transports.open(name, rendezvous, options);
         } catch (RuntimeException e) {
-            rendezvous.abort(-1, "rank " + rendezvous.rank() + " could not open transport " + name + ": " + e.getMessage());
+            rendezvous.abort(-1, "rank " + rendezvous.rank() + " could not open transport " + name + ": " + e.getMessage(), false);
             rendezvous.close();
             throw e;
         }

@@ -17,7 +17,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -48,7 +47,7 @@ public final class Rendezvous implements JobContext {
     private final int localSize;
     private final Map<Integer, CompletableFuture<byte[][]>> gathers = new HashMap<>();
     private final AtomicReference<PeerAbort> abort = new AtomicReference<>();
-    private final Map<Long, StreamEnd> streamEnds = new ConcurrentHashMap<>();
+    private final java.util.Queue<StreamEnd> streamEnds = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final CompletableFuture<Void> farewell = new CompletableFuture<>();
     private final Thread reader;
     private final Thread announcer;
@@ -344,10 +343,11 @@ public final class Rendezvous implements JobContext {
 
     /** Tells every other rank (through rank 0) that this rank gave up in call {@code call}. */
     @Override
-    public void abort(long call, String reason) {
+    public void abort(long call, String reason, boolean disagreement) {
         try {
             conn.write(Wire.ABORT, out -> {
                 out.writeLong(call);
+                out.writeBoolean(disagreement);
                 out.writeUTF(reason.length() > 8000 ? reason.substring(0, 8000) : reason);
             });
         } catch (IOException e) {
@@ -379,13 +379,8 @@ public final class Rendezvous implements JobContext {
     }
 
     @Override
-    public StreamEnd streamEnd(long stream) {
-        return streamEnds.get(stream);
-    }
-
-    @Override
-    public void forgetStreamsBefore(long stream) {
-        streamEnds.keySet().removeIf(s -> s < stream);
+    public StreamEnd pollStreamEnd() {
+        return streamEnds.poll();
     }
 
     private void readLoop() {
@@ -418,10 +413,14 @@ public final class Rendezvous implements JobContext {
                             notifyAll();
                         }
                     }
-                    case Wire.ABORTED -> abort.compareAndSet(null, new PeerAbort(in.readInt(), in.readLong(), in.readUTF()));
+                    case Wire.ABORTED -> {
+                        int from = in.readInt();
+                        long call = in.readLong();
+                        boolean disagreement = in.readBoolean();
+                        abort.compareAndSet(null, new PeerAbort(from, call, in.readUTF(), disagreement));
+                    }
                     case Wire.STREAM_ENDED -> {
-                        StreamEnd end = new StreamEnd(in.readInt(), in.readLong(), in.readLong(), in.readUTF());
-                        streamEnds.merge(end.stream(), end, (a, b) -> b.calls() < a.calls() ? b : a);
+                        streamEnds.add(new StreamEnd(in.readInt(), in.readLong(), in.readLong(), in.readUTF()));
                     }
                     case Wire.FAREWELL -> farewell.complete(null);
                     default -> throw new IOException("unexpected rendezvous message type " + m.type());
@@ -431,7 +430,7 @@ public final class Rendezvous implements JobContext {
             if (!closing || !farewell.isDone()) {
                 String reason = "lost the connection to the rendezvous on rank 0 at " + env.masterAddress() + ":"
                         + env.masterPort() + " (" + e + ")";
-                abort.compareAndSet(null, new PeerAbort(0, -1, reason));
+                abort.compareAndSet(null, new PeerAbort(0, -1, reason, false));
                 failGathers(reason);
             }
             farewell.complete(null);

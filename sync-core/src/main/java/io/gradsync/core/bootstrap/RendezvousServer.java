@@ -246,8 +246,9 @@ final class RendezvousServer implements AutoCloseable {
             }
             case Wire.ABORT -> {
                 long call = in.readLong();
+                boolean disagreement = in.readBoolean();
                 String reason = in.readUTF();
-                relayAbort(rank, call, reason);
+                relayAbort(rank, call, reason, disagreement);
             }
             case Wire.BYE -> {
                 saidBye[rank] = true;
@@ -265,17 +266,18 @@ final class RendezvousServer implements AutoCloseable {
         gone[rank] = true;
         if (!saidBye[rank] && !closed) {
             LOG.log(System.Logger.Level.WARNING, "rendezvous: rank " + rank + " disconnected without closing");
-            relayAbort(rank, -1, "its process exited or lost its connection to the rendezvous without closing");
+            relayAbort(rank, -1, "its process exited or lost its connection to the rendezvous without closing", false);
         }
         farewellIfAllLeft();
     }
 
-    private void relayAbort(int rank, long call, String reason) {
+    private void relayAbort(int rank, long call, String reason, boolean disagreement) {
         for (int r = 0; r < size; r++) {
             if (r != rank) {
                 send(r, Wire.ABORTED, out -> {
                     out.writeInt(rank);
                     out.writeLong(call);
+                    out.writeBoolean(disagreement);
                     out.writeUTF(reason);
                 });
             }

@@ -29,7 +29,7 @@ final class Wire {
     static final int FAILED = 4;     // reason
     static final int GATHERED = 5;   // tag, size x (length, bytes)
     static final int STATUS = 6;     // size x (announced call: id, descriptor, arguments; last gather tag)
-    static final int ABORTED = 7;    // rank, call, reason
+    static final int ABORTED = 7;    // rank, call, disagreement, reason
     static final int FAREWELL = 8;
     static final int STREAM_ENDED = 9; // rank, stream, calls, reason
     // client -> server
@@ -37,7 +37,7 @@ final class Wire {
     static final int GATHER = 21;    // tag, length, bytes
     static final int ANNOUNCE = 22;  // call: id, descriptor, arguments
     static final int QUERY = 23;
-    static final int ABORT = 24;     // call, reason
+    static final int ABORT = 24;     // call, disagreement, reason
     static final int BYE = 25;
     static final int END_STREAM = 26; // stream, calls, reason
 

@@ -9,7 +9,7 @@ import java.net.InetAddress;
  * it over TCP; the in-JVM transport implements it in memory.
  *
  * <p>The control-plane methods ({@link #announce}, {@link #announced}, {@link #abort},
- * {@link #pendingAbort}, {@link #endStream}, {@link #streamEnd}) are called from a communicator's
+ * {@link #pendingAbort}, {@link #endStream}, {@link #pollStreamEnd}) are called from a communicator's
  * progress thread and never block; what they report may lag the peers by the control plane's latency.
  */
 public interface JobContext extends AutoCloseable {
@@ -82,8 +82,11 @@ public interface JobContext extends AutoCloseable {
     /** The last call {@code peer} announced as far as this rank knows, or null. */
     Call announced(int peer);
 
-    /** Tells every peer that this rank gave up in call {@code call} (-1: outside a call), and why. */
-    void abort(long call, String reason);
+    /**
+     * Tells every peer that this rank gave up in call {@code call} (-1: outside a call), and why;
+     * {@code disagreement} when the reason is that the ranks' calls differ.
+     */
+    void abort(long call, String reason, boolean disagreement);
 
     /** The first abort a peer sent to this rank, or null. */
     PeerAbort pendingAbort();
@@ -91,11 +94,8 @@ public interface JobContext extends AutoCloseable {
     /** Tells every peer that this rank's stream {@code stream} ended after {@code calls} of its calls. */
     void endStream(long stream, long calls, String reason);
 
-    /** The earliest end of {@code stream} that a peer reported, or null. */
-    StreamEnd streamEnd(long stream);
-
-    /** Forgets the stream ends of streams numbered below {@code stream}: this rank is done with them. */
-    void forgetStreamsBefore(long stream);
+    /** The next stream-end notice from a peer, each returned once, in the order they arrived; or null. */
+    StreamEnd pollStreamEnd();
 
     /** Leaves the job; peers see this rank as gone. */
     @Override

@@ -7,6 +7,7 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.util.ArrayList;
@@ -67,6 +68,8 @@ class GroupRingTest {
         IdleStrategy idle = IdleStrategy.named("backoff").get();
         List<String> problems = new ArrayList<>();
         long sequence = 0;
+        StreamLedger ledger = new StreamLedger();
+        Inbox inbox = new Inbox(n, ledger);
         for (int length : lengths) {
             int from = 3;
             int to = from + length;
@@ -94,7 +97,7 @@ class GroupRingTest {
                         long io = in.region().offset();
                         Object ob = out.region().base();
                         long oo = out.region().offset();
-                        CollectiveContext ctx = context(endpoint, sequence++, idle);
+                        CollectiveContext ctx = context(endpoint, inbox, ledger, sequence++, idle);
                         if (mode == 2) {
                             // the owned segment lands at the output's start
                             GroupRing.reduceScatterCompact(ctx, group, type, combine, divisor, ib, io, ob, oo - segFrom * es, from, to);
@@ -117,7 +120,7 @@ class GroupRingTest {
                             continue;
                         }
                         // All-gather the owned segments, in place on the reduce-scatter's output.
-                        GroupRing.allGather(context(endpoint, sequence++, idle), group, type, ob, oo, ob, oo, from, to);
+                        GroupRing.allGather(context(endpoint, inbox, ledger, sequence++, idle), group, type, ob, oo, ob, oo, from, to);
                         for (int i = from; i < to; i++) {
                             if (out.getBits(i) != CheckPattern.expectedBits(type, op, group, n, i)) {
                                 problems.add("WRONG all-gather " + name + " at " + i);
@@ -147,8 +150,14 @@ class GroupRingTest {
         }
     }
 
-    private static CollectiveContext context(Endpoint endpoint, long sequence, IdleStrategy idle) {
-        return new CollectiveContext(endpoint, "group-ring", sequence, 0, CHUNK, 30_000_000_000L, idle);
+    /** A context for the rank's next call: a single call, as the communicator would number it. */
+    private static CollectiveContext context(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long sequence,
+                                             IdleStrategy idle) {
+        long call = CallIds.single(sequence);
+        ledger.begin(call);
+        Call header = new Call(call, 0, CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, CHUNK));
+        return new CollectiveContext(endpoint, inbox, ledger, "group-ring", header, 30_000_000_000L, idle,
+                new java.util.concurrent.atomic.AtomicLong());
     }
 
     static GradientBuffer heap(DataType type, int count) {

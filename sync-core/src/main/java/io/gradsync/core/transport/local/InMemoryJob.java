@@ -12,9 +12,9 @@ import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.HexFormat;
-import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.ConcurrentHashMap;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
@@ -32,7 +32,7 @@ public final class InMemoryJob {
     private final Duration gatherTimeout;
     private final AtomicReferenceArray<Call> announced;
     private final AtomicReferenceArray<PeerAbort> aborts;
-    private final Map<Long, StreamEnd>[] streamEnds;
+    private final Queue<StreamEnd>[] streamEnds;
     private final AtomicReferenceArray<Context> contexts;
     private final Object gatherLock = new Object();
     private final byte[][] gathering;
@@ -52,9 +52,9 @@ public final class InMemoryJob {
         this.instanceId = HexFormat.of().formatHex(id);
         this.announced = new AtomicReferenceArray<>(size);
         this.aborts = new AtomicReferenceArray<>(size);
-        this.streamEnds = new Map[size];
+        this.streamEnds = new Queue[size];
         for (int r = 0; r < size; r++) {
-            streamEnds[r] = new ConcurrentHashMap<>();
+            streamEnds[r] = new ConcurrentLinkedQueue<>();
         }
         this.contexts = new AtomicReferenceArray<>(size);
         this.gathering = new byte[size][];
@@ -207,8 +207,8 @@ public final class InMemoryJob {
         }
 
         @Override
-        public void abort(long call, String reason) {
-            PeerAbort notice = new PeerAbort(rank, call, reason);
+        public void abort(long call, String reason, boolean disagreement) {
+            PeerAbort notice = new PeerAbort(rank, call, reason, disagreement);
             for (int peer = 0; peer < size; peer++) {
                 if (peer != rank) {
                     aborts.compareAndSet(peer, null, notice);
@@ -226,19 +226,14 @@ public final class InMemoryJob {
             StreamEnd notice = new StreamEnd(rank, stream, calls, reason);
             for (int peer = 0; peer < size; peer++) {
                 if (peer != rank) {
-                    streamEnds[peer].merge(stream, notice, (a, b) -> b.calls() < a.calls() ? b : a);
+                    streamEnds[peer].add(notice);
                 }
             }
         }
 
         @Override
-        public StreamEnd streamEnd(long stream) {
-            return streamEnds[rank].get(stream);
-        }
-
-        @Override
-        public void forgetStreamsBefore(long stream) {
-            streamEnds[rank].keySet().removeIf(s -> s < stream);
+        public StreamEnd pollStreamEnd() {
+            return streamEnds[rank].poll();
         }
 
         @Override

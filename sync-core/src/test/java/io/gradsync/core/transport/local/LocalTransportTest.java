@@ -78,18 +78,17 @@ class LocalTransportTest {
             Call call = new Call(5, 6, 7);
             e[2].announce(call);
             assertEquals(call, e[0].announced(2));
-            e[1].abort(5, "out of memory");
+            e[1].abort(5, "out of memory", false);
             assertNull(e[1].pendingAbort());
             assertEquals("out of memory", e[0].pendingAbort().reason());
             assertEquals(1, e[2].pendingAbort().rank());
             e[0].endStream(3, 10, "cancelled");
-            assertNull(e[0].streamEnd(3), "no notice of its own stream end");
+            assertNull(e[0].pollStreamEnd(), "no notice of its own stream end");
             e[2].endStream(3, 8, "cancelled too");
-            assertEquals(new StreamEnd(2, 3, 8, "cancelled too"), e[1].streamEnd(3), "the earliest end wins");
-            assertEquals(10, e[2].streamEnd(3).calls());
-            e[1].forgetStreamsBefore(4);
-            assertNull(e[1].streamEnd(3));
-            assertEquals(10, e[2].streamEnd(3).calls(), "each rank forgets for itself");
+            assertEquals(new StreamEnd(0, 3, 10, "cancelled"), e[1].pollStreamEnd());
+            assertEquals(new StreamEnd(2, 3, 8, "cancelled too"), e[1].pollStreamEnd());
+            assertNull(e[1].pollStreamEnd(), "each notice once");
+            assertEquals(10, e[2].pollStreamEnd().calls());
         }
     }
 

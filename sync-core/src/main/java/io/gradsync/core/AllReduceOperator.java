@@ -1,0 +1,336 @@
+package io.gradsync.core;
+
+import java.util.ArrayDeque;
+import java.util.Queue;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
+import org.reactivestreams.Subscription;
+import reactor.core.CoreSubscriber;
+import reactor.core.Scannable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.FluxOperator;
+import reactor.core.publisher.Operators;
+import reactor.util.concurrent.Queues;
+import reactor.util.context.Context;
+
+/**
+ * The training-loop operator behind {@link Communicator#allReduce(ReduceOp, Function)}: each item's
+ * gradient is reduced in place across all ranks and the item emitted, in upstream order. Each
+ * subscription is one stream of calls ({@code CallIds}): gradient {@code p} is call {@code p} of the
+ * stream on every rank, whatever another stream did before it. The stream is numbered when the operator
+ * is assembled ({@code transform}), in program order, because whether and when an assembled flux is
+ * subscribed can differ between ranks ({@code take(0)} never subscribes); a second subscription of the
+ * same assembly is numbered when it subscribes.
+ *
+ * <p>One drain loop, entered from upstream signals, downstream requests and the progress thread's
+ * completions, owns submission, emission and termination, so the count of submitted calls that a
+ * cancel records (and tells the peers, who then abandon the calls this rank will never join) is exact.
+ */
+final class AllReduceOperator<T> extends FluxOperator<T, T> {
+    /** Gradients requested from upstream ahead of submission. */
+    static final int PREFETCH = 2;
+    /** Collectives of one stream submitted and not yet emitted, at most. */
+    private static final int MAX_IN_FLIGHT = 1;
+
+    private final Communicator communicator;
+    private final ReduceOp op;
+    private final Function<? super T, GradientBuffer> gradientOf;
+    private final long assembledStream;
+    private final AtomicBoolean subscribed = new AtomicBoolean();
+
+    AllReduceOperator(Flux<? extends T> source, Communicator communicator, ReduceOp op,
+                      Function<? super T, GradientBuffer> gradientOf) {
+        super(source);
+        this.communicator = communicator;
+        this.op = op;
+        this.gradientOf = gradientOf;
+        this.assembledStream = communicator.openStream();
+    }
+
+    @Override
+    public void subscribe(CoreSubscriber<? super T> actual) {
+        long stream = subscribed.compareAndSet(false, true) ? assembledStream : communicator.openStream();
+        source.subscribe(new StreamSubscriber<>(actual, communicator, stream, op, gradientOf));
+    }
+
+    /** One gradient's collective: submitted, then completed on the progress thread. */
+    private static final class Reduction<T> implements ProgressThread.Completion {
+        private final T item;
+        private final StreamSubscriber<T> owner;
+        private volatile boolean finished;
+        private volatile CollectiveException error;
+
+        Reduction(T item, StreamSubscriber<T> owner) {
+            this.item = item;
+            this.owner = owner;
+        }
+
+        @Override
+        public void succeeded() {
+            finished = true;
+            owner.drain();
+        }
+
+        @Override
+        public void failed(CollectiveException e) {
+            error = e;
+            finished = true;
+            owner.drain();
+        }
+    }
+
+    static final class StreamSubscriber<T> implements CoreSubscriber<T>, Subscription, Scannable {
+        private final CoreSubscriber<? super T> actual;
+        private final Communicator communicator;
+        private final ReduceOp op;
+        private final Function<? super T, GradientBuffer> gradientOf;
+        private final long stream;
+        private final Queue<T> pending = Queues.<T>get(PREFETCH).get();
+        private final AtomicLong requested = new AtomicLong();
+        private final AtomicInteger wip = new AtomicInteger();
+        private Subscription upstream;
+        private volatile boolean upstreamDone;
+        private Throwable upstreamError;
+        private volatile boolean cancelled;
+        // owned by the drain loop
+        private final ArrayDeque<Reduction<T>> inFlight = new ArrayDeque<>();
+        private long submitted;
+        private long emitted;
+        private boolean closed;
+        private volatile boolean terminated;
+
+        StreamSubscriber(CoreSubscriber<? super T> actual, Communicator communicator, long stream, ReduceOp op,
+                         Function<? super T, GradientBuffer> gradientOf) {
+            this.actual = actual;
+            this.communicator = communicator;
+            this.stream = stream;
+            this.op = op;
+            this.gradientOf = gradientOf;
+        }
+
+        @Override
+        public Context currentContext() {
+            return actual.currentContext();
+        }
+
+        @Override
+        public void onSubscribe(Subscription s) {
+            if (Operators.validate(upstream, s)) {
+                upstream = s;
+                actual.onSubscribe(this);
+                s.request(PREFETCH);
+            }
+        }
+
+        @Override
+        public void onNext(T item) {
+            if (upstreamDone || cancelled) {
+                Operators.onDiscard(item, currentContext());
+                return;
+            }
+            if (!pending.offer(item)) {
+                Operators.onDiscard(item, currentContext());
+                onError(Operators.onOperatorError(upstream, new IllegalStateException("upstream sent more gradients "
+                        + "than were requested"), item, currentContext()));
+                return;
+            }
+            drain();
+        }
+
+        @Override
+        public void onError(Throwable t) {
+            if (upstreamDone) {
+                Operators.onErrorDropped(t, currentContext());
+                return;
+            }
+            upstreamError = t;
+            upstreamDone = true;
+            drain();
+        }
+
+        @Override
+        public void onComplete() {
+            if (!upstreamDone) {
+                upstreamDone = true;
+                drain();
+            }
+        }
+
+        @Override
+        public void request(long n) {
+            if (Operators.validate(n)) {
+                requested.getAndUpdate(r -> Operators.addCap(r, n));
+                drain();
+            }
+        }
+
+        /**
+         * Once this returns no further gradient of the stream is submitted: Reactor cancels upstream before
+         * it signals the end downstream, so a next stream the program starts then is queued behind every
+         * call of this one on this rank, as it is on the others.
+         */
+        @Override
+        public void cancel() {
+            if (!cancelled) {
+                synchronized (this) {
+                    cancelled = true;
+                }
+                upstream.cancel();
+                drain();
+            }
+        }
+
+        void drain() {
+            if (wip.getAndIncrement() != 0) {
+                return;
+            }
+            int missed = 1;
+            do {
+                if (cancelled) {
+                    closeStream("its subscriber cancelled");
+                    discardDone();
+                } else if (!terminated) {
+                    emitFinished();
+                    if (!terminated) {
+                        submitPending();
+                        completeIfDone();
+                    }
+                }
+                missed = wip.addAndGet(-missed);
+            } while (missed != 0);
+        }
+
+        /** Emits finished reductions in order while there is demand; a failed one ends the stream. */
+        private void emitFinished() {
+            Reduction<T> head;
+            while ((head = inFlight.peek()) != null && head.finished) {
+                if (head.error != null) {
+                    inFlight.poll();
+                    Operators.onDiscard(head.item, currentContext());
+                    terminate("one of its calls failed", head.error, false);
+                    return;
+                }
+                if (emitted == requested.get()) {
+                    return;
+                }
+                inFlight.poll();
+                emitted++;
+                actual.onNext(head.item);
+            }
+        }
+
+        /** Submits gradients while the in-flight limit allows, at most one beyond downstream demand. */
+        private void submitPending() {
+            while (!cancelled && inFlight.size() < MAX_IN_FLIGHT && submitted <= requested.get() && !pending.isEmpty()) {
+                T item = pending.poll();
+                GradientBuffer gradient;
+                try {
+                    gradient = java.util.Objects.requireNonNull(gradientOf.apply(item), "gradientOf returned null");
+                    communicator.validateAllReduce(gradient, gradient, op);
+                    if (submitted > io.gradsync.core.algorithm.CallIds.MAX_POSITION) {
+                        throw new IllegalStateException("a stream carries at most " + io.gradsync.core.algorithm.CallIds.MAX_POSITION
+                                + " gradients: subscribe anew (once per training step, say)");
+                    }
+                } catch (RuntimeException invalid) {
+                    Operators.onDiscard(item, currentContext());
+                    upstream.cancel();
+                    upstreamError = invalid;
+                    upstreamDone = true;
+                    discardPending();
+                    return;
+                }
+                Reduction<T> reduction = new Reduction<>(item, this);
+                synchronized (this) {
+                    if (cancelled) {
+                        Operators.onDiscard(item, currentContext());
+                        return;
+                    }
+                    inFlight.add(reduction);
+                    communicator.submitStreamCall(stream, submitted++, gradient, op, reduction);
+                }
+                upstream.request(1);
+            }
+        }
+
+        private void completeIfDone() {
+            if (upstreamDone && pending.isEmpty() && inFlight.isEmpty()) {
+                Throwable error = upstreamError;
+                if (error == null) {
+                    closeStream(null);
+                    terminated = true;
+                    actual.onComplete();
+                } else {
+                    communicator.abortJob("gradient stream failed: " + error);
+                    terminate("its gradient stream failed", error, true);
+                }
+            }
+        }
+
+        private void terminate(String why, Throwable error, boolean upstreamFailed) {
+            terminated = true;
+            if (!upstreamFailed) {
+                upstream.cancel();
+            }
+            closeStream(why);
+            discardPending();
+            discardDone();
+            actual.onError(error);
+        }
+
+        /** Tells the progress thread, after this stream's last submission, how many calls it had. */
+        private void closeStream(String earlyEnd) {
+            if (!closed) {
+                closed = true;
+                communicator.closeStream(stream, submitted, earlyEnd);
+            }
+        }
+
+        private void discardPending() {
+            T item;
+            while ((item = pending.poll()) != null) {
+                Operators.onDiscard(item, currentContext());
+            }
+        }
+
+        /** Drops pending gradients and finished reductions; those still running are dropped when they finish. */
+        private void discardDone() {
+            discardPending();
+            Reduction<T> head;
+            while ((head = inFlight.peek()) != null && head.finished) {
+                inFlight.poll();
+                Operators.onDiscard(head.item, currentContext());
+            }
+        }
+
+        @Override
+        public Object scanUnsafe(Attr key) {
+            if (key == Attr.PARENT) {
+                return upstream;
+            }
+            if (key == Attr.ACTUAL) {
+                return actual;
+            }
+            if (key == Attr.PREFETCH) {
+                return PREFETCH;
+            }
+            if (key == Attr.BUFFERED) {
+                return pending.size();
+            }
+            if (key == Attr.REQUESTED_FROM_DOWNSTREAM) {
+                return requested.get();
+            }
+            if (key == Attr.CANCELLED) {
+                return cancelled;
+            }
+            if (key == Attr.TERMINATED) {
+                return terminated;
+            }
+            if (key == Attr.RUN_STYLE) {
+                return Attr.RunStyle.ASYNC;
+            }
+            return null;
+        }
+    }
+}
