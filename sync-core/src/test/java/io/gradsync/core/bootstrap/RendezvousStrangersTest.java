@@ -181,12 +181,12 @@ class RendezvousStrangersTest {
             job.start(0, 1);
             Stranger.connect(port).close(); // the listener is up
             long before = heapAfterGc();
-            int threadsBefore = ManagementFactory.getThreadMXBean().getThreadCount();
+            long threadsBefore = rendezvousThreads();
             List<SocketChannel> flood = new ArrayList<>();
             for (int i = 0; i < 100; i++) {
                 flood.add(SocketChannel.open(new InetSocketAddress(InetAddress.getLoopbackAddress(), port)));
             }
-            int threadsDuring = ManagementFactory.getThreadMXBean().getThreadCount();
+            long threadsDuring = rendezvousThreads();
             long grown = heapAfterGc() - before;
             job.start(2); // retries while rank 0 closes new connections at once, joins once the strangers' time is up
             List<Rendezvous> ranks = job.formsAndGathersExactly();
@@ -198,8 +198,8 @@ class RendezvousStrangersTest {
             closedAtOnce = (int) server.closedAtOnce();
             assertTrue(server.mostPending() <= DEFAULTS.maxPending(), "pending at most " + server.mostPending());
             assertTrue(closedAtOnce >= 100 - DEFAULTS.maxPending(), closedAtOnce + " closed at once");
-            assertTrue(threadsDuring - threadsBefore <= 1, "no thread per connection: " + threadsBefore + " threads before, "
-                    + threadsDuring + " with 100 strangers");
+            assertEquals(threadsBefore, threadsDuring, "no thread per connection: " + threadsBefore + " rendezvous threads "
+                    + "before, " + threadsDuring + " with 100 strangers");
             List<String> lines = log.messages(Level.WARNING, "refused connection from");
             assertTrue(lines.size() <= RendezvousServer.RefusalLog.LINES_PER_WINDOW && !lines.isEmpty(),
                     lines.size() + " refusal lines for 100 strangers");
@@ -266,7 +266,7 @@ class RendezvousStrangersTest {
                 assertNotNull(lost, calls + " stream ends were queued without the rank noticing that rank 0 stopped reading");
                 assertEquals(0, lost.rank());
                 assertTrue(lost.reason().contains("lost the connection to the rendezvous"), lost.reason());
-                assertTrue(slowestNanos < TimeUnit.MILLISECONDS.toNanos(200), "endStream took up to "
+                assertTrue(slowestNanos < TimeUnit.SECONDS.toNanos(1), "endStream took up to "
                         + slowestNanos / 1_000_000 + " ms");
             } finally {
                 rank1.close();
@@ -696,6 +696,11 @@ class RendezvousStrangersTest {
     private static void assertHeapGrowthSmall(String testCase, long grown) {
         System.out.printf("heap growth while %s: %+d KiB%n", testCase, grown >> 10);
         assertTrue(grown < HEAP_SLACK, testCase + ": heap grew by " + (grown >> 10) + " KiB");
+    }
+
+    /** The threads of the rendezvous in this JVM: rank 0's server and each rank's reader and writer. */
+    private static long rendezvousThreads() {
+        return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().startsWith("gradsync-rendezvous")).count();
     }
 
     private static long heapAfterGc() {
