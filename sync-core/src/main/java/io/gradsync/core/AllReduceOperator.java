@@ -209,7 +209,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                 if (head.error != null) {
                     inFlight.poll();
                     Operators.onDiscard(head.item, currentContext());
-                    terminate("one of its calls failed", head.error, false);
+                    terminate(head.error, false);
                     return;
                 }
                 if (emitted == requested.get()) {
@@ -263,17 +263,22 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                     actual.onComplete();
                 } else {
                     communicator.abortJob("gradient stream failed: " + error);
-                    terminate("its gradient stream failed", error, true);
+                    terminate(error, true);
                 }
             }
         }
 
-        private void terminate(String why, Throwable error, boolean upstreamFailed) {
+        /**
+         * Ends the stream with an error. Peers need no stream-end notice: a failed call has aborted the job
+         * (or, for a {@link StreamEndedException}, was cut by a peer's notice already), and so does an
+         * upstream error.
+         */
+        private void terminate(Throwable error, boolean upstreamFailed) {
             terminated = true;
             if (!upstreamFailed) {
                 upstream.cancel();
             }
-            closeStream(why);
+            closeStream(null);
             discardPending();
             discardDone();
             actual.onError(error);

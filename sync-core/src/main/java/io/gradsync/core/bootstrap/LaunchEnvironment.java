@@ -1,14 +1,20 @@
 package io.gradsync.core.bootstrap;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * Who this process is in the job, read from the variables that launchers set: torchrun and the
@@ -19,12 +25,29 @@ import java.util.Optional;
  *
  * <p>Which ranks share a host is not taken from the launcher: every rank reports its {@link #hostId()}
  * at the rendezvous, so the layout is right even when a launcher's local-rank variables are missing.
+ *
+ * <p>The job secret is required: from {@value #JOB_SECRET_VAR}, or else from the file that
+ * {@value #JOB_SECRET_FILE_VAR} names. Without either, reading the environment fails with a message that
+ * says how to provide one, unless authentication is switched off explicitly with
+ * {@code -Dgradsync.auth=none} (or {@value #AUTH_VAR}{@code =none}), which every rank then logs as a warning.
  */
 public final class LaunchEnvironment {
     /** Overrides the host identity (used when "hosts" are network namespaces of one machine). */
     public static final String HOST_ID_VAR = "GRADSYNC_HOST_ID";
     /** The job's shared secret; {@code gradsync-run} generates one per job. */
     public static final String JOB_SECRET_VAR = "GRADSYNC_JOB_SECRET";
+    /** The path of a file holding the job's secret, readable by its owner only (a mounted Kubernetes secret). */
+    public static final String JOB_SECRET_FILE_VAR = "GRADSYNC_JOB_SECRET_FILE";
+    /** {@code none} runs the job without authentication (trusted networks only); the property {@value #AUTH_PROP} wins. */
+    public static final String AUTH_VAR = "GRADSYNC_AUTH";
+    /** System property: {@code secret} (the default) or {@code none}. */
+    public static final String AUTH_PROP = "gradsync.auth";
+    /** The rendezvous port, when it must differ from {@code MASTER_PORT}. */
+    public static final String RENDEZVOUS_PORT_VAR = "GRADSYNC_RENDEZVOUS_PORT";
+    /** torchrun sets it to {@code True} when its agent's TCPStore already listens on {@code MASTER_PORT}. */
+    static final String AGENT_STORE_VAR = "TORCHELASTIC_USE_AGENT_STORE";
+    /** A secret file longer than this is a mistake (the wrong path), not a key. */
+    static final int MAX_SECRET_FILE_BYTES = 4096;
     /** The job's id; names the job's shared-memory directories. */
     public static final String JOB_ID_VAR = "GRADSYNC_JOB_ID";
 
@@ -35,27 +58,22 @@ public final class LaunchEnvironment {
     private final int size;
     private final String masterAddress;
     private final int masterPort;
+    private final int rendezvousPort;
+    private final String rendezvousPortSource;
     private final String jobId;
     private final byte[] secret;
     private final boolean secretIsPrivate;
     private final String hostId;
 
-    LaunchEnvironment(String launcher, int rank, int size, String masterAddress, int masterPort, String jobId,
-                      byte[] secret, boolean secretIsPrivate, String hostId) {
-        if (size < 1) {
-            throw new IllegalArgumentException(launcher + ": world size must be >= 1, was " + size);
-        }
-        if (rank < 0 || rank >= size) {
-            throw new IllegalArgumentException(launcher + ": rank " + rank + " is outside 0.." + (size - 1));
-        }
-        if (masterPort < 1 || masterPort > 65535) {
-            throw new IllegalArgumentException(launcher + ": rendezvous port " + masterPort + " is outside 1..65535");
-        }
+    LaunchEnvironment(String launcher, int rank, int size, String masterAddress, int masterPort, int rendezvousPort,
+                      String rendezvousPortSource, String jobId, byte[] secret, boolean secretIsPrivate, String hostId) {
         this.launcher = launcher;
         this.rank = rank;
         this.size = size;
         this.masterAddress = masterAddress;
         this.masterPort = masterPort;
+        this.rendezvousPort = rendezvousPort;
+        this.rendezvousPortSource = rendezvousPortSource;
         this.jobId = jobId;
         this.secret = secret.clone();
         this.secretIsPrivate = secretIsPrivate;
@@ -74,17 +92,23 @@ public final class LaunchEnvironment {
      *         the message names the variables that are missing
      */
     public static LaunchEnvironment from(Map<String, String> env) {
+        return from(env, System.getProperty(AUTH_PROP));
+    }
+
+    /** {@link #from(Map)} with the value of {@value #AUTH_PROP} given ({@code null}: unset). */
+    static LaunchEnvironment from(Map<String, String> env, String authProperty) {
         String hostId = Optional.ofNullable(env.get(HOST_ID_VAR)).orElseGet(LaunchEnvironment::detectHostId);
         if (env.containsKey("RANK") || env.containsKey("WORLD_SIZE")) {
             String jobId = first(env, JOB_ID_VAR, "TORCHELASTIC_RUN_ID").orElse("");
             return create("torchrun-style environment", integer(env, "RANK"), integer(env, "WORLD_SIZE"),
-                    required(env, "MASTER_ADDR"), integer(env, "MASTER_PORT"), jobId, env, hostId);
+                    required(env, "MASTER_ADDR"), integer(env, "MASTER_PORT"), "MASTER_PORT", jobId, env, authProperty,
+                    hostId);
         }
         if (env.containsKey("OMPI_COMM_WORLD_RANK")) {
             String jobId = first(env, JOB_ID_VAR, "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid").orElse("");
             return create("Open MPI", integer(env, "OMPI_COMM_WORLD_RANK"), integer(env, "OMPI_COMM_WORLD_SIZE"),
                     required(env, "MASTER_ADDR", "(pass it with mpirun -x MASTER_ADDR -x MASTER_PORT)"),
-                    integer(env, "MASTER_PORT"), jobId, env, hostId);
+                    integer(env, "MASTER_PORT"), "MASTER_PORT", jobId, env, authProperty, hostId);
         }
         if (env.containsKey("SLURM_PROCID")) {
             String slurmJob = required(env, "SLURM_JOB_ID");
@@ -92,29 +116,137 @@ public final class LaunchEnvironment {
             String master = first(env, "MASTER_ADDR").orElseGet(() -> firstSlurmHost(
                     first(env, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST").orElseThrow(() -> missing("SLURM_STEP_NODELIST"))));
             // Without MASTER_PORT every task of the step derives the same port from the job id.
-            int port = env.containsKey("MASTER_PORT") ? integer(env, "MASTER_PORT")
+            boolean given = env.containsKey("MASTER_PORT");
+            int port = given ? integer(env, "MASTER_PORT")
                     : 20_000 + (int) (Long.parseLong(slurmJob.replaceAll("\\D", "0")) % 20_000);
-            return create("Slurm", integer(env, "SLURM_PROCID"), integer(env, "SLURM_NTASKS"), master, port, jobId,
-                    env, hostId);
+            return create("Slurm", integer(env, "SLURM_PROCID"), integer(env, "SLURM_NTASKS"), master, port,
+                    given ? "MASTER_PORT" : "20000 + SLURM_JOB_ID mod 20000", jobId, env, authProperty, hostId);
         }
         throw new IllegalArgumentException("no launcher environment found: set RANK, WORLD_SIZE, MASTER_ADDR and "
                 + "MASTER_PORT (torchrun, gradsync-run), or run under mpirun (OMPI_COMM_WORLD_RANK) or srun "
                 + "(SLURM_PROCID)");
     }
 
-    private static LaunchEnvironment create(String launcher, int rank, int size, String master, int port, String jobId,
-                                            Map<String, String> env, String hostId) {
-        String secret = env.get(JOB_SECRET_VAR);
-        if (secret != null && !secret.isEmpty()) {
-            return new LaunchEnvironment(launcher, rank, size, master, port, jobId,
-                    secret.getBytes(StandardCharsets.UTF_8), true, hostId);
+    private static LaunchEnvironment create(String launcher, int rank, int size, String master, int masterPort,
+                                            String masterPortSource, String jobId, Map<String, String> env,
+                                            String authProperty, String hostId) {
+        if (size < 1) {
+            throw new IllegalArgumentException(launcher + ": world size must be >= 1, was " + size);
         }
-        if (rank == 0) {
-            LOG.log(System.Logger.Level.WARNING, JOB_SECRET_VAR + " is not set: connections are checked against the "
-                    + "job id only, which keeps stale processes of other jobs out but is no secret");
+        if (rank < 0 || rank >= size) {
+            throw new IllegalArgumentException(launcher + ": rank " + rank + " is outside 0.." + (size - 1));
         }
-        return new LaunchEnvironment(launcher, rank, size, master, port, jobId,
-                ("job:" + jobId).getBytes(StandardCharsets.UTF_8), false, hostId);
+        if (masterPort < 1 || masterPort > 65535) {
+            throw new IllegalArgumentException(launcher + ": " + masterPortSource + " = " + masterPort
+                    + " is outside 1..65535");
+        }
+        int port = masterPort;
+        String portSource = masterPortSource;
+        if (first(env, RENDEZVOUS_PORT_VAR).isPresent()) {
+            port = integer(env, RENDEZVOUS_PORT_VAR);
+            portSource = RENDEZVOUS_PORT_VAR;
+        } else if (launcher.startsWith("torchrun") && first(env, AGENT_STORE_VAR).filter("True"::equalsIgnoreCase).isPresent()) {
+            // torchrun's agent already serves its TCPStore on MASTER_PORT; the next port is the rendezvous's.
+            port = masterPort + 1;
+            portSource = "MASTER_PORT + 1, as " + AGENT_STORE_VAR + "=True: torchrun's agent store holds MASTER_PORT";
+        }
+        if (port < 1 || port > 65535) {
+            throw new IllegalArgumentException(launcher + ": rendezvous port " + port + " (" + portSource
+                    + ") is outside 1..65535; set " + RENDEZVOUS_PORT_VAR);
+        }
+        String auth = Optional.ofNullable(authProperty).filter(v -> !v.isBlank())
+                .or(() -> first(env, AUTH_VAR)).orElse("secret").trim().toLowerCase(Locale.ROOT);
+        if (!auth.equals("secret") && !auth.equals("none")) {
+            throw new IllegalArgumentException(AUTH_PROP + " (or " + AUTH_VAR + ") is '" + auth + "'; it must be 'secret' "
+                    + "(the default) or 'none'");
+        }
+        // The variable wins over the file: gradsync-run sets a fresh one for its ranks whatever they inherit.
+        Optional<String> secret = first(env, JOB_SECRET_VAR);
+        Optional<String> secretFile = first(env, JOB_SECRET_FILE_VAR);
+        byte[] key;
+        boolean isPrivate = true;
+        if (secret.isPresent()) {
+            key = secret.get().getBytes(StandardCharsets.UTF_8);
+        } else if (secretFile.isPresent()) {
+            key = readSecretFile(Path.of(secretFile.get()));
+        } else if (auth.equals("none")) {
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": " + AUTH_PROP + "=none: this job is UNAUTHENTICATED. "
+                    + "Any process that can reach the rendezvous at " + master + ":" + port + " can join it or disturb it, "
+                    + "and the keys of its transports derive from the job id '" + jobId + "', which is public. Use this on "
+                    + "a trusted network only.");
+            key = ("job:" + jobId).getBytes(StandardCharsets.UTF_8);
+            isPrivate = false;
+        } else {
+            throw new IllegalArgumentException(missingSecret(launcher));
+        }
+        return new LaunchEnvironment(launcher, rank, size, master, masterPort, port, portSource, jobId, key, isPrivate,
+                hostId);
+    }
+
+    /** What to do when no secret is set: the ways that fit {@code launcher}, then the others. */
+    static String missingSecret(String launcher) {
+        String how;
+        if (launcher.startsWith("Open MPI")) {
+            how = "export GRADSYNC_JOB_SECRET=$(openssl rand -hex 32) and add -x GRADSYNC_JOB_SECRET to mpirun (the name "
+                    + "only: mpirun copies the value from its environment)";
+        } else if (launcher.startsWith("Slurm")) {
+            how = "export GRADSYNC_JOB_SECRET=$(openssl rand -hex 32) before srun (srun passes its environment on; with an "
+                    + "--export list, add GRADSYNC_JOB_SECRET to it by name, without a value)";
+        } else {
+            how = "export GRADSYNC_JOB_SECRET=$(openssl rand -hex 32) before torchrun (the same value on every node; "
+                    + "Kubernetes: set it from a Secret with valueFrom.secretKeyRef)";
+        }
+        return launcher + ": no job secret. Every rank needs the same secret, known only to the job, so that no other "
+                + "process can join the job or forge its transports' keys. Provide it through the environment, never on "
+                + "a command line (where ps shows it):\n"
+                + "  " + how + ";\n"
+                + "  or set " + JOB_SECRET_FILE_VAR + " to a file that only its owner can read (chmod 600; a Kubernetes "
+                + "secret volume with defaultMode 0400);\n"
+                + "  gradsync-run sets a fresh " + JOB_SECRET_VAR + " for each job by itself.\n"
+                + "On a trusted network only, -D" + AUTH_PROP + "=none (or " + AUTH_VAR + "=none) runs the job without "
+                + "authentication.";
+    }
+
+    /** The secret in {@code file}, without surrounding white space; refused when others than its owner may read it. */
+    static byte[] readSecretFile(Path file) {
+        String name = JOB_SECRET_FILE_VAR + "=" + file;
+        if (!Files.isRegularFile(file)) {
+            throw new IllegalArgumentException(name + ": " + (Files.exists(file) ? "not a regular file" : "no such file"));
+        }
+        try {
+            Set<PosixFilePermission> mode = Files.getPosixFilePermissions(file);
+            if (mode.contains(PosixFilePermission.GROUP_READ) || mode.contains(PosixFilePermission.OTHERS_READ)) {
+                throw new IllegalArgumentException(name + " can be read by its group or by others ("
+                        + PosixFilePermissions.toString(mode) + "): make it readable by its owner only (chmod 600 " + file
+                        + "; for a Kubernetes secret volume, defaultMode: 0400)");
+            }
+            byte[] content;
+            try (InputStream in = Files.newInputStream(file)) {
+                content = in.readNBytes(MAX_SECRET_FILE_BYTES + 1);
+            }
+            if (content.length > MAX_SECRET_FILE_BYTES) {
+                throw new IllegalArgumentException(name + " is longer than " + MAX_SECRET_FILE_BYTES
+                        + " bytes: is it the right file?");
+            }
+            int from = 0;
+            int to = content.length;
+            while (from < to && isAsciiSpace(content[from])) {
+                from++;
+            }
+            while (to > from && isAsciiSpace(content[to - 1])) {
+                to--;
+            }
+            if (from == to) {
+                throw new IllegalArgumentException(name + " is empty");
+            }
+            return Arrays.copyOfRange(content, from, to);
+        } catch (IOException e) {
+            throw new IllegalArgumentException(name + " cannot be read: " + e, e);
+        }
+    }
+
+    private static boolean isAsciiSpace(byte b) {
+        return b == ' ' || b == '\t' || b == '\n' || b == '\r';
     }
 
     /** The first host of a Slurm host list such as {@code node[07-09,12],gpu3}: {@code node07}. */
@@ -188,8 +320,23 @@ public final class LaunchEnvironment {
         return masterAddress;
     }
 
+    /** {@code MASTER_PORT} (for Slurm without it: derived from the job id). */
     public int masterPort() {
         return masterPort;
+    }
+
+    /**
+     * Where rank 0 serves the rendezvous: {@value #RENDEZVOUS_PORT_VAR} when set; {@code MASTER_PORT + 1} under
+     * torchrun when its agent's store holds {@code MASTER_PORT} ({@value #AGENT_STORE_VAR}{@code =True}); otherwise
+     * {@link #masterPort()}.
+     */
+    public int rendezvousPort() {
+        return rendezvousPort;
+    }
+
+    /** Where {@link #rendezvousPort()} came from, for messages: {@code MASTER_PORT}, {@value #RENDEZVOUS_PORT_VAR}, .... */
+    public String rendezvousPortSource() {
+        return rendezvousPortSource;
     }
 
     /** The job's id ({@code ""} when the launcher gives none). */
@@ -202,7 +349,10 @@ public final class LaunchEnvironment {
         return secret.clone();
     }
 
-    /** Whether the secret came from {@link #JOB_SECRET_VAR} rather than from the public job id. */
+    /**
+     * Whether the job is authenticated by a secret ({@link #JOB_SECRET_VAR} or {@link #JOB_SECRET_FILE_VAR}); false
+     * only with {@code gradsync.auth=none} and no secret, when the key derives from the public job id.
+     */
     public boolean hasPrivateSecret() {
         return secretIsPrivate;
     }
@@ -214,14 +364,15 @@ public final class LaunchEnvironment {
 
     /** A copy with another host id (tests, explicit layouts). */
     public LaunchEnvironment withHostId(String id) {
-        return new LaunchEnvironment(launcher, rank, size, masterAddress, masterPort, jobId, secret, secretIsPrivate, id);
+        return new LaunchEnvironment(launcher, rank, size, masterAddress, masterPort, rendezvousPort, rendezvousPortSource,
+                jobId, secret, secretIsPrivate, id);
     }
 
     @Override
     public String toString() {
         List<String> parts = new ArrayList<>();
         parts.add("rank " + rank + " of " + size);
-        parts.add("rendezvous " + masterAddress + ":" + masterPort);
+        parts.add("rendezvous " + masterAddress + ":" + rendezvousPort);
         parts.add("host " + hostId);
         if (!jobId.isEmpty()) {
             parts.add("job " + jobId);

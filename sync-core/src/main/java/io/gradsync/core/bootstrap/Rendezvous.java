@@ -4,18 +4,24 @@ import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.PeerAbort;
 import io.gradsync.core.transport.StreamEnd;
-import java.io.DataInputStream;
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.net.InetSocketAddress;
+import java.net.ProtocolException;
 import java.net.Socket;
-import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
+import java.net.SocketTimeoutException;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -23,23 +29,34 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * A rank's membership in a multi-process job: the meeting at {@code MASTER_ADDR:MASTER_PORT} (rank 0
- * serves it), the host layout that follows from it, and a small control plane that lasts as long as the
- * job — all-gathers for transports to exchange their endpoints, abort notices, the table of announced
- * collectives, and prompt notice when a rank's process disappears.
+ * A rank's membership in a multi-process job: the meeting at {@code MASTER_ADDR} on the rendezvous port
+ * (rank 0 serves it), the host layout that follows from it, and a small control plane that lasts as long
+ * as the job — all-gathers for transports to exchange their endpoints, abort notices, the table of
+ * announced collectives, and prompt notice when a rank's process disappears.
  *
- * <p>Every connection proves that it knows the job secret (HMAC-SHA256 over a fresh challenge); anything
- * else is refused with a log line on rank 0 and never becomes part of the job. Every wait has a deadline.
+ * <p>Both ends of every connection prove that they know the job secret (HMAC-SHA256 over fresh nonces):
+ * rank 0 refuses a process that cannot, with a log line, and a rank refuses a rendezvous that cannot —
+ * another process holding the port, say — before it trusts anything it says. Every wait has a deadline.
+ * Messages to rank 0 leave through a bounded queue that one writer thread drains, so the control-plane
+ * methods never block on the socket.
  */
 public final class Rendezvous implements JobContext {
     private static final System.Logger LOG = System.getLogger(Rendezvous.class.getName());
     private static final long ANNOUNCE_FLUSH_MS = 20;
     private static final long STATUS_STALE_NANOS = 200_000_000L;
+    /** Extra time for rank 0's own verdict (the rendezvous timed out) to arrive after this rank's deadline. */
+    private static final long VERDICT_GRACE_NANOS = 5_000_000_000L;
+    private static final long CONNECT_RETRY_MS = 100;
+    /** Messages waiting for the writer beyond which rank 0 is taken to have stopped reading. */
+    static final int OUTBOUND_MESSAGES = 1024;
 
     private final LaunchEnvironment env;
     private final Duration timeout;
     private final RendezvousServer server;
-    private final Wire.Connection conn;
+    private final Socket socket;
+    private final InputStream in;
+    private final OutputStream out;
+    private final BlockingQueue<byte[]> outbound = new ArrayBlockingQueue<>(OUTBOUND_MESSAGES);
     private final String instanceId;
     private final String[] hostIds;
     private final int[] hostIndex;
@@ -50,7 +67,7 @@ public final class Rendezvous implements JobContext {
     private final java.util.Queue<StreamEnd> streamEnds = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final CompletableFuture<Void> farewell = new CompletableFuture<>();
     private final Thread reader;
-    private final Thread announcer;
+    private final Thread writer;
     private volatile Call announcedCall;
     private Call sentCall;
     private volatile boolean statusWanted;
@@ -58,16 +75,18 @@ public final class Rendezvous implements JobContext {
     private volatile int[] statusGathers;
     private volatile long statusNanos;
     private volatile boolean closing;
+    private volatile String lostReason;
     private int nextGatherTag;
 
-    private Rendezvous(LaunchEnvironment env, Duration timeout, RendezvousServer server, Wire.Connection conn,
-                       Welcome welcome) {
+    private Rendezvous(LaunchEnvironment env, Duration timeout, RendezvousServer server, Meeting meeting) throws IOException {
         this.env = env;
         this.timeout = timeout;
         this.server = server;
-        this.conn = conn;
-        this.instanceId = welcome.instanceId();
-        this.hostIds = welcome.hostIds();
+        this.socket = meeting.socket();
+        this.in = meeting.in();
+        this.out = new BufferedOutputStream(socket.getOutputStream());
+        this.instanceId = meeting.instanceId();
+        this.hostIds = meeting.hostIds();
         Map<String, Integer> hosts = new LinkedHashMap<>();
         this.hostIndex = new int[hostIds.length];
         int local = 0;
@@ -86,9 +105,9 @@ public final class Rendezvous implements JobContext {
         this.reader = new Thread(this::readLoop, "gradsync-rendezvous-rank-" + env.rank());
         reader.setDaemon(true);
         reader.start();
-        this.announcer = new Thread(this::announceLoop, "gradsync-announce-rank-" + env.rank());
-        announcer.setDaemon(true);
-        announcer.start();
+        this.writer = new Thread(this::writeLoop, "gradsync-rendezvous-writer-rank-" + env.rank());
+        writer.setDaemon(true);
+        writer.start();
     }
 
     /**
@@ -96,22 +115,36 @@ public final class Rendezvous implements JobContext {
      * to it (retrying while rank 0 is not up yet) and waits until all ranks have arrived.
      *
      * @param timeout how long to wait for all ranks; also the deadline of later all-gathers and of close
-     * @throws RendezvousException on timeout (naming the ranks that never arrived), refusal or I/O failure
+     * @throws RendezvousException on timeout (naming the ranks that never arrived), refusal (either way:
+     *         rank 0 refused this process, or the rendezvous could not prove it knows the job secret) or I/O failure
      */
     public static Rendezvous join(LaunchEnvironment env, Duration timeout) {
+        return join(env, timeout, RendezvousServer.Limits.fromProperties());
+    }
+
+    /** {@link #join(LaunchEnvironment, Duration)} with explicit limits (tests: short handshake deadlines). */
+    static Rendezvous join(LaunchEnvironment env, Duration timeout, RendezvousServer.Limits limits) {
         long deadline = System.nanoTime() + timeout.toNanos();
         RendezvousServer server = null;
         if (env.rank() == 0) {
+            InetSocketAddress listen = RendezvousServer.listenAddress(env.masterAddress(), env.rendezvousPort());
             try {
-                server = new RendezvousServer(env.masterPort(), env.size(), env.jobId(), env.secret(), deadline);
+                server = new RendezvousServer(listen, env.size(), env.jobId(), env.secret(), deadline, limits);
             } catch (IOException e) {
-                throw new RendezvousException("rank 0 cannot serve the rendezvous on port " + env.masterPort() + ": " + e
-                        + " (is another job using MASTER_PORT?)", e);
+                throw new RendezvousException("rank 0 cannot serve the rendezvous on " + listen + " (port from "
+                        + env.rendezvousPortSource() + "): " + e + ". Is another process using the port (another job, or "
+                        + "torchrun's agent store)? Set " + LaunchEnvironment.RENDEZVOUS_PORT_VAR + " to a free port, the "
+                        + "same for every rank", e);
             }
         }
         try {
-            Wire.Connection conn = connect(env, deadline);
-            return new Rendezvous(env, timeout, server, conn, handshake(env, conn, deadline));
+            Meeting meeting = meet(env, limits.handshakeTimeout(), deadline);
+            try {
+                return new Rendezvous(env, timeout, server, meeting);
+            } catch (IOException e) {
+                closeQuietly(meeting.socket());
+                throw new RendezvousException("rank " + env.rank() + ": rendezvous failed: " + e, e);
+            }
         } catch (RuntimeException e) {
             if (server != null) {
                 server.close();
@@ -120,76 +153,129 @@ public final class Rendezvous implements JobContext {
         }
     }
 
-    private static Wire.Connection connect(LaunchEnvironment env, long deadline) {
-        String where = env.masterAddress() + ":" + env.masterPort();
+    /** An authenticated connection to rank 0 and what rank 0 sent once every rank had arrived. */
+    private record Meeting(Socket socket, InputStream in, String instanceId, String[] hostIds) {
+    }
+
+    private static String where(LaunchEnvironment env) {
+        return env.masterAddress() + ":" + env.rendezvousPort();
+    }
+
+    /**
+     * Connects to rank 0, retrying while nothing listens yet or the connection is closed before rank 0's
+     * challenge (it closes connections beyond its limit of unauthenticated ones at once), then shakes hands.
+     */
+    private static Meeting meet(LaunchEnvironment env, Duration handshakeTimeout, long deadline) {
         IOException last = null;
-        while (System.nanoTime() < deadline) {
+        while (deadline - System.nanoTime() > 0) {
             Socket socket = new Socket();
             try {
                 long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
-                socket.connect(new InetSocketAddress(env.masterAddress(), env.masterPort()), (int) Math.min(left, 2000));
-                return new Wire.Connection(socket);
+                socket.connect(new InetSocketAddress(env.masterAddress(), env.rendezvousPort()), (int) Math.min(left, 2000));
+                socket.setTcpNoDelay(true);
             } catch (IOException e) {
                 last = e;
                 closeQuietly(socket);
-                // Rank 0 may not be listening yet: connection set-up is the one place that retries.
-                sleepMillis(100);
+                sleepMillis(CONNECT_RETRY_MS);
+                continue;
+            }
+            long handshakeDeadline = System.nanoTime() + handshakeTimeout.toNanos();
+            InputStream in;
+            Wire.Message challenge;
+            try {
+                in = new BufferedInputStream(socket.getInputStream());
+                challenge = Wire.read(socket, in, Wire.MAX_HANDSHAKE_BYTES, handshakeDeadline);
+            } catch (SocketTimeoutException e) {
+                closeQuietly(socket);
+                throw new RendezvousException("rank " + env.rank() + ": " + where(env) + " accepted the connection but sent "
+                        + "no rendezvous challenge within " + handshakeTimeout.toMillis() + " ms: is another program "
+                        + "listening on " + env.rendezvousPortSource() + "?", e);
+            } catch (ProtocolException e) {
+                closeQuietly(socket);
+                throw notARendezvous(env, e.getMessage());
+            } catch (IOException e) {
+                last = e;
+                closeQuietly(socket);
+                sleepMillis(CONNECT_RETRY_MS);
+                continue;
+            }
+            try {
+                return handshake(env, socket, in, challenge, handshakeDeadline, deadline + VERDICT_GRACE_NANOS);
+            } catch (RuntimeException e) {
+                closeQuietly(socket);
+                throw e;
             }
         }
-        throw new RendezvousException("rank " + env.rank() + ": cannot reach the rendezvous at " + where
-                + " (rank 0's MASTER_ADDR:MASTER_PORT) before the deadline: " + last, last);
+        throw new RendezvousException("rank " + env.rank() + ": cannot reach the rendezvous at " + where(env) + " (rank 0's "
+                + "MASTER_ADDR, port from " + env.rendezvousPortSource() + ") before the deadline: " + last, last);
     }
 
-    /** What rank 0 sends once every rank has arrived. */
-    private record Welcome(String instanceId, String[] hostIds) {
-    }
-
-    private static Welcome handshake(LaunchEnvironment env, Wire.Connection conn, long deadline) {
+    private static Meeting handshake(LaunchEnvironment env, Socket socket, InputStream in, Wire.Message challenge,
+                                     long handshakeDeadline, long welcomeDeadline) {
+        String stage = "the handshake";
         try {
-            conn.socket.setSoTimeout((int) Math.max(1, (deadline - System.nanoTime()) / 1_000_000) + 5_000);
-            Wire.Message challenge = conn.read();
-            DataInputStream in = challenge.body();
-            if (challenge.type() != Wire.CHALLENGE || in.readInt() != Wire.MAGIC || in.readInt() != Wire.VERSION) {
-                throw new RendezvousException("rank " + env.rank() + ": " + env.masterAddress() + ":" + env.masterPort()
-                        + " is not a gradsync rendezvous of this version", null);
+            Wire.Payload c = challenge.body();
+            if (challenge.type() != Wire.CHALLENGE || c.remaining() != 8 + Wire.NONCE_BYTES || c.readInt() != Wire.MAGIC
+                    || c.readInt() != Wire.VERSION) {
+                throw notARendezvous(env, "its first message is not a challenge of protocol version " + Wire.VERSION);
             }
-            byte[] nonce = in.readNBytes(Wire.NONCE_BYTES);
-            byte[] mac = Wire.mac(env.secret(), nonce, env.rank(), env.size(), env.jobId());
-            conn.write(Wire.HELLO, out -> {
-                out.writeInt(env.rank());
-                out.writeInt(env.size());
-                out.writeUTF(env.jobId());
-                out.writeUTF(env.hostId());
-                out.write(mac);
-            });
-            Wire.Message answer = conn.read();
-            switch (answer.type()) {
+            byte[] serverNonce = c.readBytes(Wire.NONCE_BYTES);
+            byte[] clientNonce = new byte[Wire.NONCE_BYTES];
+            new SecureRandom().nextBytes(clientNonce);
+            byte[] secret = env.secret();
+            byte[] proof = Wire.clientProof(secret, serverNonce, env.rank(), env.size(), env.jobId());
+            OutputStream out = socket.getOutputStream();
+            out.write(Wire.frame(Wire.HELLO, o -> {
+                o.writeInt(env.rank());
+                o.writeInt(env.size());
+                o.writeUTF(env.jobId());
+                o.writeUTF(env.hostId());
+                o.write(proof);
+                o.write(clientNonce);
+            }));
+            out.flush();
+            Wire.Message answer = Wire.read(socket, in, Wire.MAX_HANDSHAKE_BYTES, handshakeDeadline);
+            if (answer.type() == Wire.REFUSED) {
+                throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + where(env) + " refused this "
+                        + "process: " + Wire.printable(answer.body().readUtf(), 2000), null);
+            }
+            byte[] expected = Wire.serverProof(secret, clientNonce, serverNonce, env.rank(), env.size(), env.jobId());
+            if (answer.type() != Wire.PROOF || answer.body().remaining() != Wire.MAC_BYTES
+                    || !Wire.sameMac(answer.body().readBytes(Wire.MAC_BYTES), expected)) {
+                throw new RendezvousException("rank " + env.rank() + ": the server at " + where(env) + " could not prove "
+                        + "that it knows the job secret (it answered with a message of type " + answer.type() + " instead "
+                        + "of a valid proof), so this rank does not trust it and leaves. Another process is listening on "
+                        + "port " + env.rendezvousPort() + " (from " + env.rendezvousPortSource() + "): one started "
+                        + "before rank 0, which then reports that it cannot serve the rendezvous", null);
+            }
+            stage = "the wait for every rank";
+            Wire.Message verdict = Wire.read(socket, in, Wire.MAX_MESSAGE_BYTES, welcomeDeadline);
+            Wire.Payload v = verdict.body();
+            switch (verdict.type()) {
                 case Wire.WELCOME -> {
-                    String instanceId = answer.body().readUTF();
+                    String instanceId = v.readUtf();
                     String[] hostIds = new String[env.size()];
                     for (int r = 0; r < hostIds.length; r++) {
-                        hostIds[r] = answer.body().readUTF();
+                        hostIds[r] = v.readUtf();
                     }
-                    conn.socket.setSoTimeout(0);
-                    return new Welcome(instanceId, hostIds);
+                    return new Meeting(socket, in, instanceId, hostIds);
                 }
-                case Wire.REFUSED -> throw new RendezvousException("rank " + env.rank() + ": the rendezvous refused this "
-                        + "process: " + answer.body().readUTF(), null);
-                case Wire.FAILED -> throw new RendezvousException("rank " + env.rank() + ": " + answer.body().readUTF(), null);
+                case Wire.FAILED -> throw new RendezvousException("rank " + env.rank() + ": " + v.readUtf(), null);
                 default -> throw new RendezvousException("rank " + env.rank() + ": unexpected rendezvous message "
-                        + answer.type(), null);
+                        + verdict.type() + " from " + where(env) + " while waiting for every rank", null);
             }
-        } catch (java.net.SocketTimeoutException e) {
-            conn.close();
-            throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + env.masterAddress() + ":"
-                    + env.masterPort() + " did not complete before the deadline", e);
+        } catch (SocketTimeoutException e) {
+            throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + where(env) + " did not complete "
+                    + stage + " before the deadline", e);
         } catch (IOException e) {
-            conn.close();
-            throw new RendezvousException("rank " + env.rank() + ": rendezvous failed: " + e, e);
-        } catch (RuntimeException e) {
-            conn.close();
-            throw e;
+            throw new RendezvousException("rank " + env.rank() + ": rendezvous at " + where(env) + " failed during " + stage
+                    + ": " + e, e);
         }
+    }
+
+    private static RendezvousException notARendezvous(LaunchEnvironment env, String detail) {
+        return new RendezvousException("rank " + env.rank() + ": " + where(env) + " is not a gradsync rendezvous of this "
+                + "version (" + detail + "); is another program listening on " + env.rendezvousPortSource() + "?", null);
     }
 
     @Override
@@ -216,7 +302,7 @@ public final class Rendezvous implements JobContext {
     /** The address this rank reaches rank 0 from: the interface to advertise to peers by default. */
     @Override
     public java.net.InetAddress localAddress() {
-        return conn.socket.getLocalAddress();
+        return socket.getLocalAddress();
     }
 
     /** The host of {@code rank}, numbered 0.. in order of each host's lowest rank. */
@@ -246,8 +332,7 @@ public final class Rendezvous implements JobContext {
      */
     @Override
     public int derivedKey(String label) {
-        byte[] mac = Wire.mac(env.secret(), label.getBytes(StandardCharsets.UTF_8), 0, env.size(), env.jobId());
-        return ByteBuffer.wrap(mac).getInt();
+        return Wire.derivedKey(env.secret(), label, env.size(), env.jobId());
     }
 
     /**
@@ -265,11 +350,20 @@ public final class Rendezvous implements JobContext {
             result = gathers.computeIfAbsent(tag, t -> new CompletableFuture<>());
         }
         try {
-            conn.write(Wire.GATHER, out -> {
-                out.writeInt(tag);
-                out.writeInt(data.length);
-                out.write(data);
-            });
+            byte[] frame;
+            try {
+                frame = Wire.frame(Wire.GATHER, out -> {
+                    out.writeInt(tag);
+                    out.writeInt(data.length);
+                    out.write(data);
+                });
+            } catch (IllegalArgumentException e) {
+                throw new IOException(data.length + " bytes are too many for the rendezvous: " + e.getMessage(), e);
+            }
+            String lost = lostReason; // read after the future is registered: failGathers misses no gather
+            if (lost != null || !send(frame)) {
+                throw new IOException(lost != null ? lost : "the connection to the rendezvous on rank 0 is closed");
+            }
             return result.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
         } catch (TimeoutException e) {
             throw new RendezvousException("rank " + rank() + ": all-gather #" + tag + " did not complete within "
@@ -327,32 +421,27 @@ public final class Rendezvous implements JobContext {
     /** Asks rank 0 for the table and waits up to a second for it; for error messages off the progress thread. */
     private void refreshStatus() {
         long asked = System.nanoTime();
+        statusWanted = true;
         try {
-            flushAnnouncement();
-            conn.write(Wire.QUERY, Wire.Body.EMPTY);
             synchronized (this) {
                 long until = asked + 1_000_000_000L;
-                while (statusNanos < asked && System.nanoTime() < until && !closing) {
+                while (statusNanos - asked < 0 && System.nanoTime() - until < 0 && !closing) {
                     wait(50);
                 }
             }
-        } catch (IOException | InterruptedException e) {
-            // diagnosis only: keep the last known table
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // diagnosis only: keep the last known table
         }
     }
 
-    /** Tells every other rank (through rank 0) that this rank gave up in call {@code call}. */
+    /** Tells every other rank (through rank 0) that this rank gave up in call {@code call}. Never blocks. */
     @Override
     public void abort(long call, String reason, boolean disagreement) {
-        try {
-            conn.write(Wire.ABORT, out -> {
-                out.writeLong(call);
-                out.writeBoolean(disagreement);
-                out.writeUTF(reason.length() > 8000 ? reason.substring(0, 8000) : reason);
-            });
-        } catch (IOException e) {
-            LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": could not send abort notice: " + e);
-        }
+        send(Wire.frame(Wire.ABORT, out -> {
+            out.writeLong(call);
+            out.writeBoolean(disagreement);
+            out.writeUTF(shortened(reason));
+        }));
     }
 
     /**
@@ -364,18 +453,37 @@ public final class Rendezvous implements JobContext {
         return abort.get();
     }
 
-    /** Tells every other rank (through rank 0) that this rank's stream {@code stream} ended after {@code calls} calls. */
+    /** Tells every other rank (through rank 0) that this rank's stream {@code stream} ended after {@code calls} calls. Never blocks. */
     @Override
     public void endStream(long stream, long calls, String reason) {
-        try {
-            conn.write(Wire.END_STREAM, out -> {
-                out.writeLong(stream);
-                out.writeLong(calls);
-                out.writeUTF(reason.length() > 8000 ? reason.substring(0, 8000) : reason);
-            });
-        } catch (IOException e) {
-            LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": could not send a stream-end notice: " + e);
+        send(Wire.frame(Wire.END_STREAM, out -> {
+            out.writeLong(stream);
+            out.writeLong(calls);
+            out.writeUTF(shortened(reason));
+        }));
+    }
+
+    /** A reason as it fits a message: 8000 characters are enough, and writeUTF takes at most 65535 bytes. */
+    private static String shortened(String reason) {
+        return reason.length() > 8000 ? reason.substring(0, 8000) : reason;
+    }
+
+    /**
+     * Queues {@code frame} for the writer without waiting. When the queue is full, rank 0 has stopped
+     * reading this rank's messages: the connection is dropped, which the reader reports as an abort notice.
+     *
+     * @return whether the frame was queued
+     */
+    private boolean send(byte[] frame) {
+        if (outbound.offer(frame)) {
+            return true;
         }
+        if (!socket.isClosed()) {
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": the rendezvous on rank 0 at " + where(env)
+                    + " has not taken this rank's last " + OUTBOUND_MESSAGES + " messages; dropping the connection");
+            closeQuietly(socket);
+        }
+        return false;
     }
 
     @Override
@@ -386,14 +494,14 @@ public final class Rendezvous implements JobContext {
     private void readLoop() {
         try {
             while (true) {
-                Wire.Message m = conn.read();
-                DataInputStream in = m.body();
+                Wire.Message m = Wire.read(socket, in, Wire.MAX_MESSAGE_BYTES);
+                Wire.Payload p = m.body();
                 switch (m.type()) {
                     case Wire.GATHERED -> {
-                        int tag = in.readInt();
+                        int tag = p.readInt();
                         byte[][] parts = new byte[size()][];
                         for (int r = 0; r < parts.length; r++) {
-                            parts[r] = in.readNBytes(in.readInt());
+                            parts[r] = p.readBytes(p.readInt());
                         }
                         synchronized (gathers) {
                             gathers.computeIfAbsent(tag, t -> new CompletableFuture<>()).complete(parts);
@@ -403,8 +511,8 @@ public final class Rendezvous implements JobContext {
                         Call[] table = new Call[size()];
                         int[] tags = new int[size()];
                         for (int r = 0; r < table.length; r++) {
-                            table[r] = in.readBoolean() ? new Call(in.readLong(), in.readLong(), in.readLong()) : null;
-                            tags[r] = in.readInt();
+                            table[r] = p.readBoolean() ? new Call(p.readLong(), p.readLong(), p.readLong()) : null;
+                            tags[r] = p.readInt();
                         }
                         synchronized (this) {
                             status = table;
@@ -414,26 +522,27 @@ public final class Rendezvous implements JobContext {
                         }
                     }
                     case Wire.ABORTED -> {
-                        int from = in.readInt();
-                        long call = in.readLong();
-                        boolean disagreement = in.readBoolean();
-                        abort.compareAndSet(null, new PeerAbort(from, call, in.readUTF(), disagreement));
+                        int from = p.readInt();
+                        long call = p.readLong();
+                        boolean disagreement = p.readBoolean();
+                        abort.compareAndSet(null, new PeerAbort(from, call, p.readUtf(), disagreement));
                     }
                     case Wire.STREAM_ENDED -> {
-                        streamEnds.add(new StreamEnd(in.readInt(), in.readLong(), in.readLong(), in.readUTF()));
+                        streamEnds.add(new StreamEnd(p.readInt(), p.readLong(), p.readLong(), p.readUtf()));
                     }
                     case Wire.FAREWELL -> farewell.complete(null);
-                    default -> throw new IOException("unexpected rendezvous message type " + m.type());
+                    default -> throw new ProtocolException("unexpected rendezvous message type " + m.type());
                 }
             }
         } catch (IOException e) {
             if (!closing || !farewell.isDone()) {
-                String reason = "lost the connection to the rendezvous on rank 0 at " + env.masterAddress() + ":"
-                        + env.masterPort() + " (" + e + ")";
+                String reason = "lost the connection to the rendezvous on rank 0 at " + where(env) + " (" + e + ")";
                 abort.compareAndSet(null, new PeerAbort(0, -1, reason, false));
+                lostReason = reason;
                 failGathers(reason);
             }
             farewell.complete(null);
+            closeQuietly(socket);
         }
     }
 
@@ -445,31 +554,39 @@ public final class Rendezvous implements JobContext {
         }
     }
 
-    /** Sends the latest announcement and any wanted status query, every 20 ms, off the progress thread. */
-    private void announceLoop() {
-        while (!closing) {
-            try {
-                flushAnnouncement();
-                if (statusWanted) {
-                    statusWanted = false;
-                    conn.write(Wire.QUERY, Wire.Body.EMPTY);
+    /**
+     * The only thread that writes to the socket: queued messages in order, and every 20 ms the latest
+     * announcement and a wanted status query (coalesced: a collective costs no control message).
+     */
+    private void writeLoop() {
+        try {
+            while (!socket.isClosed()) {
+                byte[] frame = outbound.poll(ANNOUNCE_FLUSH_MS, TimeUnit.MILLISECONDS);
+                while (frame != null) {
+                    out.write(frame);
+                    frame = outbound.poll();
                 }
-            } catch (IOException e) {
-                return;
+                if (!closing) {
+                    Call latest = announcedCall;
+                    if (latest != null && latest != sentCall) {
+                        out.write(Wire.frame(Wire.ANNOUNCE, o -> {
+                            o.writeLong(latest.id());
+                            o.writeLong(latest.descriptor());
+                            o.writeLong(latest.arguments());
+                        }));
+                        sentCall = latest;
+                    }
+                    if (statusWanted) {
+                        statusWanted = false;
+                        out.write(Wire.frame(Wire.QUERY, Wire.Body.EMPTY));
+                    }
+                }
+                out.flush();
             }
-            sleepMillis(ANNOUNCE_FLUSH_MS);
-        }
-    }
-
-    private synchronized void flushAnnouncement() throws IOException {
-        Call latest = announcedCall;
-        if (latest != null && latest != sentCall) {
-            conn.write(Wire.ANNOUNCE, out -> {
-                out.writeLong(latest.id());
-                out.writeLong(latest.descriptor());
-                out.writeLong(latest.arguments());
-            });
-            sentCall = latest;
+        } catch (IOException e) {
+            closeQuietly(socket); // the reader reports the lost connection
+        } catch (InterruptedException e) {
+            // closed
         }
     }
 
@@ -484,21 +601,22 @@ public final class Rendezvous implements JobContext {
         }
         closing = true;
         try {
-            conn.write(Wire.BYE, Wire.Body.EMPTY);
-            farewell.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+            if (send(Wire.frame(Wire.BYE, Wire.Body.EMPTY))) {
+                farewell.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+            }
         } catch (TimeoutException e) {
             LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": not every rank left the job within "
                     + timeout.toMillis() + " ms; closing anyway");
-        } catch (IOException | ExecutionException e) {
+        } catch (ExecutionException e) {
             // the connection is gone already: nothing to wait for
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
-            conn.close();
+            closeQuietly(socket);
+            writer.interrupt();
             if (server != null) {
                 server.close();
             }
-            announcer.interrupt();
         }
     }
 
@@ -506,8 +624,13 @@ public final class Rendezvous implements JobContext {
     void dropConnectionForTest() {
         closing = true;
         farewell.complete(null);
-        conn.close();
-        announcer.interrupt();
+        closeQuietly(socket);
+        writer.interrupt();
+    }
+
+    /** Rank 0's server, or null on other ranks; tests only. */
+    RendezvousServer serverForTest() {
+        return server;
     }
 
     private static void sleepMillis(long ms) {

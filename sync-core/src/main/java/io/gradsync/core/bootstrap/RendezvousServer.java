@@ -1,59 +1,138 @@
 package io.gradsync.core.bootstrap;
 
-import java.io.DataInputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
+import java.net.NetworkInterface;
+import java.net.ProtocolException;
 import java.net.SocketException;
+import java.net.StandardSocketOptions;
+import java.net.UnknownHostException;
+import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
 import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
- * Rank 0's side of the rendezvous: admits each rank once (after it proves it knows the job secret),
- * publishes the host layout once all have arrived, relays all-gathers and abort notices, keeps the
- * table of announced collectives, and tells every rank when one of them disappears. It lives as long
- * as the job.
+ * Rank 0's side of the rendezvous: admits each rank once (after it proves it knows the job secret, and
+ * proves to it that rank 0 knows it too), publishes the host layout once all have arrived, relays
+ * all-gathers and abort notices, keeps the table of announced collectives, and tells every rank when one
+ * of them disappears. It lives as long as the job.
+ *
+ * <p>One thread serves every connection with non-blocking I/O, so the job's state needs no lock and no
+ * socket write ever blocks it. What a process that has not authenticated can cost is bounded: at most
+ * {@link Limits#maxPending()} such connections (more are closed at once), each given one deadline for its
+ * whole handshake and messages of at most {@link Wire#MAX_HANDSHAKE_BYTES}. Messages to a rank wait in a
+ * bounded queue; a rank that stops reading until its queue overflows is dropped and reported as lost.
  */
 final class RendezvousServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(RendezvousServer.class.getName());
+    /** After close, how long messages still queued (the last farewells) may take to leave. */
+    private static final long DRAIN_NANOS = 2_000_000_000L;
+    /** Connections accepted per wake-up, so that a flood of connections cannot starve the ranks' messages. */
+    private static final int ACCEPTS_PER_WAKEUP = 64;
+    /** Messages read from one connection per wake-up, for the same reason. */
+    private static final int MESSAGES_PER_WAKEUP = 16;
+
     /**
-     * How long a connecting process may take to answer the challenge; {@code gradsync.rendezvous.handshake.timeout.ms}
-     * raises it for very slow machines (an emulated guest where a cold JVM needs seconds for its first HMAC).
+     * What protects rank 0 from processes that are not (yet) part of the job.
+     *
+     * @param handshakeTimeout  the whole handshake of one connection, from accept to admission
+     * @param maxPending        connections that have not completed the handshake; more are closed at once
+     * @param maxQueuedBytes    bytes waiting for one rank beyond which it is dropped (one message always fits)
+     * @param maxQueuedMessages messages waiting for one rank beyond which it is dropped
      */
-    private static final int HANDSHAKE_TIMEOUT_MS = Integer.getInteger("gradsync.rendezvous.handshake.timeout.ms", 10_000);
+    record Limits(Duration handshakeTimeout, int maxPending, long maxQueuedBytes, int maxQueuedMessages) {
+        static final String HANDSHAKE_TIMEOUT_PROP = "gradsync.rendezvous.handshake.timeout.ms";
+        static final long HANDSHAKE_TIMEOUT_MS_DEFAULT = 10_000;
+        static final int MAX_PENDING_DEFAULT = 64;
+
+        /** The defaults, with {@value #HANDSHAKE_TIMEOUT_PROP} read now. */
+        static Limits fromProperties() {
+            return new Limits(Duration.ofMillis(Long.getLong(HANDSHAKE_TIMEOUT_PROP, HANDSHAKE_TIMEOUT_MS_DEFAULT)),
+                    MAX_PENDING_DEFAULT, 2L * Wire.MAX_MESSAGE_BYTES, 8192);
+        }
+    }
 
     private final int size;
     private final String jobId;
     private final byte[] secret;
     private final long joinDeadlineNanos;
-    private final ServerSocket listener;
+    private final Limits limits;
+    private final Selector selector;
+    private final ServerSocketChannel listener;
+    private final InetSocketAddress boundAddress;
     private final SecureRandom random = new SecureRandom();
-    private final Wire.Connection[] ranks;
+    private final String instanceId;
+    private final Link[] ranks;
     private final String[] hostIds;
     private final long[][] announced;
-    private final String instanceId;
     private final int[] lastGather;
     private final boolean[] gone;
     private final boolean[] saidBye;
     private final Map<Integer, byte[][]> gathers = new HashMap<>();
-    private final Thread acceptor;
+    private final Set<Link> pending = new LinkedHashSet<>();
+    private final RefusalLog refusals = new RefusalLog();
+    private final Thread thread;
     private int joined;
     private boolean welcomed;
     private boolean failed;
-    private volatile boolean closed;
+    private volatile boolean closing;
+    private volatile int mostPending;
+    private volatile long closedAtOnce;
 
-    RendezvousServer(int port, int size, String jobId, byte[] secret, long joinDeadlineNanos) throws IOException {
+    /** One TCP connection: a stranger until its handshake admits it as {@link #rank}. */
+    private static final class Link {
+        final SocketChannel channel;
+        final String remote;
+        final long handshakeDeadline;
+        final byte[] serverNonce;
+        final ByteBuffer header = ByteBuffer.allocate(Wire.HEADER_BYTES);
+        final ArrayDeque<ByteBuffer> outbound = new ArrayDeque<>();
+        SelectionKey key;
+        int rank = -1;
+        int bodyType;
+        ByteBuffer body;
+        long queuedBytes;
+        boolean open = true;
+
+        Link(SocketChannel channel, String remote, long handshakeDeadline, byte[] serverNonce) {
+            this.channel = channel;
+            this.remote = remote;
+            this.handshakeDeadline = handshakeDeadline;
+            this.serverNonce = serverNonce;
+        }
+
+        boolean admitted() {
+            return rank >= 0;
+        }
+    }
+
+    /**
+     * Starts serving on {@code listenAddress}.
+     *
+     * @throws IOException if the address cannot be bound (another process holds the port)
+     */
+    RendezvousServer(InetSocketAddress listenAddress, int size, String jobId, byte[] secret, long joinDeadlineNanos,
+                     Limits limits) throws IOException {
         this.size = size;
         this.jobId = jobId;
         this.secret = secret;
         this.joinDeadlineNanos = joinDeadlineNanos;
-        this.ranks = new Wire.Connection[size];
+        this.limits = limits;
+        this.ranks = new Link[size];
         this.hostIds = new String[size];
         this.announced = new long[size][];
         byte[] instance = new byte[16];
@@ -63,162 +142,269 @@ final class RendezvousServer implements AutoCloseable {
         Arrays.fill(lastGather, -1);
         this.gone = new boolean[size];
         this.saidBye = new boolean[size];
-        this.listener = new ServerSocket();
-        listener.setReuseAddress(true);
-        listener.bind(new InetSocketAddress(port), 256);
-        this.acceptor = new Thread(this::acceptLoop, "gradsync-rendezvous-accept");
-        acceptor.setDaemon(true);
-        acceptor.start();
-        Thread watchdog = new Thread(this::failIfIncompleteAtDeadline, "gradsync-rendezvous-deadline");
-        watchdog.setDaemon(true);
-        watchdog.start();
+        this.selector = Selector.open();
+        this.listener = ServerSocketChannel.open();
+        try {
+            listener.setOption(StandardSocketOptions.SO_REUSEADDR, true);
+            listener.bind(listenAddress, 256);
+            listener.configureBlocking(false);
+            listener.register(selector, SelectionKey.OP_ACCEPT);
+        } catch (IOException e) {
+            listener.close();
+            selector.close();
+            throw e;
+        }
+        this.boundAddress = (InetSocketAddress) listener.getLocalAddress();
+        this.thread = new Thread(this::serve, "gradsync-rendezvous-server");
+        thread.setDaemon(true);
+        thread.start();
     }
 
-    private void acceptLoop() {
-        while (!closed) {
+    /**
+     * Where rank 0 listens: the address {@code masterAddress} resolves to when it belongs to this machine,
+     * so that a job given a loopback or an internal address is not reachable through the others. A name that
+     * resolves elsewhere (a Kubernetes service, a NAT address), or to loopback although it is not
+     * {@code localhost} (Debian maps the machine's own name to 127.0.1.1, which other hosts cannot reach),
+     * falls back to all interfaces, with a log line saying why.
+     */
+    static InetSocketAddress listenAddress(String masterAddress, int port) {
+        InetAddress resolved;
+        try {
+            resolved = InetAddress.getByName(masterAddress);
+        } catch (UnknownHostException e) {
+            return allInterfaces(port, "MASTER_ADDR '" + masterAddress + "' does not resolve on this machine");
+        }
+        // InetAddress.toString() is "name/address", with an empty name when it was given as a literal address.
+        boolean literal = resolved.toString().startsWith("/");
+        if (resolved.isLoopbackAddress()) {
+            if (literal || masterAddress.equalsIgnoreCase("localhost")) {
+                return new InetSocketAddress(resolved, port);
+            }
+            return allInterfaces(port, "MASTER_ADDR '" + masterAddress + "' resolves to the loopback address "
+                    + resolved.getHostAddress() + " here, which other hosts cannot reach (/etc/hosts maps this machine's "
+                    + "own name to loopback)");
+        }
+        if (!resolved.isAnyLocalAddress() && isOwnAddress(resolved)) {
+            return new InetSocketAddress(resolved, port);
+        }
+        return allInterfaces(port, "MASTER_ADDR '" + masterAddress + "' resolves to " + resolved.getHostAddress()
+                + ", which is not an address of this machine (a Kubernetes service, a load balancer or NAT?)");
+    }
+
+    private static boolean isOwnAddress(InetAddress address) {
+        try {
+            return NetworkInterface.getByInetAddress(address) != null;
+        } catch (SocketException e) {
+            return false;
+        }
+    }
+
+    private static InetSocketAddress allInterfaces(int port, String why) {
+        LOG.log(System.Logger.Level.INFO, "rendezvous: " + why + ": listening on all interfaces, port " + port);
+        return new InetSocketAddress(port);
+    }
+
+    /** The address and port actually bound. */
+    InetSocketAddress address() {
+        return boundAddress;
+    }
+
+    /** The most connections that were waiting for their handshake at once. */
+    int mostPending() {
+        return mostPending;
+    }
+
+    /** Connections closed at accept because {@link Limits#maxPending()} others were waiting for their handshake. */
+    long closedAtOnce() {
+        return closedAtOnce;
+    }
+
+    private void serve() {
+        try {
+            while (!closing) {
+                selector.select(this::ready, millisToNextTimer());
+                long now = System.nanoTime();
+                expireHandshakes(now);
+                failIfIncompleteAt(now);
+                refusals.flush(now);
+            }
+            drain();
+        } catch (IOException | RuntimeException e) {
+            LOG.log(System.Logger.Level.ERROR, "rendezvous: rank 0's server failed; every rank loses its connection: " + e, e);
+        } finally {
+            closeAll();
+        }
+    }
+
+    private long millisToNextTimer() {
+        long now = System.nanoTime();
+        long wait = Math.min(1_000_000_000L, refusals.nanosToFlush(now));
+        for (Link link : pending) {
+            wait = Math.min(wait, link.handshakeDeadline - now);
+        }
+        if (!welcomed && !failed) {
+            wait = Math.min(wait, joinDeadlineNanos - now);
+        }
+        return Math.max(1, wait / 1_000_000 + 1);
+    }
+
+    private void ready(SelectionKey key) {
+        if (key.channel() == listener) {
+            acceptSome();
+            return;
+        }
+        Link link = (Link) key.attachment();
+        try {
+            if (key.isValid() && key.isReadable()) {
+                readSome(link);
+            }
+            if (link.open && key.isValid() && key.isWritable()) {
+                flush(link);
+            }
+        } catch (IOException e) {
+            failed(link, e);
+        }
+    }
+
+    private void acceptSome() {
+        for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+            SocketChannel channel;
             try {
-                Socket socket = listener.accept();
-                Thread t = new Thread(() -> serve(socket), "gradsync-rendezvous-conn");
-                t.setDaemon(true);
-                t.start();
+                channel = listener.accept();
             } catch (IOException e) {
-                if (!closed) {
-                    LOG.log(System.Logger.Level.ERROR, "rendezvous: accept failed: " + e);
-                }
+                LOG.log(System.Logger.Level.WARNING, "rendezvous: accept failed: " + e);
                 return;
             }
-        }
-    }
-
-    private void serve(Socket socket) {
-        Wire.Connection conn;
-        try {
-            conn = new Wire.Connection(socket);
-        } catch (IOException e) {
-            return;
-        }
-        int rank = admit(conn);
-        if (rank < 0) {
-            conn.close();
-            return;
-        }
-        try {
-            while (!closed) {
-                Wire.Message m = conn.read();
-                handle(rank, m.type(), m.body());
+            if (channel == null) {
+                return;
             }
-        } catch (EOFException | SocketException e) {
-            lost(rank, conn);
-        } catch (IOException e) {
-            LOG.log(System.Logger.Level.WARNING, "rendezvous: connection of rank " + rank + " failed: " + e);
-            lost(rank, conn);
-        }
-    }
-
-    /** The handshake; returns the admitted rank, or -1 after refusing the connection (with a log line). */
-    private int admit(Wire.Connection conn) {
-        byte[] nonce = new byte[Wire.NONCE_BYTES];
-        random.nextBytes(nonce);
-        int rank;
-        String refusal;
-        try {
-            conn.socket.setSoTimeout(HANDSHAKE_TIMEOUT_MS);
-            conn.write(Wire.CHALLENGE, out -> {
-                out.writeInt(Wire.MAGIC);
-                out.writeInt(Wire.VERSION);
-                out.write(nonce);
-            });
-            Wire.Message hello = conn.read();
-            if (hello.type() != Wire.HELLO) {
-                refusal = "it did not introduce itself (message type " + hello.type() + ")";
-                rank = -1;
-            } else {
-                DataInputStream in = hello.body();
-                rank = in.readInt();
-                int theirSize = in.readInt();
-                String theirJob = in.readUTF();
-                String hostId = in.readUTF();
-                byte[] mac = in.readNBytes(32);
-                refusal = check(nonce, rank, theirSize, theirJob, mac);
-                if (refusal == null) {
-                    refusal = register(rank, conn, hostId);
-                }
+            String remote = remoteOf(channel);
+            if (pending.size() >= limits.maxPending()) {
+                closedAtOnce++;
+                refusals.refused(System.nanoTime(), remote, limits.maxPending()
+                        + " other connections have not completed their handshake yet; closed at once");
+                closeQuietly(channel);
+                continue;
             }
-            conn.socket.setSoTimeout(0);
-        } catch (IOException e) {
-            refusal = "handshake failed: " + e;
-            rank = -1;
-        }
-        if (refusal != null) {
-            LOG.log(System.Logger.Level.WARNING, "rendezvous: refused connection from " + conn.remote() + ": " + refusal);
-            String reason = refusal;
             try {
-                conn.write(Wire.REFUSED, out -> out.writeUTF(reason));
-            } catch (IOException ignored) {
-                // it is being refused anyway
+                channel.configureBlocking(false);
+                channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
+                byte[] nonce = new byte[Wire.NONCE_BYTES];
+                random.nextBytes(nonce);
+                Link link = new Link(channel, remote, System.nanoTime() + limits.handshakeTimeout().toNanos(), nonce);
+                link.key = channel.register(selector, SelectionKey.OP_READ, link);
+                pending.add(link);
+                mostPending = Math.max(mostPending, pending.size());
+                enqueue(link, Wire.frame(Wire.CHALLENGE, out -> {
+                    out.writeInt(Wire.MAGIC);
+                    out.writeInt(Wire.VERSION);
+                    out.write(nonce);
+                }));
+            } catch (IOException e) {
+                closeQuietly(channel);
             }
-            return -1;
         }
-        return rank;
     }
 
-    private String check(byte[] nonce, int rank, int theirSize, String theirJob, byte[] mac) {
-        if (!Wire.sameMac(mac, Wire.mac(secret, nonce, rank, theirSize, theirJob)) || !theirJob.equals(jobId)) {
-            return "wrong job secret or job id (claimed rank " + rank + ", job '" + theirJob + "')";
+    private void readSome(Link link) throws IOException {
+        for (int messages = 0; messages < MESSAGES_PER_WAKEUP && link.open; messages++) {
+            if (link.body == null) {
+                if (link.channel.read(link.header) < 0) {
+                    throw new EOFException("connection closed");
+                }
+                if (link.header.hasRemaining()) {
+                    return;
+                }
+                int type = link.header.getInt(0);
+                int length = link.header.getInt(4);
+                link.header.clear();
+                int max = link.admitted() ? Wire.MAX_MESSAGE_BYTES : Wire.MAX_HANDSHAKE_BYTES;
+                if (length < 0 || length > max) {
+                    throw new ProtocolException("it announced a message of " + length + " bytes (type " + type + "); at most "
+                            + max + " are allowed" + (link.admitted() ? "" : " before authentication"));
+                }
+                if (!link.admitted() && type != Wire.HELLO) {
+                    throw new ProtocolException("it did not introduce itself (message type " + type + ")");
+                }
+                link.bodyType = type;
+                link.body = ByteBuffer.allocate(length);
+            }
+            if (link.body.hasRemaining() && link.channel.read(link.body) < 0) {
+                throw new EOFException("connection closed inside a message");
+            }
+            if (link.body.hasRemaining()) {
+                return;
+            }
+            Wire.Payload payload = new Wire.Payload(link.body.array());
+            link.body = null;
+            if (link.admitted()) {
+                handle(link.rank, link.bodyType, payload);
+            } else {
+                hello(link, payload);
+            }
         }
-        if (theirSize != size) {
-            return "rank " + rank + " says the job has " + theirSize + " ranks, rank 0 says " + size;
-        }
-        if (rank < 0 || rank >= size) {
-            return "rank " + rank + " is outside 0.." + (size - 1);
-        }
-        return null;
     }
 
-    private synchronized String register(int rank, Wire.Connection conn, String hostId) {
-        if (failed) {
-            return "the rendezvous already failed";
+    /** A stranger's introduction: admitted as a rank if it proves the secret and the job has room for it. */
+    private void hello(Link link, Wire.Payload in) throws IOException {
+        int rank = in.readInt();
+        int theirSize = in.readInt();
+        String theirJob = in.readUtf();
+        String hostId = in.readUtf();
+        byte[] proof = in.readBytes(Wire.MAC_BYTES);
+        if (!theirJob.equals(jobId) || !Wire.sameMac(proof, Wire.clientProof(secret, link.serverNonce, rank, theirSize, theirJob))) {
+            refuse(link, "wrong job secret or job id (claimed rank " + rank + ", job '" + Wire.printable(theirJob, 80) + "')");
+            return;
         }
-        if (ranks[rank] != null || gone[rank]) {
-            return "rank " + rank + " has already joined this job";
+        byte[] clientNonce = in.readBytes(Wire.NONCE_BYTES);
+        String refusal = theirSize != size ? "rank " + rank + " says the job has " + theirSize + " ranks, rank 0 says " + size
+                : rank < 0 || rank >= size ? "rank " + rank + " is outside 0.." + (size - 1)
+                : failed ? "the rendezvous already failed"
+                : ranks[rank] != null || gone[rank] ? "rank " + rank + " has already joined this job"
+                : null;
+        if (refusal != null) {
+            refuse(link, refusal);
+            return;
         }
-        ranks[rank] = conn;
+        pending.remove(link);
+        link.rank = rank;
+        ranks[rank] = link;
         hostIds[rank] = hostId;
         joined++;
+        byte[] ours = Wire.serverProof(secret, clientNonce, link.serverNonce, rank, size, jobId);
+        enqueue(link, Wire.frame(Wire.PROOF, out -> out.write(ours)));
         if (joined == size) {
             welcomed = true;
-            notifyAll();
-            broadcast(Wire.WELCOME, out -> {
+            broadcast(Wire.frame(Wire.WELCOME, out -> {
                 out.writeUTF(instanceId);
                 for (String id : hostIds) {
                     out.writeUTF(id);
                 }
-            });
+            }));
         }
-        return null;
     }
 
-    private synchronized void handle(int rank, int type, DataInputStream in) throws IOException {
+    private void handle(int rank, int type, Wire.Payload in) throws IOException {
         switch (type) {
             case Wire.GATHER -> {
                 int tag = in.readInt();
-                byte[] data = in.readNBytes(in.readInt());
+                byte[] data = in.readBytes(in.readInt());
                 byte[][] parts = gathers.computeIfAbsent(tag, t -> new byte[size][]);
                 parts[rank] = data;
                 lastGather[rank] = tag;
                 if (Arrays.stream(parts).allMatch(p -> p != null)) {
                     gathers.remove(tag);
-                    broadcast(Wire.GATHERED, out -> {
+                    broadcast(Wire.frame(Wire.GATHERED, out -> {
                         out.writeInt(tag);
                         for (byte[] p : parts) {
                             out.writeInt(p.length);
                             out.write(p);
                         }
-                    });
+                    }));
                 }
             }
             case Wire.ANNOUNCE -> announced[rank] = new long[] {in.readLong(), in.readLong(), in.readLong()};
-            case Wire.QUERY -> send(rank, Wire.STATUS, out -> {
+            case Wire.QUERY -> enqueue(ranks[rank], Wire.frame(Wire.STATUS, out -> {
                 for (int r = 0; r < size; r++) {
                     out.writeBoolean(announced[r] != null);
                     if (announced[r] != null) {
@@ -228,60 +414,115 @@ final class RendezvousServer implements AutoCloseable {
                     }
                     out.writeInt(lastGather[r]);
                 }
-            });
+            }));
             case Wire.END_STREAM -> {
                 long stream = in.readLong();
                 long calls = in.readLong();
-                String reason = in.readUTF();
-                for (int r = 0; r < size; r++) {
-                    if (r != rank) {
-                        send(r, Wire.STREAM_ENDED, out -> {
-                            out.writeInt(rank);
-                            out.writeLong(stream);
-                            out.writeLong(calls);
-                            out.writeUTF(reason);
-                        });
-                    }
-                }
+                String reason = in.readUtf();
+                sendToOthers(rank, Wire.frame(Wire.STREAM_ENDED, out -> {
+                    out.writeInt(rank);
+                    out.writeLong(stream);
+                    out.writeLong(calls);
+                    out.writeUTF(reason);
+                }));
             }
             case Wire.ABORT -> {
                 long call = in.readLong();
                 boolean disagreement = in.readBoolean();
-                String reason = in.readUTF();
+                String reason = in.readUtf();
                 relayAbort(rank, call, reason, disagreement);
             }
             case Wire.BYE -> {
                 saidBye[rank] = true;
                 farewellIfAllLeft();
             }
-            default -> throw new IOException("unknown message type " + type + " from rank " + rank);
+            default -> throw new ProtocolException("unknown message type " + type + " from rank " + rank);
         }
     }
 
-    private synchronized void lost(int rank, Wire.Connection conn) {
-        conn.close();
+    private void failed(Link link, IOException e) {
+        if (!link.admitted()) {
+            refuse(link, e instanceof ProtocolException ? e.getMessage() : "handshake failed: " + e);
+        } else if (e instanceof EOFException || e instanceof SocketException) {
+            lost(link.rank, "its process exited or lost its connection to the rendezvous without closing");
+        } else {
+            LOG.log(System.Logger.Level.WARNING, "rendezvous: connection of rank " + link.rank + " from " + link.remote
+                    + " failed: " + e);
+            lost(link.rank, "its connection to the rendezvous failed: " + e);
+        }
+    }
+
+    /** Tells a connection that was not admitted why (one attempt, never waiting), logs it, and closes it. */
+    private void refuse(Link link, String reason) {
+        pending.remove(link);
+        refusals.refused(System.nanoTime(), link.remote, reason);
+        link.outbound.add(ByteBuffer.wrap(Wire.frame(Wire.REFUSED, out -> out.writeUTF(reason))));
+        try {
+            link.channel.write(link.outbound.toArray(new ByteBuffer[0]));
+        } catch (IOException ignored) {
+            // it is being refused anyway
+        }
+        close(link);
+    }
+
+    private void expireHandshakes(long now) {
+        List<Link> late = new ArrayList<>();
+        for (Link link : pending) {
+            if (now - link.handshakeDeadline >= 0) {
+                late.add(link);
+            }
+        }
+        for (Link link : late) {
+            refuse(link, "it did not complete the handshake within " + limits.handshakeTimeout().toMillis() + " ms ("
+                    + Limits.HANDSHAKE_TIMEOUT_PROP + ")");
+        }
+    }
+
+    private void failIfIncompleteAt(long now) {
+        if (welcomed || failed || now - joinDeadlineNanos < 0) {
+            return;
+        }
+        List<Integer> missing = new ArrayList<>();
+        for (int r = 0; r < size; r++) {
+            if (ranks[r] == null) {
+                missing.add(r);
+            }
+        }
+        fail("rendezvous timed out: " + joined + " of " + size + " ranks arrived; ranks that never arrived: " + missing);
+    }
+
+    private void fail(String reason) {
+        failed = true;
+        LOG.log(System.Logger.Level.ERROR, reason);
+        broadcast(Wire.frame(Wire.FAILED, out -> out.writeUTF(reason)));
+    }
+
+    private void lost(int rank, String reason) {
+        close(ranks[rank]);
         if (gone[rank]) {
             return;
         }
         gone[rank] = true;
-        if (!saidBye[rank] && !closed) {
-            LOG.log(System.Logger.Level.WARNING, "rendezvous: rank " + rank + " disconnected without closing");
-            relayAbort(rank, -1, "its process exited or lost its connection to the rendezvous without closing", false);
+        if (!welcomed) {
+            if (!failed) {
+                fail("rendezvous failed: rank " + rank + " left before every rank arrived (" + reason + ")");
+            }
+            return;
+        }
+        if (!saidBye[rank] && !closing) {
+            LOG.log(System.Logger.Level.WARNING, "rendezvous: rank " + rank + " is lost: " + reason);
+            relayAbort(rank, -1, reason, false);
         }
         farewellIfAllLeft();
     }
 
     private void relayAbort(int rank, long call, String reason, boolean disagreement) {
-        for (int r = 0; r < size; r++) {
-            if (r != rank) {
-                send(r, Wire.ABORTED, out -> {
-                    out.writeInt(rank);
-                    out.writeLong(call);
-                    out.writeBoolean(disagreement);
-                    out.writeUTF(reason);
-                });
-            }
-        }
+        sendToOthers(rank, Wire.frame(Wire.ABORTED, out -> {
+            out.writeInt(rank);
+            out.writeLong(call);
+            out.writeBoolean(disagreement);
+            out.writeUTF(reason);
+        }));
     }
 
     private void farewellIfAllLeft() {
@@ -290,69 +531,171 @@ final class RendezvousServer implements AutoCloseable {
                 return;
             }
         }
-        broadcast(Wire.FAREWELL, Wire.Body.EMPTY);
+        broadcast(Wire.frame(Wire.FAREWELL, Wire.Body.EMPTY));
     }
 
-    private void failIfIncompleteAtDeadline() {
-        long wait;
-        synchronized (this) {
-            while (!welcomed && !closed && (wait = joinDeadlineNanos - System.nanoTime()) > 0) {
-                try {
-                    wait(Math.max(1, wait / 1_000_000));
-                } catch (InterruptedException e) {
-                    return;
-                }
-            }
-            if (welcomed || closed) {
-                return;
-            }
-            failed = true;
-            List<Integer> missing = new ArrayList<>();
-            for (int r = 0; r < size; r++) {
-                if (ranks[r] == null) {
-                    missing.add(r);
-                }
-            }
-            String reason = "rendezvous timed out: " + joined + " of " + size + " ranks arrived; ranks that never arrived: "
-                    + missing;
-            LOG.log(System.Logger.Level.ERROR, reason);
-            broadcast(Wire.FAILED, out -> out.writeUTF(reason));
-        }
+    private void broadcast(byte[] frame) {
+        sendToOthers(-1, frame);
     }
 
-    private void broadcast(int type, Wire.Body body) {
+    private void sendToOthers(int except, byte[] frame) {
         for (int r = 0; r < size; r++) {
-            send(r, type, body);
+            if (r != except && ranks[r] != null && !gone[r]) {
+                enqueue(ranks[r], frame);
+            }
         }
     }
 
-    private void send(int rank, int type, Wire.Body body) {
-        Wire.Connection conn = ranks[rank];
-        if (conn == null || gone[rank]) {
+    /**
+     * Queues {@code frame} for {@code link}; the selector writes it when the socket takes it. Every queue
+     * holds its own view of a shared frame, so a broadcast costs one copy of the bytes.
+     */
+    private void enqueue(Link link, byte[] frame) {
+        if (!link.open) {
             return;
         }
-        try {
-            conn.write(type, body);
-        } catch (IOException e) {
-            // the reader of that connection sees the failure and reports the rank as lost
+        if (!link.outbound.isEmpty() && (link.queuedBytes + frame.length > limits.maxQueuedBytes()
+                || link.outbound.size() >= limits.maxQueuedMessages())) {
+            String reason = "it stopped reading its rendezvous connection (" + link.outbound.size() + " messages, "
+                    + link.queuedBytes + " bytes waiting for it); rank 0 dropped it";
+            if (link.admitted()) {
+                lost(link.rank, reason);
+            } else {
+                refuse(link, reason);
+            }
+            return;
+        }
+        link.outbound.add(ByteBuffer.wrap(frame));
+        link.queuedBytes += frame.length;
+        link.key.interestOpsOr(SelectionKey.OP_WRITE);
+    }
+
+    private void flush(Link link) throws IOException {
+        while (!link.outbound.isEmpty()) {
+            ByteBuffer next = link.outbound.peek();
+            link.channel.write(next);
+            if (next.hasRemaining()) {
+                return;
+            }
+            link.outbound.poll();
+            link.queuedBytes -= next.capacity();
+        }
+        link.key.interestOpsAnd(~SelectionKey.OP_WRITE);
+    }
+
+    /** After close: stop listening and give the messages still queued (farewells) a moment to leave. */
+    private void drain() throws IOException {
+        listener.close();
+        for (Link link : new ArrayList<>(pending)) {
+            close(link);
+        }
+        for (Link link : ranks) {
+            if (link != null && link.open) {
+                link.key.interestOps(SelectionKey.OP_WRITE); // what the ranks still send is of no interest now
+            }
+        }
+        long until = System.nanoTime() + DRAIN_NANOS;
+        while (System.nanoTime() - until < 0 && Arrays.stream(ranks).anyMatch(l -> l != null && l.open && !l.outbound.isEmpty())) {
+            selector.select(key -> {
+                if (key.attachment() instanceof Link link && key.isValid() && key.isWritable()) {
+                    try {
+                        flush(link);
+                    } catch (IOException e) {
+                        close(link);
+                    }
+                }
+            }, 50);
         }
     }
 
+    private void close(Link link) {
+        if (link == null || !link.open) {
+            return;
+        }
+        link.open = false;
+        pending.remove(link);
+        link.outbound.clear();
+        link.queuedBytes = 0;
+        closeQuietly(link.channel);
+    }
+
+    private void closeAll() {
+        for (Link link : new ArrayList<>(pending)) {
+            close(link);
+        }
+        for (Link link : ranks) {
+            close(link);
+        }
+        closeQuietly(listener);
+        closeQuietly(selector);
+    }
+
+    private static String remoteOf(SocketChannel channel) {
+        try {
+            return String.valueOf(channel.getRemoteAddress());
+        } catch (IOException e) {
+            return "an unknown address";
+        }
+    }
+
+    private static void closeQuietly(AutoCloseable c) {
+        try {
+            c.close();
+        } catch (Exception ignored) {
+            // closing: nothing left to tell the peer
+        }
+    }
+
+    /** Stops serving: the ranks' connections close after their queued messages left (at most 2 s). */
     @Override
     public void close() {
-        closed = true;
-        try {
-            listener.close();
-        } catch (IOException ignored) {
-            // already closed
-        }
-        synchronized (this) {
-            notifyAll();
-            for (Wire.Connection c : ranks) {
-                if (c != null) {
-                    c.close();
-                }
+        closing = true;
+        selector.wakeup();
+        if (Thread.currentThread() != thread) {
+            try {
+                thread.join(DRAIN_NANOS / 1_000_000 + 1_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
             }
+        }
+    }
+
+    /**
+     * Logs refused connections without letting a flood of them flood the log: the first few of every
+     * ten seconds one by one, the rest as a count when the ten seconds are over.
+     */
+    static final class RefusalLog {
+        static final int LINES_PER_WINDOW = 10;
+        private static final long WINDOW_NANOS = 10_000_000_000L;
+        private long windowStart = System.nanoTime();
+        private int logged;
+        private long unlogged;
+
+        void refused(long now, String remote, String reason) {
+            flush(now);
+            if (logged < LINES_PER_WINDOW) {
+                logged++;
+                LOG.log(System.Logger.Level.WARNING, "rendezvous: refused connection from " + remote + ": " + reason);
+            } else {
+                unlogged++;
+            }
+        }
+
+        void flush(long now) {
+            if (now - windowStart < WINDOW_NANOS) {
+                return;
+            }
+            if (unlogged > 0) {
+                LOG.log(System.Logger.Level.WARNING, "rendezvous: refused " + unlogged + " more connections in the last "
+                        + (now - windowStart) / 1_000_000_000 + " s (not logged one by one)");
+            }
+            windowStart = now;
+            logged = 0;
+            unlogged = 0;
+        }
+
+        long nanosToFlush(long now) {
+            return unlogged > 0 ? windowStart + WINDOW_NANOS - now : Long.MAX_VALUE;
         }
     }
 }
