@@ -28,6 +28,10 @@ public final class RankProgram {
         try (Communicator comm = Communicator.connect(args[1])) {
             System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
                     + comm.transportName() + ", " + comm.localSize() + " ranks on its host, allreduce " + comm.algorithmName());
+            if (System.getenv("TORCHELASTIC_USE_AGENT_STORE") != null) {
+                System.out.println("rank " + comm.rank() + " under torchrun: TORCHELASTIC_USE_AGENT_STORE="
+                        + System.getenv("TORCHELASTIC_USE_AGENT_STORE") + ", TORCHELASTIC_RUN_ID=" + System.getenv("TORCHELASTIC_RUN_ID"));
+            }
             switch (mode) {
                 case "check" -> check(comm, new int[] {0, 1, comm.size() - 1, comm.size() + 1, 10_007, (1 << 20) + 3});
                 case "big" -> check(comm, new int[] {16 << 20});
