@@ -7,7 +7,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.gradsync.core.bootstrap.LaunchEnvironment;
 import io.gradsync.core.bootstrap.Rendezvous;
 import io.gradsync.core.transport.SharedMemoryDirectories;
+import java.net.InetAddress;
 import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -20,14 +23,16 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * Jobs started by the real launchers, not only with their variables: Open MPI's {@code mpirun} and
- * PyTorch's {@code torch.distributed.run} (torchrun), 2 to 4 ranks on this machine, every rank exact. A
+ * Jobs started by the real launchers, not only with their variables: Open MPI's {@code mpirun}, PyTorch's
+ * {@code torch.distributed.run} (torchrun) and Slurm's {@code srun}, 2 to 4 ranks on this machine, every
+ * rank exact. A
  * launcher that is not installed skips its tests with the reason ({@code scripts/setup.sh} installs them).
  * Every job gets {@code GRADSYNC_JOB_SECRET} through the environment.
  */
 class LaunchersTest {
     private static final Duration LIMIT = Duration.ofSeconds(170);
     /** Debian's python3-torch lives in the system Python; another {@code python3} may come first on the PATH. */
+    private static final Path SLURM_SINGLE_NODE = Path.of("..", "scripts", "slurm-single-node").toAbsolutePath().normalize();
     private static final List<String> PYTHONS = List.of("/usr/bin/python3", "python3");
 
     @ParameterizedTest(name = "mpirun -np {0}, {1}")
@@ -46,6 +51,44 @@ class LaunchersTest {
         assertEquals(0, job.status(), job.out());
         Jobs.assertExact(job, ranks, 120, "");
         Jobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
+    }
+
+    /**
+     * A real {@code srun} on a one-node Slurm cluster started for the test ({@code scripts/slurm-single-node}:
+     * munged, slurmctld, slurmd). The rendezvous address is Slurm's default, the first host of the step's node
+     * list (unless this machine's name is not a loopback address: then MASTER_ADDR is set to 127.0.0.1, as tests
+     * stay on loopback); MASTER_PORT is set to a free port.
+     */
+    @ParameterizedTest(name = "srun -n {0}, {1}")
+    @CsvSource({"2, aeron-ipc", "3, aeron"})
+    void slurmStartsAnExactJob(int ranks, String transport) throws Exception {
+        requireTool(List.of("sh", "-c", "command -v srun"), "Slurm's srun (Debian: slurm-client, in slurm-wlm)");
+        requireTool(List.of("/usr/sbin/slurmctld", "-V"), "slurmctld (Debian: slurm-wlm)");
+        requireTool(List.of("/usr/sbin/munged", "--version"), "munged (Debian: munge)");
+        skipUnless(SharedMemoryDirectories.currentUid() == 0, "a private Slurm cluster (slurmd) needs root");
+        Path cluster = Files.createTempDirectory("gradsync-slurm-");
+        try {
+            Jobs.Result up = Jobs.run(List.of(SLURM_SINGLE_NODE.toString(), "up", cluster.toString(),
+                    Integer.toString(ThreadJob.freePort()), Integer.toString(ThreadJob.freePort())), Map.of(),
+                    Duration.ofSeconds(60));
+            assertEquals(0, up.status(), "cannot start a one-node Slurm cluster:\n" + up.out());
+            Map<String, String> env = jobEnvironment();
+            env.put("SLURM_CONF", cluster.resolve("slurm.conf").toString());
+            env.put("MASTER_PORT", Integer.toString(ThreadJob.freePort()));
+            if (InetAddress.getByName(InetAddress.getLocalHost().getHostName()).isLoopbackAddress()) {
+                env.remove("MASTER_ADDR");
+            }
+            List<String> command = new ArrayList<>(List.of("srun", "-n", Integer.toString(ranks), "--overcommit",
+                    "--export=ALL", "--kill-on-bad-exit=1", "--time=5"));
+            command.addAll(Jobs.rank(Jobs.CLASSPATH, List.of(), "check", transport));
+            Jobs.Result job = Jobs.run(command, env, LIMIT);
+            assertEquals(0, job.status(), job.out());
+            Jobs.assertExact(job, ranks, 120, "");
+            Jobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
+        } finally {
+            Jobs.run(List.of(SLURM_SINGLE_NODE.toString(), "down", cluster.toString()), Map.of(), Duration.ofSeconds(60));
+            MediaDriverHost.deleteRecursively(cluster);
+        }
     }
 
     /**
