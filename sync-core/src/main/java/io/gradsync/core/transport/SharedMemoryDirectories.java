@@ -70,6 +70,8 @@ public final class SharedMemoryDirectories {
             Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(OWNER_ONLY));
         } catch (FileAlreadyExistsException exists) {
             // Made earlier, or by a concurrent rank of this user: checked below like any other.
+        } catch (NoSuchFileException e) {
+            throw new IOException("cannot create " + dir + ": " + root + " does not exist", e);
         }
         checkPrivate(dir);
         return dir;

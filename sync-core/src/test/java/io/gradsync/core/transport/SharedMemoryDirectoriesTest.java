@@ -62,6 +62,14 @@ class SharedMemoryDirectoriesTest {
     }
 
     @Test
+    void aMissingRootIsNamed() {
+        Path missing = root.resolve("no-such-root");
+        IOException e = assertThrows(IOException.class, () -> SharedMemoryDirectories.userDirectory(missing));
+        assertEquals("cannot create " + SharedMemoryDirectories.userDirectoryPath(missing) + ": " + missing
+                + " does not exist", e.getMessage());
+    }
+
+    @Test
     void anotherUsersDirectoryIsRefused() throws Exception {
         assumeTrue(SharedMemoryDirectories.currentUid() == 0, "giving a directory to another user needs root");
         Path place = Files.createDirectory(SharedMemoryDirectories.userDirectoryPath(root),
