@@ -3,6 +3,7 @@ package io.gradsync.aeron;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -118,6 +119,14 @@ final class Jobs {
             assertTrue(job.out().contains(linePrefix.replace("{rank}", Integer.toString(r)) + "rank " + r + ": "
                     + collectives + " collectives exact"), "rank " + r + " is not exact:\n" + job.out());
         }
+    }
+
+    /** Skips the test unless {@code condition}, printing the reason so that the skip shows in the build's output. */
+    static void skipUnless(boolean condition, String reason) {
+        if (!condition) {
+            System.err.println("SKIPPED: " + reason);
+        }
+        assumeTrue(condition, reason);
     }
 
     /** The media-driver directories the ranks logged, in the order logged. */

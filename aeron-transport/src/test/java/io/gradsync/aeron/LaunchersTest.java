@@ -2,7 +2,6 @@ package io.gradsync.aeron;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gradsync.core.bootstrap.LaunchEnvironment;
 import io.gradsync.core.bootstrap.Rendezvous;
@@ -65,7 +64,7 @@ class LaunchersTest {
         requireTool(List.of("sh", "-c", "command -v srun"), "Slurm's srun (Debian: slurm-client, in slurm-wlm)");
         requireTool(List.of("/usr/sbin/slurmctld", "-V"), "slurmctld (Debian: slurm-wlm)");
         requireTool(List.of("/usr/sbin/munged", "--version"), "munged (Debian: munge)");
-        skipUnless(SharedMemoryDirectories.currentUid() == 0, "a private Slurm cluster (slurmd) needs root");
+        Jobs.skipUnless(SharedMemoryDirectories.currentUid() == 0, "a private Slurm cluster (slurmd) needs root");
         Path cluster = Files.createTempDirectory("gradsync-slurm-");
         try {
             Jobs.Result up = Jobs.run(List.of(SLURM_SINGLE_NODE.toString(), "up", cluster.toString(),
@@ -115,7 +114,7 @@ class LaunchersTest {
     void torchrunBesideItsAgentStoreWithAnExplicitRendezvousPort() throws Exception {
         String python = requireTorchrun();
         int rendezvousPort = ThreadJob.freePort();
-        skipUnless(rendezvousPortIsHonoured(rendezvousPort), "this build's rendezvous ignores GRADSYNC_RENDEZVOUS_PORT "
+        Jobs.skipUnless(rendezvousPortIsHonoured(rendezvousPort), "this build's rendezvous ignores GRADSYNC_RENDEZVOUS_PORT "
                 + "(it comes with the configurable rendezvous port; remove this probe once that is merged)");
         Jobs.Result job = runBesideAgentStore(python, 3, Map.of("GRADSYNC_RENDEZVOUS_PORT", Integer.toString(rendezvousPort)));
         assertEquals(0, job.status(), job.out());
@@ -197,7 +196,7 @@ class LaunchersTest {
                 // try the next
             }
         }
-        skipUnless(false, "no Python here imports torch.distributed.run (Debian: python3-torch)");
+        Jobs.skipUnless(false, "no Python here imports torch.distributed.run (Debian: python3-torch)");
         return null;
     }
 
@@ -208,14 +207,6 @@ class LaunchersTest {
         } catch (java.io.IOException notThere) {
             present = false;
         }
-        skipUnless(present, what + " is not installed (scripts/setup.sh installs it)");
-    }
-
-    /** Skips the test unless {@code condition}, printing the reason so that the skip shows in the build's output. */
-    static void skipUnless(boolean condition, String reason) {
-        if (!condition) {
-            System.err.println("SKIPPED: " + reason);
-        }
-        assumeTrue(condition, reason);
+        Jobs.skipUnless(present, what + " is not installed (scripts/setup.sh installs it)");
     }
 }

@@ -131,9 +131,8 @@ class MultiProcessTest {
      */
     @Test
     void aJobOfAnotherUserBesideARootJobKeepsToItsOwnDirectory() throws Exception {
-        assumeTrue(SharedMemoryDirectories.currentUid() == 0,
-                "skipped: a second user's job needs root here (to create a throw-away user); running as uid "
-                        + SharedMemoryDirectories.currentUid());
+        Jobs.skipUnless(SharedMemoryDirectories.currentUid() == 0, "a second user's job needs root here (to create a "
+                + "throw-away user); running as uid " + SharedMemoryDirectories.currentUid());
         String user = "gsmp" + UUID.randomUUID().toString().substring(0, 8);
         Path classpathCopy = Files.createTempDirectory("gradsync-cp-");
         Path userDir = null;
