@@ -98,9 +98,10 @@ class LaunchersTest {
     void torchrunWithC10dRendezvousStartsAnExactJob() throws Exception {
         String python = requireTorchrun();
         int storePort = ThreadJob.freePort();
-        List<String> command = torchrun(python, 2, "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:" + storePort);
+        Path logDir = Files.createTempDirectory("gradsync-torchrun-");
+        List<String> command = torchrun(python, logDir, 2, "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:" + storePort);
         command.addAll(Jobs.rank(Jobs.CLASSPATH, List.of(), "check", "aeron-ipc"));
-        Jobs.Result job = Jobs.run(command, jobEnvironment(), LIMIT);
+        Jobs.Result job = runTorchrun(logDir, command, jobEnvironment());
         assertEquals(0, job.status(), job.out());
         Jobs.assertExact(job, 2, 120, "");
         Jobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
@@ -136,12 +137,13 @@ class LaunchersTest {
 
     private static Jobs.Result runBesideAgentStore(String python, int ranks, Map<String, String> extra) throws Exception {
         int masterPort = ThreadJob.freePort();
-        List<String> command = torchrun(python, ranks, "--master_addr", "127.0.0.1", "--master_port",
+        Path logDir = Files.createTempDirectory("gradsync-torchrun-");
+        List<String> command = torchrun(python, logDir, ranks, "--master_addr", "127.0.0.1", "--master_port",
                 Integer.toString(masterPort));
         command.addAll(Jobs.rank(Jobs.CLASSPATH, List.of(), "check", "aeron-ipc"));
         Map<String, String> env = jobEnvironment();
         env.putAll(extra);
-        Jobs.Result job = Jobs.run(command, env, LIMIT);
+        Jobs.Result job = runTorchrun(logDir, command, env);
         assertTrue(job.out().contains("rank 0 pid ") && job.out().contains("TORCHELASTIC_USE_AGENT_STORE=True"),
                 "the ranks ran beside torchrun's agent store:\n" + job.out());
         return job;
@@ -154,12 +156,21 @@ class LaunchersTest {
      * before it starts a worker; a mapping naming only a local rank that does not exist (9) means "no redirection
      * for every real rank" and avoids the broken path.
      */
-    private static List<String> torchrun(String python, int ranks, String... rendezvous) {
+    private static List<String> torchrun(String python, Path logDir, int ranks, String... rendezvous) {
         List<String> command = new ArrayList<>(List.of(python, "-m", "torch.distributed.run", "--redirects", "9:1",
                 "--tee", "9:1", "--no_python", "--nnodes", "1", "--nproc_per_node", Integer.toString(ranks),
-                "--max_restarts", "0", "--monitor_interval", "0.2"));
+                "--max_restarts", "0", "--monitor_interval", "0.2", "--log_dir", logDir.toString()));
         command.addAll(List.of(rendezvous));
         return command;
+    }
+
+    /** Runs a torchrun {@code command} (made with {@link #torchrun}) with its log directory, which is removed after. */
+    private static Jobs.Result runTorchrun(Path logDir, List<String> command, Map<String, String> env) throws Exception {
+        try {
+            return Jobs.run(command, env, LIMIT);
+        } finally {
+            MediaDriverHost.deleteRecursively(logDir);
+        }
     }
 
     /** What every job gets: a fresh secret (the jobs fail closed without one), the master address. */

@@ -171,6 +171,7 @@ class MultiProcessTest {
                 MediaDriverHost.deleteRecursively(userDir);
             }
             MediaDriverHost.deleteRecursively(classpathCopy);
+            MediaDriverHost.deleteRecursively(Path.of(System.getProperty("java.io.tmpdir"), "hsperfdata_" + user)); // its JVMs'
             Jobs.run(List.of("userdel", user), Map.of(), Duration.ofSeconds(30));
         }
     }
