@@ -21,8 +21,9 @@ import java.util.concurrent.TimeUnit;
  * <p>Each rank gets the launcher's environment plus {@code RANK}, {@code WORLD_SIZE},
  * {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE}, {@code GROUP_RANK}, {@code MASTER_ADDR},
  * {@code MASTER_PORT}, {@code GRADSYNC_JOB_ID} and {@code GRADSYNC_JOB_SECRET} (random, or the
- * launcher's own when set), {@code GRADSYNC_LAUNCH_ID} (always random), and {@code GRADSYNC_HOST_ID=node<k>}
- * when {@code --nnodes} is above 1. Its output lines are copied to the launcher's stdout and stderr with a {@code [rank] } prefix.
+ * launcher's own when set), {@code GRADSYNC_LAUNCH_ID} (always random), and
+ * {@code GRADSYNC_HOST_ID=node<k>} when {@code --nnodes} is above 1. Its output lines are copied to the
+ * launcher's stdout and stderr with a {@code [rank] } prefix.
  *
  * <p>When a rank exits with a non-zero status, or is killed by a signal (status 128 + signal), the
  * launcher stops the other ranks and everything they started (SIGTERM, then SIGKILL after the grace
