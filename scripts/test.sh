@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds gradsync and runs the whole test suite: unit, operator, failure and correctness-matrix tests,
-# multi-process and network-namespace tests (mvn verify), then the RDMA tests, which need an RDMA device,
+# multi-process, network-namespace and launcher tests (mpirun, torchrun, srun: scripts/setup.sh installs them)
+# (mvn verify), then the RDMA tests, which need an RDMA device,
 # inside a throw-away soft-RoCE VM (rdma-transport/softroce/run-tests; see rdma-transport/softroce/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."

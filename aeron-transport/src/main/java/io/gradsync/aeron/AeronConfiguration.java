@@ -5,7 +5,10 @@ package io.gradsync.aeron;
  */
 public final class AeronConfiguration {
 
-    /** Where media-driver directories are made, one per job and host: {@code <root>/gradsync-<job>-h<host>}. */
+    /**
+     * Where media-driver directories are made: in this user's private {@code <root>/gradsync-<uid>}, one per
+     * run of a job and host (see {@link io.gradsync.core.transport.SharedMemoryDirectories}).
+     */
     public static final String DIR_ROOT_PROP = "gradsync.aeron.dir.root";
     public static final String DIR_ROOT_DEFAULT = "/dev/shm";
 

@@ -8,10 +8,14 @@ import io.aeron.driver.MediaDriver;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import io.gradsync.core.transport.TransportException;
 import java.io.File;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
@@ -41,12 +45,17 @@ final class AeronEndpoint implements Endpoint {
     private final int mtu;
     private final int termLength;
     private final MediaDriver driver;
+    private final AtomicBoolean driverClosed = new AtomicBoolean();
+    /** Closes the driver if the JVM exits without {@link #close()}; null without a driver. */
+    private final Thread driverShutdownHook;
     private final Aeron aeron;
     private final Subscription[] subscriptions;
     private final String[] udpEndpoints;
     private final AeronLink[] links;
     private final AtomicReference<Throwable> clientError = new AtomicReference<>();
-    private boolean closed;
+    private volatile boolean closed;
+    /** Set when the JVM exits without {@link #close()}: the driver goes away under the client, errors are expected. */
+    private volatile boolean exiting;
 
     AeronEndpoint(JobContext job, Mode mode, int messageBytes, int window) {
         this.job = job;
@@ -69,24 +78,88 @@ final class AeronEndpoint implements Endpoint {
             throw new TransportException(-1, AeronConfiguration.DRIVER_PROP + "=process allows aeron-udp only: IPC "
                     + "between processes needs the host's shared driver");
         }
-        File dir = MediaDriverHost.directory(AeronConfiguration.dirRoot(), jobKey(job),
-                perProcess ? "r" + job.rank() : "h" + job.hostOf(job.rank()));
         boolean launches = perProcess || job.localRank() == 0;
-        this.driver = launches ? MediaDriverHost.launch(dir, mtu, termLength, AeronConfiguration.socketBuffer(),
+        File ownDir = launches ? newDriverDirectory(perProcess ? "r" + job.rank() : "h" + job.hostOf(job.rank())) : null;
+        this.driver = launches ? MediaDriverHost.launch(ownDir, mtu, termLength, AeronConfiguration.socketBuffer(),
                 AeronConfiguration.driverIdle()) : null;
+        this.driverShutdownHook = driver == null ? null : closeDriverOnExit();
         try {
-            job.allGather(new byte[0]); // every host's driver is up before any rank attaches to one
+            // Every rank that started a driver publishes its directory once the driver is up; the others attach
+            // to their host's (the directory's name is the choice of the rank that starts the driver).
+            byte[] mine = driver == null ? new byte[0] : ownDir.getPath().getBytes(StandardCharsets.UTF_8);
+            if (driver != null) {
+                LOG.log(System.Logger.Level.INFO, "rank " + job.rank() + ": media driver in " + ownDir);
+            }
+            byte[][] published = job.allGather(mine);
+            File dir = driver != null ? ownDir : hostDriverDirectory(published);
             this.aeron = Aeron.connect(new Aeron.Context()
                     .aeronDirectoryName(dir.getAbsolutePath())
                     .driverTimeoutMs(AeronConfiguration.connectTimeoutMs())
+                    .threadFactory(MediaDriverHost.DAEMON_THREADS)
                     .errorHandler(this::onClientError)
                     .subscriberErrorHandler(this::onClientError));
             openSubscriptions();
         } catch (RuntimeException e) {
-            if (driver != null) {
-                driver.close();
-            }
+            releaseDriver();
             throw e;
+        }
+    }
+
+    /** A directory for a driver this rank starts, in this user's private directory under the root. */
+    private File newDriverDirectory(String scope) {
+        try {
+            String launchId = SharedMemoryDirectories.launchId(System.getenv());
+            return MediaDriverHost.directory(AeronConfiguration.dirRoot(), launchId, job.instanceId(), scope);
+        } catch (IOException | IllegalArgumentException e) {
+            throw new TransportException(-1, "rank " + job.rank() + " cannot make its media-driver directory: "
+                    + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * The directory of the driver of this rank's host, as published by the host's lowest rank, which started
+     * it. It must be in this user's directory: ranks of one host share a driver only when they are one user.
+     */
+    private File hostDriverDirectory(byte[][] published) {
+        int owner = 0;
+        while (job.hostOf(owner) != job.hostOf(job.rank())) {
+            owner++;
+        }
+        File dir = new File(new String(published[owner], StandardCharsets.UTF_8));
+        Path mine = SharedMemoryDirectories.userDirectoryPath(Path.of(AeronConfiguration.dirRoot()));
+        if (!mine.equals(dir.toPath().getParent())) {
+            throw new TransportException(owner, "rank " + job.rank() + " cannot use the media driver that rank " + owner
+                    + " started on their host in " + dir + ": it is not in this user's directory " + mine
+                    + " (the ranks of one host must run as one user, with the same " + AeronConfiguration.DIR_ROOT_PROP + ")");
+        }
+        return dir;
+    }
+
+    /** Closes the embedded driver, which removes its directory, when the JVM exits without {@link #close()}. */
+    private Thread closeDriverOnExit() {
+        Thread hook = new Thread(() -> {
+            exiting = true;
+            closeDriver();
+        }, "gradsync-aeron-driver-shutdown-rank-" + job.rank());
+        Runtime.getRuntime().addShutdownHook(hook);
+        return hook;
+    }
+
+    private void closeDriver() {
+        if (driver != null && driverClosed.compareAndSet(false, true)) {
+            driver.close();
+        }
+    }
+
+    /** Closes the driver (if this rank runs one) and forgets the shutdown hook. */
+    private void releaseDriver() {
+        closeDriver();
+        if (driverShutdownHook != null) {
+            try {
+                Runtime.getRuntime().removeShutdownHook(driverShutdownHook);
+            } catch (IllegalStateException exitingAlready) {
+                // The JVM is exiting: the hook may run, and finds the driver closed.
+            }
         }
     }
 
@@ -98,10 +171,6 @@ final class AeronEndpoint implements Endpoint {
             length <<= 1;
         }
         return length;
-    }
-
-    private static String jobKey(JobContext job) {
-        return job.instanceId();
     }
 
     private void openSubscriptions() {
@@ -155,7 +224,7 @@ final class AeronEndpoint implements Endpoint {
     }
 
     private void onClientError(Throwable error) {
-        if (!closed && clientError.compareAndSet(null, error)) {
+        if (!closed && !exiting && clientError.compareAndSet(null, error)) {
             LOG.log(System.Logger.Level.ERROR, "rank " + job.rank() + ": Aeron client error: " + error);
         }
     }
@@ -236,8 +305,6 @@ final class AeronEndpoint implements Endpoint {
         }
         aeron.close();
         job.close();
-        if (driver != null) {
-            driver.close();
-        }
+        releaseDriver();
     }
 }

@@ -3,11 +3,16 @@ package io.gradsync.aeron;
 import io.aeron.CommonContext;
 import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.io.File;
 import java.io.IOException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.util.Comparator;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.agrona.concurrent.BackoffIdleStrategy;
@@ -15,26 +20,42 @@ import org.agrona.concurrent.BusySpinIdleStrategy;
 import org.agrona.concurrent.IdleStrategy;
 
 /**
- * Starts an embedded media driver in its own directory under /dev/shm, and clears away the
- * directories of drivers that died without cleaning up (a killed job's).
+ * Starts an embedded media driver in its own directory inside this user's private shared-memory directory
+ * ({@link SharedMemoryDirectories}), and clears away the directories there of drivers that died without
+ * cleaning up (a killed job's). It never looks into another user's directory.
  */
 final class MediaDriverHost {
-    static final String DIR_PREFIX = "gradsync-";
     private static final System.Logger LOG = System.getLogger(MediaDriverHost.class.getName());
     /** A driver whose heartbeat is older than this is dead; Aeron's own default is 10 s. */
     private static final long STALE_MS = 10_000;
+    /**
+     * Every thread of a driver and of a client is a daemon: a program that forgets to close its communicator
+     * still exits when its {@code main} returns (a shutdown hook then closes the driver).
+     */
+    static final ThreadFactory DAEMON_THREADS = runnable -> {
+        Thread thread = new Thread(runnable);
+        thread.setDaemon(true);
+        return thread;
+    };
 
     private MediaDriverHost() {
     }
 
-    /** The directory of a job's driver, e.g. {@code /dev/shm/gradsync-3f2a…-h0}. */
-    static File directory(String root, String jobKey, String scope) {
-        return new File(root, DIR_PREFIX + jobKey + "-" + scope);
+    /**
+     * A new directory name for one of a job's drivers, e.g.
+     * {@code /dev/shm/gradsync-0/launch-5c1e…-3f2a…-h0}, in this user's directory under {@code root}
+     * (created, or checked to be private to this user).
+     *
+     * @throws IOException if this user's directory cannot be made or is not private to this user
+     */
+    static File directory(String root, String launchId, String instanceId, String scope) throws IOException {
+        Path userDir = SharedMemoryDirectories.userDirectory(Path.of(root));
+        return userDir.resolve(SharedMemoryDirectories.jobDirectoryName(launchId, instanceId, scope)).toFile();
     }
 
     /**
-     * Launches an embedded driver in {@code dir} (replacing whatever is there), after deleting stale
-     * gradsync driver directories beside it.
+     * Launches an embedded driver in {@code dir}, a fresh directory in this user's directory, after deleting
+     * the stale driver directories beside it.
      */
     static MediaDriver launch(File dir, int mtu, int termLength, int socketBuffer, String idle) {
         removeStaleDirectories(dir.getParentFile());
@@ -44,6 +65,12 @@ final class MediaDriverHost {
                 .dirDeleteOnShutdown(true)
                 .warnIfDirectoryExists(false)
                 .threadingMode(ThreadingMode.SHARED)
+                .sharedThreadFactory(DAEMON_THREADS)
+                .sharedNetworkThreadFactory(DAEMON_THREADS)
+                .conductorThreadFactory(DAEMON_THREADS)
+                .senderThreadFactory(DAEMON_THREADS)
+                .receiverThreadFactory(DAEMON_THREADS)
+                .asyncExecutorThreadFactory(DAEMON_THREADS)
                 .sharedIdleStrategy(idleStrategy(idle))
                 .mtuLength(mtu)
                 .ipcMtuLength(mtu)
@@ -71,28 +98,39 @@ final class MediaDriverHost {
     }
 
     /**
-     * Deletes {@code gradsync-*} driver directories under {@code root} whose driver is not alive: its
-     * heartbeat is stale, or it never wrote one and the directory is old.
+     * Deletes the driver directories in {@code userDir} (this user's directory) whose driver is not alive:
+     * its heartbeat is stale, or it never wrote one and the directory is old. Only real directories that
+     * belong to this user are looked at; symbolic links and other users' entries are left alone.
      *
      * @return how many were removed
      */
-    static int removeStaleDirectories(File root) {
-        File[] dirs = root.listFiles(f -> f.isDirectory() && f.getName().startsWith(DIR_PREFIX));
-        if (dirs == null) {
-            return 0;
-        }
+    static int removeStaleDirectories(File userDir) {
+        long uid = SharedMemoryDirectories.currentUid();
         int removed = 0;
-        for (File dir : dirs) {
-            boolean hasCnc = new File(dir, "cnc.dat").exists();
-            boolean old = System.currentTimeMillis() - dir.lastModified() > STALE_MS;
-            if (old && (!hasCnc || !CommonContext.isDriverActive(dir, STALE_MS, message -> { }))) {
-                if (deleteRecursively(dir.toPath())) {
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(userDir.toPath())) {
+            for (Path entry : entries) {
+                BasicFileAttributes attributes = Files.readAttributes(entry, BasicFileAttributes.class,
+                        LinkOption.NOFOLLOW_LINKS);
+                if (!attributes.isDirectory() || owner(entry) != uid) {
+                    continue;
+                }
+                File dir = entry.toFile();
+                boolean hasCnc = new File(dir, "cnc.dat").exists();
+                boolean old = System.currentTimeMillis() - attributes.lastModifiedTime().toMillis() > STALE_MS;
+                if (old && (!hasCnc || !CommonContext.isDriverActive(dir, STALE_MS, message -> { }))
+                        && deleteRecursively(entry)) {
                     LOG.log(System.Logger.Level.INFO, "removed the directory of a dead media driver: " + dir);
                     removed++;
                 }
             }
+        } catch (IOException | RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "cannot sweep stale media-driver directories in " + userDir + ": " + e);
         }
         return removed;
+    }
+
+    private static long owner(Path path) throws IOException {
+        return ((Number) Files.getAttribute(path, "unix:uid", LinkOption.NOFOLLOW_LINKS)).longValue();
     }
 
     static boolean deleteRecursively(Path dir) {

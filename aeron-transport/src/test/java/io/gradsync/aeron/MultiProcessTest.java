@@ -6,15 +6,21 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -30,8 +36,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * with SIGKILL, a stranger at the rendezvous, and (as root) hosts simulated by network namespaces.
  */
 class MultiProcessTest {
-    private static final String JAVA = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    private static final String CLASSPATH = System.getProperty("java.class.path");
+    private static final String CLASSPATH = Jobs.CLASSPATH;
     private static final Path NETNS_HOSTS = Path.of("..", "scripts", "netns-hosts").toAbsolutePath().normalize();
 
     record Job(int status, String out, String jobId, long millis) {
@@ -46,7 +51,7 @@ class MultiProcessTest {
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
         }
         assertFalse(job.out().contains("removed"), "the transport left shared memory behind:\n" + job.out());
-        assertNoDirectoriesOf(job.jobId());
+        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), 1, userDirectory());
     }
 
     @Test
@@ -68,7 +73,158 @@ class MultiProcessTest {
             assertFalse(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false), "rank process " + pid + " left");
         }
         assertEquals(3, seen, job.out());
-        assertNoDirectoriesOf(job.jobId());
+        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), 1, userDirectory());
+    }
+
+    @Test
+    void theDirectoryOfAKilledDriverRankIsRemovedByTheLauncher() throws Exception {
+        // Rank 0 runs the host's media driver; killed, it cannot delete the driver's directory.
+        Job job = launch(List.of("-n", "2", "--stop-delay", "10"), List.of(), "loop", "aeron-ipc", "0", "3000");
+        assertEquals(137, job.status(), job.out());
+        assertTrue(job.out().contains("[1] FAILED: rank 1, allreduce #"), "rank 1 reports the failure:\n" + job.out());
+        List<Path> dirs = Jobs.driverDirectories(job.out());
+        assertEquals(1, dirs.size(), job.out());
+        assertTrue(job.out().contains("gradsync-run: removed leftover " + dirs.get(0) + "\n"), job.out());
+        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), 1, userDirectory());
+    }
+
+    /**
+     * Two jobs with the same launcher variables (torchrun's default run id {@code none}, one job id and secret),
+     * only MASTER_PORT differing, started at once on one host, ranks started directly (no launcher's id):
+     * each has its own media driver and directory, and both are exact.
+     */
+    @Test
+    void twoJobsWithIdenticalLauncherVariablesRunAtOnceOnOneHost() throws Exception {
+        Map<String, String> same = Map.of("TORCHELASTIC_RUN_ID", "none", "GRADSYNC_JOB_ID", "none",
+                "GRADSYNC_JOB_SECRET", "one-secret-for-both-jobs", "MASTER_ADDR", "127.0.0.1", "WORLD_SIZE", "2",
+                "LOCAL_WORLD_SIZE", "2");
+        List<Jobs.Running> ranks = new ArrayList<>();
+        List<Jobs.Result> results = new ArrayList<>();
+        try {
+            for (int job = 0; job < 2; job++) {
+                String port = Integer.toString(ThreadJob.freePort());
+                for (int r = 0; r < 2; r++) {
+                    Map<String, String> env = new HashMap<>(same);
+                    env.putAll(Map.of("RANK", Integer.toString(r), "LOCAL_RANK", Integer.toString(r), "MASTER_PORT", port));
+                    ranks.add(Jobs.start(Jobs.rank(CLASSPATH, List.of(), "check", "aeron-ipc"), env));
+                }
+            }
+        } finally {
+            for (Jobs.Running rank : ranks) {
+                results.add(rank.await(Duration.ofSeconds(150)));
+            }
+        }
+        List<Path> dirs = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            Jobs.Result rank = results.get(i);
+            assertEquals(0, rank.status(), "job " + i / 2 + " rank " + i % 2 + ":\n" + rank.out());
+            assertTrue(rank.out().contains("rank " + i % 2 + ": 120 collectives exact"), rank.out());
+            dirs.addAll(Jobs.assertDriversGone(rank, i % 2 == 0 ? 1 : 0, userDirectory()));
+        }
+        assertNotEquals(dirs.get(0), dirs.get(1), "each job has its own driver directory");
+    }
+
+    /**
+     * A job of a throw-away non-root user beside a root job, at once: both exact, each user's drivers in its own
+     * private directory. A stale-looking directory that root owns inside the user's directory stays: the user's
+     * sweep skips what it does not own, and root's sweep never looks into another user's directory.
+     */
+    @Test
+    void aJobOfAnotherUserBesideARootJobKeepsToItsOwnDirectory() throws Exception {
+        Jobs.skipUnless(SharedMemoryDirectories.currentUid() == 0, "a second user's job needs root here (to create a "
+                + "throw-away user); running as uid " + SharedMemoryDirectories.currentUid());
+        String user = "gsmp" + UUID.randomUUID().toString().substring(0, 8);
+        Path classpathCopy = Files.createTempDirectory("gradsync-cp-");
+        Path userDir = null;
+        try {
+            assertEquals(0, Jobs.run(List.of("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                    "--shell", "/usr/sbin/nologin", user), Map.of(), Duration.ofSeconds(30)).status(), "useradd " + user);
+            long uid = Long.parseLong(Jobs.run(List.of("id", "-u", user), Map.of(), Duration.ofSeconds(10)).out().trim());
+            String userClasspath = readableCopyOfClasspath(classpathCopy);
+            userDir = Path.of(AeronConfiguration.dirRoot(), "gradsync-" + uid);
+            Files.createDirectory(userDir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+            Files.setAttribute(userDir, "unix:uid", (int) uid);
+            Path decoy = Files.createDirectory(userDir.resolve("job-decoy-h0"));
+            Files.setLastModifiedTime(decoy, FileTime.fromMillis(System.currentTimeMillis() - 3_600_000));
+
+            List<String> rootJob = Jobs.gradsyncRun(CLASSPATH, List.of("-n", "2"));
+            rootJob.addAll(Jobs.rank(CLASSPATH, List.of(), "check", "aeron-ipc"));
+            List<String> userJob = new ArrayList<>(List.of("runuser", "-u", user, "--"));
+            userJob.addAll(Jobs.gradsyncRun(userClasspath, List.of("-n", "2")));
+            userJob.addAll(Jobs.rank(userClasspath, List.of(), "check", "aeron-ipc"));
+            Jobs.Running asRoot = Jobs.start(rootJob, Map.of());
+            Jobs.Running asUser = Jobs.start(userJob, Map.of());
+            Jobs.Result userResult = asUser.await(Duration.ofSeconds(170));
+            Jobs.Result rootResult = asRoot.await(Duration.ofSeconds(170));
+
+            assertEquals(0, rootResult.status(), rootResult.out());
+            assertEquals(0, userResult.status(), userResult.out());
+            Jobs.assertExact(rootResult, 2, 120, "[{rank}] ");
+            Jobs.assertExact(userResult, 2, 120, "[{rank}] ");
+            Jobs.assertDriversGone(rootResult, 1, userDirectory());
+            Jobs.assertDriversGone(userResult, 1, userDir);
+            assertTrue(Files.isDirectory(decoy, LinkOption.NOFOLLOW_LINKS), "root's decoy in the user's directory was removed");
+            assertEquals(uid, ((Number) Files.getAttribute(userDir, "unix:uid", LinkOption.NOFOLLOW_LINKS)).longValue());
+            assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(userDir, LinkOption.NOFOLLOW_LINKS)));
+        } finally {
+            if (userDir != null) {
+                MediaDriverHost.deleteRecursively(userDir);
+            }
+            MediaDriverHost.deleteRecursively(classpathCopy);
+            MediaDriverHost.deleteRecursively(Path.of(System.getProperty("java.io.tmpdir"), "hsperfdata_" + user)); // its JVMs'
+            Jobs.run(List.of("userdel", user), Map.of(), Duration.ofSeconds(30));
+        }
+    }
+
+    /** This test JVM's class path copied to {@code dir}, readable by every user (the originals may be under /root). */
+    private static String readableCopyOfClasspath(Path dir) throws IOException {
+        List<String> copies = new ArrayList<>();
+        int i = 0;
+        for (String entry : CLASSPATH.split(File.pathSeparator)) {
+            Path source = Path.of(entry);
+            if (!Files.exists(source)) {
+                continue;
+            }
+            Path target = dir.resolve(i++ + "-" + source.getFileName());
+            try (Stream<Path> files = Files.walk(source)) {
+                for (Path file : (Iterable<Path>) files::iterator) {
+                    Path copy = target.resolve(source.relativize(file).toString());
+                    if (Files.isDirectory(file)) {
+                        Files.createDirectories(copy);
+                    } else {
+                        Files.copy(file, copy);
+                    }
+                    Files.setPosixFilePermissions(copy, PosixFilePermissions.fromString(Files.isDirectory(file) ? "rwxr-xr-x" : "rw-r--r--"));
+                }
+            }
+            copies.add(target.toString());
+        }
+        Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxr-xr-x"));
+        return String.join(File.pathSeparator, copies);
+    }
+
+    /**
+     * Item of the hardening issue: a program whose {@code main} returns without closing its communicator (no
+     * {@code System.exit}) still exits at once, as Aeron's threads are daemons, and its shutdown hook removes the
+     * media driver's directory.
+     */
+    @Test
+    void ranksThatForgetToCloseExitPromptlyAndLeaveNoDirectory() throws Exception {
+        Job job = launch(List.of("-n", "2", "--deadline", "60"), List.of(), "forget", "aeron-ipc");
+        long end = System.currentTimeMillis();
+        assertEquals(0, job.status(), "the ranks must exit on their own:\n" + job.out());
+        Jobs.assertExact(new Jobs.Result(job.status(), job.out(), job.millis()), 2, 80, "[{rank}] ");
+        Matcher returned = Pattern.compile("returns from main without close at (\\d+)").matcher(job.out());
+        long last = 0;
+        int ranks = 0;
+        while (returned.find()) {
+            last = Math.max(last, Long.parseLong(returned.group(1)));
+            ranks++;
+        }
+        assertEquals(2, ranks, job.out());
+        assertTrue(end - last < 5_000, "the last rank's JVM took " + (end - last) + " ms to exit after main returned");
+        assertFalse(job.out().contains("removed leftover"), "the shutdown hook, not the launcher, removes it:\n" + job.out());
+        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), 1, userDirectory());
     }
 
     @Test
@@ -166,26 +322,21 @@ class MultiProcessTest {
     }
 
     private static Job launch(List<String> launcherOptions, List<String> rankJvmOptions, String... programArgs)
-            throws IOException, InterruptedException {
+            throws Exception {
+        return launch(Map.of(), launcherOptions, rankJvmOptions, programArgs);
+    }
+
+    /** Runs gradsync-run with {@code env} on top of this JVM's environment (less any job variables). */
+    private static Job launch(Map<String, String> env, List<String> launcherOptions, List<String> rankJvmOptions,
+                              String... programArgs) throws Exception {
         String jobId = "mp" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-        List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx256m", "-cp", CLASSPATH,
-                "io.gradsync.core.launch.GradSyncRun", "--deadline", "150"));
-        command.addAll(launcherOptions);
-        command.addAll(List.of("--", JAVA, "-Xmx512m", "-XX:+UseSerialGC",
-                "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED", "-Dgradsync.timeout.ms=30000"));
-        command.addAll(rankJvmOptions);
-        command.addAll(List.of("-cp", CLASSPATH, RankProgram.class.getName()));
-        command.addAll(List.of(programArgs));
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-        builder.environment().put("GRADSYNC_JOB_ID", jobId);
-        long start = System.nanoTime();
-        Process launcher = builder.start();
-        String out;
-        try (InputStream in = launcher.getInputStream()) {
-            out = new String(in.readAllBytes(), StandardCharsets.UTF_8);
-        }
-        assertTrue(launcher.waitFor(170, TimeUnit.SECONDS), "launcher did not finish");
-        return new Job(launcher.exitValue(), out, jobId, (System.nanoTime() - start) / 1_000_000);
+        List<String> command = Jobs.gradsyncRun(CLASSPATH, launcherOptions);
+        command.addAll(Jobs.rank(CLASSPATH, rankJvmOptions, programArgs));
+        Map<String, String> all = new HashMap<>(Map.of("GRADSYNC_JOB_ID", jobId));
+        all.putAll(env);
+        Jobs.Result result = Jobs.run(command, all, Duration.ofSeconds(170));
+        assertNotEquals(Jobs.KILLED, result.status(), "the launcher did not finish:\n" + result.out());
+        return new Job(result.status(), result.out(), all.get("GRADSYNC_JOB_ID"), result.millis());
     }
 
     private static String strangerKnocks(int port) throws InterruptedException {
@@ -215,11 +366,9 @@ class MultiProcessTest {
         return "";
     }
 
-    private static void assertNoDirectoriesOf(String jobId) throws IOException {
-        try (Stream<Path> dirs = Files.list(Path.of(AeronConfiguration.dirRoot()))) {
-            List<Path> left = dirs.filter(p -> p.getFileName().toString().startsWith("gradsync-" + jobId)).toList();
-            assertEquals(List.of(), left, "media-driver directories left behind");
-        }
+    /** This user's directory for media drivers under the root the ranks use. */
+    static Path userDirectory() {
+        return SharedMemoryDirectories.userDirectoryPath(Path.of(AeronConfiguration.dirRoot()));
     }
 
     static {

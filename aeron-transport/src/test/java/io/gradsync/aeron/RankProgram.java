@@ -10,7 +10,9 @@ import io.gradsync.core.check.CheckPattern;
  * One rank of the multi-process tests, started by gradsync-run. Usage:
  * {@code RankProgram check TRANSPORT} (exact results for every op, float32 and int64, many counts),
  * {@code RankProgram loop TRANSPORT KILLED_RANK DELAY_MS} (AllReduce in a loop; the killed rank SIGKILLs
- * itself after the delay, in the middle of a collective) and {@code RankProgram big TRANSPORT} (64 MiB).
+ * itself after the delay, in the middle of a collective), {@code RankProgram big TRANSPORT} (64 MiB) and
+ * {@code RankProgram forget TRANSPORT} (exact results, then {@code main} returns without closing the
+ * communicator or calling {@code System.exit}: the JVM must still exit on its own).
  */
 public final class RankProgram {
 
@@ -19,9 +21,17 @@ public final class RankProgram {
 
     public static void main(String[] args) throws Exception {
         String mode = args[0];
+        if (mode.equals("forget")) {
+            forgetToClose(args[1]);
+            return;
+        }
         try (Communicator comm = Communicator.connect(args[1])) {
             System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
                     + comm.transportName() + ", " + comm.localSize() + " ranks on its host, allreduce " + comm.algorithmName());
+            if (System.getenv("TORCHELASTIC_USE_AGENT_STORE") != null) {
+                System.out.println("rank " + comm.rank() + " under torchrun: TORCHELASTIC_USE_AGENT_STORE="
+                        + System.getenv("TORCHELASTIC_USE_AGENT_STORE") + ", TORCHELASTIC_RUN_ID=" + System.getenv("TORCHELASTIC_RUN_ID"));
+            }
             switch (mode) {
                 case "check" -> check(comm, new int[] {0, 1, comm.size() - 1, comm.size() + 1, 10_007, (1 << 20) + 3});
                 case "big" -> check(comm, new int[] {16 << 20});
@@ -33,6 +43,19 @@ public final class RankProgram {
             System.exit(1);
         }
         System.exit(0);
+    }
+
+    /** A program that never closes its communicator: after its collectives, {@code main} simply returns. */
+    private static void forgetToClose(String transport) throws InterruptedException {
+        Communicator comm = Communicator.connect(transport);
+        System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: " + comm.transportName());
+        check(comm, new int[] {0, 1, 10_007, (1 << 18) + 3});
+        if (comm.rank() == 0) {
+            // Without close() there is no barrier: give the others time to finish their last collective before
+            // this process, which serves the rendezvous, goes away.
+            Thread.sleep(2_000);
+        }
+        System.out.println("rank " + comm.rank() + " returns from main without close at " + System.currentTimeMillis());
     }
 
     private static void check(Communicator comm, int[] counts) {

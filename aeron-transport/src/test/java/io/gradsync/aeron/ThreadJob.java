@@ -30,13 +30,20 @@ final class ThreadJob {
     private final String transport;
     private final TransportOptions options;
     private final Duration timeout;
+    private final String algorithm;
 
     ThreadJob(int ranks, int ranksPerHost, String transport, TransportOptions options, Duration timeout) {
+        this(ranks, ranksPerHost, transport, options, timeout, "auto");
+    }
+
+    /** A job whose communicators run AllReduce by {@code algorithm} ({@code auto} chooses per call). */
+    ThreadJob(int ranks, int ranksPerHost, String transport, TransportOptions options, Duration timeout, String algorithm) {
         this.ranks = ranks;
         this.ranksPerHost = ranksPerHost;
         this.transport = transport;
         this.options = options;
         this.timeout = timeout;
+        this.algorithm = algorithm;
     }
 
     static Map<String, String> environment(int rank, int size, int port, String jobId, String hostId) {
@@ -70,7 +77,7 @@ final class ThreadJob {
             futures.add(pool.submit(() -> {
                 LaunchEnvironment env = LaunchEnvironment.from(environment(rank, ranks, port, jobId, "host" + rank / ranksPerHost));
                 Endpoint endpoint = Transports.open(transport, Rendezvous.join(env, Duration.ofSeconds(30)), options);
-                try (Communicator comm = Communicator.builder(endpoint).timeout(timeout).build()) {
+                try (Communicator comm = Communicator.builder(endpoint).timeout(timeout).allReduceAlgorithm(algorithm).build()) {
                     body.run(comm);
                 }
                 return null;

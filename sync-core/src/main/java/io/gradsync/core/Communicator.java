@@ -472,7 +472,7 @@ public final class Communicator implements AutoCloseable {
                     + "or use the non-blocking form");
         }
         CompletableFuture<?> result = call.get().toFuture();
-        long limitNanos = timeout.toNanos() + TimeUnit.SECONDS.toNanos(5);
+        long limitNanos = progress.stallLimitNanos();
         while (true) {
             try {
                 result.get(100, TimeUnit.MILLISECONDS);

@@ -24,8 +24,6 @@ final class ProgressThread {
     private static final Object STOP = new Object();
     /** Long enough to catch a back-to-back call, short enough not to steal a shared core for long. */
     private static final long WAIT_BEFORE_BLOCKING_NANOS = 50_000;
-    /** What {@link #shutdown} allows beyond the collective deadline for the running collective to end. */
-    private static final long SHUTDOWN_GRACE_MS = 5_000;
 
     /** How a submitted collective reports its outcome; called on the progress thread. */
     interface Completion {
@@ -102,6 +100,14 @@ final class ProgressThread {
         return Thread.currentThread() == thread;
     }
 
+    /**
+     * How long the thread may be busy without moving before a waiter gives up on it: the collective deadline
+     * (a stuck collective fails by then on its own) plus as much again, at most 5 s more.
+     */
+    long stallLimitNanos() {
+        return timeoutNanos + Math.min(timeoutNanos, TimeUnit.SECONDS.toNanos(5));
+    }
+
     /** How long the thread has been busy without moving: nonzero when a collective or a callback holds it up. */
     long stalledNanos() {
         return busy ? System.nanoTime() - heartbeat.get() : 0;
@@ -126,7 +132,7 @@ final class ProgressThread {
         }
         boolean stoppedInTime = false;
         try {
-            stoppedInTime = stopped.await(timeoutNanos / 1_000_000 + SHUTDOWN_GRACE_MS, TimeUnit.MILLISECONDS);
+            stoppedInTime = stopped.await(stallLimitNanos(), TimeUnit.NANOSECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

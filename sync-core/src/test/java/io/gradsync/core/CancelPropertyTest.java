@@ -39,7 +39,8 @@ class CancelPropertyTest {
         List<CancelTrials.Plan> plans = CancelTrials.plans(SEED * 1_000_003L + algorithm.hashCode() * 31L + ranks, TRIALS,
                 ranks, 3000);
         try (LocalJob job = new LocalJob(hosts, 1024, 2, Duration.ofSeconds(20), algorithm)) {
-            CancelTrials.check(plans, job.run(c -> CancelTrials.runAll(c, plans)));
+            System.out.println(algorithm + ", " + ranks + " ranks: "
+                    + CancelTrials.check(plans, job.run(c -> CancelTrials.runAll(c, plans))));
         }
     }
 }

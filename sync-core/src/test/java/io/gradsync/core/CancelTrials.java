@@ -94,8 +94,26 @@ public final class CancelTrials {
         return reports;
     }
 
-    /** Checks every rank's report of every plan; {@code reports.get(rank).get(trial)}. */
-    public static void check(List<Plan> plans, List<List<Report>> reports) {
+    /**
+     * Checks every rank's report of every plan ({@code reports.get(rank).get(trial)}) and returns a one-line
+     * summary of what the trials exercised.
+     */
+    public static String check(List<Plan> plans, List<List<Report>> reports) {
+        int checked = 0;
+        int abandoned = 0;
+        int ownStops = 0;
+        int cutShort = 0;
+        for (Plan plan : plans) {
+            boolean anyCut = false;
+            for (List<Report> ofRank : reports) {
+                Report report = ofRank.get(plan.trial());
+                checked += report.firstSeen() + report.secondSeen();
+                abandoned += report.firstError() instanceof StreamEndedException ? 1 : 0;
+                ownStops += report.firstError() != null && !(report.firstError() instanceof StreamEndedException) ? 1 : 0;
+                anyCut |= report.firstSeen() < plan.lengths().length;
+            }
+            cutShort += anyCut ? 1 : 0;
+        }
         for (Plan plan : plans) {
             for (List<Report> ofRank : reports) {
                 Report report = ofRank.get(plan.trial());
@@ -120,6 +138,9 @@ public final class CancelTrials {
                 assertEquals(plan.secondCount(), report.secondSeen(), where + ": the second stream");
             }
         }
+        return plans.size() + " trials on " + reports.size() + " ranks: " + cutShort + " with a first stream cut short, "
+                + abandoned + " abandonments (StreamEndedException), " + ownStops + " own stops by error or timeout, "
+                + checked + " gradients checked exact";
     }
 
     private static Report run(Communicator comm, Plan plan) {

@@ -21,15 +21,16 @@ import java.util.concurrent.TimeUnit;
  * <p>Each rank gets the launcher's environment plus {@code RANK}, {@code WORLD_SIZE},
  * {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE}, {@code GROUP_RANK}, {@code MASTER_ADDR},
  * {@code MASTER_PORT}, {@code GRADSYNC_JOB_ID} and {@code GRADSYNC_JOB_SECRET} (random, or the
- * launcher's own when set), and {@code GRADSYNC_HOST_ID=node<k>} when {@code --nnodes} is above 1. Its
- * output lines are copied to the launcher's stdout and stderr with a {@code [rank] } prefix.
+ * launcher's own when set), {@code GRADSYNC_LAUNCH_ID} (always random), and
+ * {@code GRADSYNC_HOST_ID=node<k>} when {@code --nnodes} is above 1. Its output lines are copied to the
+ * launcher's stdout and stderr with a {@code [rank] } prefix.
  *
  * <p>When a rank exits with a non-zero status, or is killed by a signal (status 128 + signal), the
  * launcher stops the other ranks and everything they started (SIGTERM, then SIGKILL after the grace
  * period) and exits with that first failure's status; it exits with 0 when every rank does. It does the
  * same on its own SIGINT or SIGTERM, and exits with 124 when the deadline passes, 127 when a rank cannot
- * be started and 2 on bad usage. At the end it removes the job's leftover {@code /dev/shm/gradsync-<id>}
- * directories.
+ * be started and 2 on bad usage. At the end it removes the shared-memory directories its ranks left behind
+ * (those tagged with the launch id it passed them in {@code GRADSYNC_LAUNCH_ID}).
  */
 public final class GradSyncRun {
     /** The exit status on bad usage. */
@@ -100,7 +101,7 @@ public final class GradSyncRun {
         Runtime.getRuntime().addShutdownHook(hook);
         try {
             int status = supervisor.run();
-            for (Path dir : shmCleaner.removeLeftovers(identity.id(), problem -> say(err, "gradsync-run: " + problem))) {
+            for (Path dir : shmCleaner.removeLeftovers(identity.launchId(), problem -> say(err, "gradsync-run: " + problem))) {
                 say(err, "gradsync-run: removed leftover " + dir);
             }
             return status;

@@ -1,26 +1,28 @@
 package io.gradsync.core.launch;
 
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.security.SecureRandom;
 import java.util.HexFormat;
 import java.util.Map;
 import java.util.regex.Pattern;
 
 /**
- * What the ranks of one job share and other jobs do not: an id (which also names the job's
- * {@code /dev/shm} directories) and a secret (for the ranks to authenticate each other). Both are
- * random, or taken from the launcher's environment when set there, so that an outer launcher can
- * choose them.
+ * What the ranks of one job share and other jobs do not: an id, a secret (for the ranks to authenticate
+ * each other) and a launch id (which tags the job's shared-memory directories, so that the launcher removes
+ * exactly its own). The id and the secret are random, or taken from the launcher's environment when set
+ * there, so that an outer launcher can choose them; the launch id is always new.
  *
- * @param id     letters, digits and {@code _}; 16 hex characters when generated
- * @param secret 64 hex characters when generated
+ * @param id       letters, digits and {@code _}; 16 hex characters when generated
+ * @param secret   64 hex characters when generated
+ * @param launchId 16 random hex characters, for {@link SharedMemoryDirectories#LAUNCH_ID_VAR}
  */
-record JobIdentity(String id, String secret) {
+record JobIdentity(String id, String secret, String launchId) {
     static final String ID_VAR = "GRADSYNC_JOB_ID";
     static final String SECRET_VAR = "GRADSYNC_JOB_SECRET";
 
     private static final int ID_BYTES = 8;
     private static final int SECRET_BYTES = 32;
-    /** No {@code -}, {@code .} or {@code /}: a job's directories are {@code gradsync-<id>} and {@code gradsync-<id>-...}. */
+    /** Letters, digits and {@code _} only: safe in file names, log lines and other tools' variables. */
     private static final Pattern VALID_ID = Pattern.compile("[A-Za-z0-9_]{1,64}");
 
     /** The identity from {@code environment}'s {@value #ID_VAR} and {@value #SECRET_VAR}, each made up when unset or empty. */
@@ -29,19 +31,14 @@ record JobIdentity(String id, String secret) {
         if (id == null || id.isEmpty()) {
             id = randomHex(random, ID_BYTES);
         } else if (!VALID_ID.matcher(id).matches()) {
-            throw new UsageException(ID_VAR + " in the environment may hold only letters, digits and '_' (1 to 64; it "
-                    + "names /dev/shm directories), got '" + id + "'");
+            throw new UsageException(ID_VAR + " in the environment may hold only letters, digits and '_' (1 to 64), got '"
+                    + id + "'");
         }
         String secret = environment.get(SECRET_VAR);
         if (secret == null || secret.isEmpty()) {
             secret = randomHex(random, SECRET_BYTES);
         }
-        return new JobIdentity(id, secret);
-    }
-
-    /** Whether {@code c} may appear in a job id: the character after the id in a directory name must not. */
-    static boolean isIdCharacter(char c) {
-        return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        return new JobIdentity(id, secret, randomHex(random, ID_BYTES));
     }
 
     private static String randomHex(SecureRandom random, int bytes) {
@@ -53,6 +50,6 @@ record JobIdentity(String id, String secret) {
     /** The id only: the secret stays out of logs. */
     @Override
     public String toString() {
-        return "JobIdentity[id=" + id + "]";
+        return "JobIdentity[id=" + id + ", launchId=" + launchId + "]";
     }
 }

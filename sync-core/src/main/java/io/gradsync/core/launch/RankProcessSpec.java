@@ -1,5 +1,6 @@
 package io.gradsync.core.launch;
 
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -29,6 +30,7 @@ final class RankProcessSpec {
         job.put("MASTER_PORT", Integer.toString(masterPort));
         job.put(JobIdentity.ID_VAR, identity.id());
         job.put(JobIdentity.SECRET_VAR, identity.secret());
+        job.put(SharedMemoryDirectories.LAUNCH_ID_VAR, identity.launchId());
         this.jobEnvironment = job;
     }
 

@@ -1,5 +1,6 @@
 package io.gradsync.core.launch;
 
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.FileVisitResult;
@@ -11,18 +12,19 @@ import java.nio.file.SimpleFileVisitor;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.function.Consumer;
 
 /**
- * Removes a job's leftover shared-memory directories: the Aeron media-driver directories that a rank
- * which crashed, or was killed, had no chance to delete. A job's directories are those in the shm root
- * named {@code gradsync-<id>}, or {@code gradsync-<id>} followed by a character that cannot be part of
- * a job id (such as {@code gradsync-<id>-rank0}), so that a job never removes those of another job
- * whose id merely starts with its own. Symbolic links are neither followed nor removed.
+ * Removes a launch's leftover shared-memory directories: the Aeron media-driver directories that a rank
+ * which crashed, or was killed, had no chance to delete. The ranks of a launch name their directories with
+ * the launch id the launcher gave them ({@link SharedMemoryDirectories}), in this user's private directory
+ * under the shm root; the cleaner removes exactly the entries there that start with its launch prefix. It
+ * never looks elsewhere: not into another user's directory, not into one that is not private to this user
+ * (it reports it instead), and it neither follows nor removes symbolic links.
  */
 final class ShmCleaner {
     static final Path DEFAULT_ROOT = Path.of("/dev/shm");
-    private static final String PREFIX = "gradsync-";
 
     private final Path root;
 
@@ -31,24 +33,31 @@ final class ShmCleaner {
     }
 
     /**
-     * Removes the directories of job {@code jobId}, reporting each failure to {@code problems}, and
+     * Removes the directories of launch {@code launchId}, reporting each problem to {@code problems}, and
      * returns the ones removed.
      */
-    List<Path> removeLeftovers(String jobId, Consumer<String> problems) {
+    List<Path> removeLeftovers(String launchId, Consumer<String> problems) {
         List<Path> removed = new ArrayList<>();
-        if (!Files.isDirectory(root)) {
+        Optional<Path> userDir;
+        try {
+            userDir = SharedMemoryDirectories.existingUserDirectory(root);
+        } catch (IOException | RuntimeException e) {
+            problems.accept("not looking for leftover directories: " + e.getMessage());
             return removed;
         }
+        if (userDir.isEmpty()) {
+            return removed;
+        }
+        String prefix = SharedMemoryDirectories.launchPrefix(launchId);
         List<Path> found = new ArrayList<>();
-        try (DirectoryStream<Path> entries = Files.newDirectoryStream(root, PREFIX + jobId + "*")) {
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(userDir.get(), prefix + "*")) {
             for (Path entry : entries) {
-                if (belongsTo(entry.getFileName().toString(), jobId)
-                        && Files.isDirectory(entry, LinkOption.NOFOLLOW_LINKS)) {
+                if (Files.isDirectory(entry, LinkOption.NOFOLLOW_LINKS)) {
                     found.add(entry);
                 }
             }
         } catch (IOException | RuntimeException e) {
-            problems.accept("cannot list " + root + ": " + e);
+            problems.accept("cannot list " + userDir.get() + ": " + e);
             return removed;
         }
         for (Path dir : found) {
@@ -60,13 +69,6 @@ final class ShmCleaner {
             }
         }
         return removed;
-    }
-
-    /** Whether a directory named {@code name} is one of job {@code jobId}'s. */
-    static boolean belongsTo(String name, String jobId) {
-        String base = PREFIX + jobId;
-        return name.equals(base)
-                || (name.startsWith(base) && !JobIdentity.isIdCharacter(name.charAt(base.length())));
     }
 
     private static void deleteTree(Path dir) throws IOException {

@@ -5,12 +5,15 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -27,7 +30,7 @@ import org.junit.jupiter.api.io.TempDir;
 class GradSyncRunTest {
     private static final String PRINT_ENV = "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK"
             + " LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR"
-            + " MASTER_PORT=$MASTER_PORT JOB=$GRADSYNC_JOB_ID SECRET=$GRADSYNC_JOB_SECRET"
+            + " MASTER_PORT=$MASTER_PORT JOB=$GRADSYNC_JOB_ID SECRET=$GRADSYNC_JOB_SECRET LAUNCH=$GRADSYNC_LAUNCH_ID"
             + " HOST=${GRADSYNC_HOST_ID-unset} NODE_SEEN=${NODE_SEEN-unset}\"";
     private static final Pattern PREFIXED = Pattern.compile("\\[(\\d+)] (.*)");
 
@@ -70,6 +73,7 @@ class GradSyncRunTest {
         Map<String, String> rank0 = env.get(0);
         assertTrue(rank0.get("JOB").matches("[0-9a-f]{16}"), rank0.get("JOB"));
         assertTrue(rank0.get("SECRET").matches("[0-9a-f]{64}"), rank0.get("SECRET"));
+        assertTrue(rank0.get("LAUNCH").matches("[0-9a-f]{16}"), rank0.get("LAUNCH"));
         int port = Integer.parseInt(rank0.get("MASTER_PORT"));
         assertTrue(port > 0 && port < 65_536, "port " + port);
         env.forEach((rank, e) -> {
@@ -82,12 +86,14 @@ class GradSyncRunTest {
             assertEquals(rank0.get("MASTER_PORT"), e.get("MASTER_PORT"));
             assertEquals(rank0.get("JOB"), e.get("JOB"));
             assertEquals(rank0.get("SECRET"), e.get("SECRET"));
+            assertEquals(rank0.get("LAUNCH"), e.get("LAUNCH"));
             assertEquals("unset", e.get("HOST"));
         });
 
         Map<String, String> again = launch("--nproc=1", "sh", "-c", PRINT_ENV).envByRank().get(0);
         assertNotEquals(rank0.get("JOB"), again.get("JOB"));
         assertNotEquals(rank0.get("SECRET"), again.get("SECRET"));
+        assertNotEquals(rank0.get("LAUNCH"), again.get("LAUNCH"));
     }
 
     @Test
@@ -122,11 +128,13 @@ class GradSyncRunTest {
         Map<String, String> env = cleanEnvironment();
         env.put("GRADSYNC_JOB_ID", "outer_42");
         env.put("GRADSYNC_JOB_SECRET", "not-random-at-all");
+        env.put("GRADSYNC_LAUNCH_ID", "outer_launch"); // never inherited: it tags this launch's directories only
         env.put("GRADSYNC_TEST_PASSED_ON", "yes");
         Result result = launch(env, "-n", "2", "--", "sh", "-c", PRINT_ENV + "; echo \"$GRADSYNC_TEST_PASSED_ON\"");
         assertEquals(0, result.status(), result.err());
         result.linesByRank().forEach((rank, lines) -> {
-            assertTrue(lines.get(0).contains(" JOB=outer_42 SECRET=not-random-at-all "), lines.get(0));
+            assertTrue(lines.get(0).contains(" JOB=outer_42 SECRET=not-random-at-all LAUNCH="), lines.get(0));
+            assertTrue(lines.get(0).matches(".* LAUNCH=[0-9a-f]{16} .*"), lines.get(0));
             assertEquals("yes", lines.get(1));
         });
     }
@@ -269,36 +277,55 @@ class GradSyncRunTest {
     }
 
     @Test
-    void theJobsLeftoverShmDirectoriesAreRemovedAndNoOthers() throws IOException {
+    void theLaunchsLeftoverShmDirectoriesAreRemovedAndNoOthers() throws IOException {
         Path shm = Files.createDirectory(dir.resolve("shm"));
+        Path mine = SharedMemoryDirectories.userDirectory(shm);
         Path outside = Files.createDirectory(dir.resolve("outside"));
         Files.writeString(outside.resolve("keep"), "x");
-        Files.createDirectories(shm.resolve("gradsync-job_7/sub"));
-        Files.writeString(shm.resolve("gradsync-job_7/sub/file"), "x");
         List<Path> others = List.of(
-                Files.createDirectories(shm.resolve("gradsync-job_70-rank0")), // job_70 is another job
-                Files.createDirectories(shm.resolve("gradsync-job_8-rank0")),
-                Files.createDirectories(shm.resolve("unrelated")),
-                Files.createSymbolicLink(shm.resolve("gradsync-job_7-link"), outside));
+                Files.createDirectories(mine.resolve("launch-other_launch-0123-h0")), // another launch's
+                Files.createDirectories(mine.resolve("job-0123-h0"))); // a job without a launcher's id
         Map<String, String> env = cleanEnvironment();
-        env.put("GRADSYNC_JOB_ID", "job_7");
         env.put("SHM", shm.toString());
-        // Like a media driver: each rank makes its directory; rank 1 "crashes" and leaves its own behind.
-        String script = "mkdir \"$SHM/gradsync-$GRADSYNC_JOB_ID-rank$RANK\" && touch \"$SHM/gradsync-$GRADSYNC_JOB_ID-rank$RANK/cnc.dat\";"
-                + " if [ \"$RANK\" = 1 ]; then exit 1; fi; rm -r \"$SHM/gradsync-$GRADSYNC_JOB_ID-rank$RANK\"";
+        env.put("MINE", mine.toString());
+        env.put("OUTSIDE", outside.toString());
+        // Like a media driver: each rank makes a directory tagged with the launch id; rank 1 "crashes" and leaves
+        // its own behind, plus a link to a directory outside and a look-alike in another user's directory.
+        String script = "d=\"$MINE/launch-$GRADSYNC_LAUNCH_ID-4567-h$RANK\"; mkdir -p \"$d/sub\" && touch \"$d/sub/cnc.dat\";"
+                + " if [ \"$RANK\" = 1 ]; then ln -s \"$OUTSIDE\" \"$MINE/launch-$GRADSYNC_LAUNCH_ID-link\";"
+                + " mkdir -p \"$SHM/gradsync-99999/launch-$GRADSYNC_LAUNCH_ID-4567-h1\"; exit 1; fi; rm -r \"$d\"";
         Result result = launch(env, shm, "-n", "2", "--", "sh", "-c", script);
         assertEquals(1, result.status(), result.err());
 
-        for (String removed : List.of("gradsync-job_7", "gradsync-job_7-rank1")) {
-            assertFalse(Files.exists(shm.resolve(removed)), removed);
-            assertTrue(result.err().contains("gradsync-run: removed leftover " + shm.resolve(removed) + "\n"),
-                    result.err());
+        Matcher removed = Pattern.compile("gradsync-run: removed leftover (\\S+)\n").matcher(result.err());
+        assertTrue(removed.find(), result.err());
+        Path left = Path.of(removed.group(1));
+        assertEquals(mine, left.getParent(), result.err());
+        assertTrue(left.getFileName().toString().matches("launch-[0-9a-f]{16}-4567-h1"), left.toString());
+        assertFalse(Files.exists(left), left.toString());
+        assertFalse(removed.find(), "only rank 1's directory is removed:\n" + result.err());
+        String launchId = left.getFileName().toString().split("-")[1];
+        for (Path other : List.of(others.get(0), others.get(1), mine.resolve("launch-" + launchId + "-link"),
+                shm.resolve("gradsync-99999/launch-" + launchId + "-4567-h1"), outside.resolve("keep"))) {
+            assertTrue(Files.exists(other, LinkOption.NOFOLLOW_LINKS), other.toString());
         }
-        assertEquals(2, result.err().lines().filter(l -> l.contains("removed leftover")).count(), result.err());
-        for (Path other : others) {
-            assertTrue(Files.exists(other, java.nio.file.LinkOption.NOFOLLOW_LINKS), other.toString());
+    }
+
+    @Test
+    void aUserDirectoryOpenToOthersIsReportedAndLeftAlone() throws IOException {
+        Path shm = Files.createDirectory(dir.resolve("shm"));
+        Path mine = Files.createDirectory(SharedMemoryDirectories.userDirectoryPath(shm),
+                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwxr-xr-x")));
+        Files.setPosixFilePermissions(mine, PosixFilePermissions.fromString("rwxr-xr-x"));
+        Map<String, String> env = cleanEnvironment();
+        env.put("MINE", mine.toString());
+        Result result = launch(env, shm, "-n", "1", "--", "sh", "-c", "mkdir \"$MINE/launch-$GRADSYNC_LAUNCH_ID-0-h0\"");
+        assertEquals(0, result.status(), result.err());
+        assertTrue(result.err().contains("gradsync-run: not looking for leftover directories: " + mine
+                + " has mode rwxr-xr-x, open to group or others"), result.err());
+        try (var entries = Files.list(mine)) {
+            assertEquals(1, entries.count(), "the directory in a non-private parent is left alone");
         }
-        assertTrue(Files.exists(outside.resolve("keep")));
     }
 
     private Result launch(String... args) {
@@ -328,6 +355,7 @@ class GradSyncRunTest {
         env.remove("GRADSYNC_JOB_ID");
         env.remove("GRADSYNC_JOB_SECRET");
         env.remove("GRADSYNC_HOST_ID");
+        env.remove("GRADSYNC_LAUNCH_ID");
         return env;
     }
 
