@@ -7,6 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.algorithm.CallIds;
+import io.gradsync.core.algorithm.CollectiveDescriptor;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.local.LocalTransport;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -68,6 +73,54 @@ class CollectivesFailureTest {
                 assertTrue(e.getMessage().contains("reduce of 10 INT32 with SUM to root 2")
                         && e.getMessage().contains("reduce of 10 INT32 with SUM to root 1"), e.getMessage());
             }
+        }
+    }
+
+    @Test
+    void rootsOfAnyRankAreChecked() {
+        // 40 ranks: roots above what the operator byte once carried (31 for reduce), and a broadcast whose
+        // odd rank is a leaf of the tree the others use, so that only the agreement phase can catch it.
+        try (LocalJob job = new LocalJob(40, 256, 2, TIMEOUT)) {
+            List<LocalJob.Outcome<Object>> outcomes = job.outcomes(c -> {
+                int root = c.rank() == 17 ? 38 : 39;
+                c.reduceBlocking(GradientBuffer.wrap(new int[3]), GradientBuffer.wrap(new int[3]), ReduceOp.SUM, root);
+                return null;
+            });
+            for (LocalJob.Outcome<Object> o : outcomes) {
+                Throwable e = assertInstanceOf(CollectiveMismatchException.class, o.error(), "rank " + o.rank());
+                assertTrue(e.getMessage().contains("to root 38") && e.getMessage().contains("to root 39"), e.getMessage());
+            }
+        }
+        try (LocalJob job = new LocalJob(6, 256, 2, TIMEOUT)) {
+            List<LocalJob.Outcome<Object>> outcomes = job.outcomes(c -> {
+                int root = c.rank() == 3 ? 1 : 0;
+                c.broadcastBlocking(GradientBuffer.wrap(new float[10]), root, BroadcastAlgorithm.BINOMIAL_TREE);
+                return null;
+            });
+            for (LocalJob.Outcome<Object> o : outcomes) {
+                Throwable e = assertInstanceOf(CollectiveMismatchException.class, o.error(), "rank " + o.rank());
+                assertTrue(e.getMessage().contains("from root 0") && e.getMessage().contains("from root 1"), e.getMessage());
+            }
+        }
+    }
+
+    @Test
+    void aPeerThatBreaksTheProtocolIsNamed() throws Exception {
+        try (LocalTransport transport = LocalTransport.create(2, 256, 2)) {
+            Communicator honest = Communicator.builder(transport.endpoint(0)).chunkBytes(256).timeout(TIMEOUT)
+                    .allReduceAlgorithm("ring").build();
+            Endpoint rogue = transport.endpoint(1);
+            // The header of the honest rank's first call, with a payload 4 bytes short.
+            long descriptor = CollectiveDescriptor.withPlan(CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, 8,
+                    DataType.FLOAT32, ReduceOp.SUM), "ring");
+            SendSlot slot = rogue.link(0).tryClaim(12);
+            slot.commit(CallIds.single(0), descriptor, CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, 256));
+            CollectiveMismatchException e = assertThrows(CollectiveMismatchException.class,
+                    () -> honest.allReduceBlocking(GradientBuffer.wrap(new float[8]), ReduceOp.SUM));
+            assertEquals(1, e.peer());
+            assertTrue(e.getMessage().startsWith("rank 0, allreduce #0: rank 1 broke the protocol of allreduce of 8 FLOAT32")
+                    && e.getMessage().contains("has 12 bytes, expected 16"), e.getMessage());
+            honest.close();
         }
     }
 
