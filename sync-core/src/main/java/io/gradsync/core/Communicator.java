@@ -103,7 +103,7 @@ public final class Communicator implements AutoCloseable {
      */
     public static Communicator connect(String transport) {
         return create(io.gradsync.core.bootstrap.Bootstrap.connect(transport,
-                io.gradsync.core.transport.TransportOptions.fromConfiguration()));
+                GradSyncConfiguration.transportOptions()));
     }
 
     public static Builder builder(Endpoint endpoint) {

@@ -1,5 +1,6 @@
 package io.gradsync.core;
 
+import io.gradsync.core.transport.TransportOptions;
 import java.nio.file.Path;
 import java.time.Duration;
 
@@ -106,6 +107,11 @@ public final class GradSyncConfiguration {
 
     public static int pipelineDepth() {
         return Integer.getInteger(PIPELINE_DEPTH_PROP, PIPELINE_DEPTH_DEFAULT);
+    }
+
+    /** The transport's chunk size and window as configured here. */
+    public static TransportOptions transportOptions() {
+        return new TransportOptions(chunkBytes(), pipelineDepth());
     }
 
     public static int maxInFlight() {

@@ -8,7 +8,6 @@ import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
-import io.gradsync.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;

@@ -59,8 +59,9 @@ final class GroupRing {
     /**
      * Reduce-scatter into an output that holds the owned segment {@code p} only (addressed in range
      * coordinates like everything here: shift the offset of a buffer of that segment alone by
-     * {@code -segmentStart(p)} elements); nothing outside that segment is written. The price: partial sums live in that one segment, so an arrival waits
-     * until the partial it would overwrite has been sent on (still deadlock-free, still pipelined).
+     * {@code -segmentStart(p)} elements); nothing outside that segment is written. The price: partial
+     * sums live in that one segment, so an arrival waits until the partial it would overwrite has been
+     * sent on (still deadlock-free, still pipelined).
      * Requires equal segments ({@code len} a multiple of {@code g}); {@code in} must not overlap
      * {@code out}.
      */
