@@ -3,10 +3,10 @@ package io.gradsync.core;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.algorithm.CallIds;
-import io.gradsync.core.algorithm.RingAllReduce;
 import io.gradsync.core.algorithm.CollectiveContext;
 import io.gradsync.core.algorithm.Phase;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
+import io.gradsync.core.algorithm.CollectiveKind;
 import io.gradsync.core.algorithm.Collectives;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.select.AllReduceChoice;
@@ -60,13 +60,13 @@ import reactor.core.publisher.Mono;
  * communicator stays usable.
  */
 public final class Communicator implements AutoCloseable {
-    private static final String ALLREDUCE = "allreduce";
-    private static final String REDUCE_SCATTER = "reducescatter";
-    private static final String ALL_GATHER = "allgather";
-    private static final String BROADCAST = "broadcast";
-    private static final String REDUCE = "reduce";
-    private static final String ALL_TO_ALL = "alltoall";
-    private static final String BARRIER = "barrier";
+    private static final String ALLREDUCE = CollectiveKind.ALLREDUCE.collective();
+    private static final String REDUCE_SCATTER = CollectiveKind.REDUCE_SCATTER.collective();
+    private static final String ALL_GATHER = CollectiveKind.ALL_GATHER.collective();
+    private static final String BROADCAST = CollectiveKind.BROADCAST_TREE.collective();
+    private static final String REDUCE = CollectiveKind.REDUCE.collective();
+    private static final String ALL_TO_ALL = CollectiveKind.ALL_TO_ALL.collective();
+    private static final String BARRIER = CollectiveKind.BARRIER.collective();
 
     private final Endpoint endpoint;
     private final int chunkBytes;
@@ -74,8 +74,6 @@ public final class Communicator implements AutoCloseable {
     private final AtomicLong nextStream = new AtomicLong();
     private final AllReduceSelector allReduceSelector;
     /** The 16-bit type float32 AllReduce payloads travel as, or null. */
-    private final DataType wireCompression;
-    private final AllReduceAlgorithm compressedRing;
     private final ProgressThread progress;
     private final int maxInFlight;
 
@@ -84,8 +82,6 @@ public final class Communicator implements AutoCloseable {
         this.chunkBytes = Math.min(builder.chunkBytes, endpoint.maxMessageBytes());
         this.timeout = builder.timeout;
         this.allReduceSelector = builder.allReduceSelector();
-        this.wireCompression = builder.wireCompression;
-        this.compressedRing = wireCompression == null ? null : new RingAllReduce(wireCompression);
         this.maxInFlight = builder.maxInFlight;
         this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.idleStrategy);
     }
@@ -142,8 +138,7 @@ public final class Communicator implements AutoCloseable {
 
     /** How an AllReduce of {@code count} elements of {@code type} runs: algorithm and chunk size. */
     public AllReduceChoice allReduceChoice(int count, DataType type) {
-        AllReduceChoice chosen = allReduceSelector.choose((long) count * type.bytes());
-        return compressedRing != null && type == DataType.FLOAT32 ? new AllReduceChoice(compressedRing, chosen.chunkBytes()) : chosen;
+        return allReduceSelector.choose(count, type);
     }
 
     /**
@@ -239,7 +234,7 @@ public final class Communicator implements AutoCloseable {
      */
     public Mono<GradientBuffer> allReduce(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
         validate(input, output, op);
-        return submitAllReduce(input, output, op, Objects.requireNonNull(choice, "choice"));
+        return submitAllReduce(input, output, op, allReduceSelector.onWire(Objects.requireNonNull(choice, "choice"), input.dataType()));
     }
 
     private Mono<GradientBuffer> submitAllReduce(GradientBuffer input, GradientBuffer output, ReduceOp op,
@@ -249,11 +244,10 @@ public final class Communicator implements AutoCloseable {
 
     private ProgressThread.Task allReduceTask(long call, GradientBuffer input, GradientBuffer output, ReduceOp op,
                                               AllReduceChoice choice, ProgressThread.Completion completion) {
-        boolean compressed = compressedRing != null && input.dataType() == DataType.FLOAT32;
-        AllReduceAlgorithm algorithm = compressed ? compressedRing : choice.algorithm();
-        long descriptor = CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, input.count(), input.dataType(), op);
-        if (compressed) {
-            descriptor = CollectiveDescriptor.withWire(descriptor, wireCompression);
+        AllReduceAlgorithm algorithm = choice.algorithm();
+        long descriptor = CollectiveDescriptor.of(CollectiveKind.ALLREDUCE, input.count(), input.dataType(), op);
+        if (choice.wire() != null) {
+            descriptor = CollectiveDescriptor.withWire(descriptor, choice.wire());
         }
         Call header = new Call(call, CollectiveDescriptor.withPlan(descriptor, algorithm.name()),
                 CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, Math.min(choice.chunkBytes(), endpoint.maxMessageBytes())));
@@ -294,7 +288,7 @@ public final class Communicator implements AutoCloseable {
         requireBlocks(REDUCE_SCATTER, "input", input, "output", output);
         requireNoOverlapUnless(REDUCE_SCATTER, input, output, blockStart(input, output.count(), rank()),
                 "output is block " + rank() + " of input");
-        return submit(REDUCE_SCATTER, CollectiveDescriptor.of(CollectiveDescriptor.REDUCE_SCATTER, output.count(),
+        return submit(REDUCE_SCATTER, CollectiveDescriptor.of(CollectiveKind.REDUCE_SCATTER, output.count(),
                 input.dataType(), op), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.reduceScatter(ctx, input, output, op), output);
     }
 
@@ -317,7 +311,7 @@ public final class Communicator implements AutoCloseable {
         requireBlocks(ALL_GATHER, "output", output, "input", input);
         requireNoOverlapUnless(ALL_GATHER, output, input, blockStart(output, input.count(), rank()),
                 "input is block " + rank() + " of output");
-        return submit(ALL_GATHER, CollectiveDescriptor.of(CollectiveDescriptor.ALL_GATHER, input.count(),
+        return submit(ALL_GATHER, CollectiveDescriptor.of(CollectiveKind.ALL_GATHER, input.count(),
                 input.dataType(), null), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.allGather(ctx, input, output), output);
     }
 
@@ -351,8 +345,8 @@ public final class Communicator implements AutoCloseable {
                     + ", which receives from root " + root + ": " + buffer);
         }
         boolean chain = algorithm.resolve(buffer.byteSize()) == BroadcastAlgorithm.CHAIN;
-        long descriptor = CollectiveDescriptor.of(chain ? CollectiveDescriptor.BROADCAST_CHAIN
-                : CollectiveDescriptor.BROADCAST_TREE, buffer.count(), buffer.dataType(), null);
+        long descriptor = CollectiveDescriptor.of(chain ? CollectiveKind.BROADCAST_CHAIN
+                : CollectiveKind.BROADCAST_TREE, buffer.count(), buffer.dataType(), null);
         return submit(BROADCAST, descriptor, root, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
                 : ctx -> Collectives.broadcastTree(ctx, buffer, root), buffer);
     }
@@ -380,7 +374,7 @@ public final class Communicator implements AutoCloseable {
     public Mono<GradientBuffer> reduce(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
         validate(REDUCE, input, output, op);
         requireRoot(REDUCE, root);
-        return submit(REDUCE, CollectiveDescriptor.of(CollectiveDescriptor.REDUCE, input.count(), input.dataType(), op),
+        return submit(REDUCE, CollectiveDescriptor.of(CollectiveKind.REDUCE, input.count(), input.dataType(), op),
                 root, ctx -> Collectives.reduce(ctx, input, output, op, root), output);
     }
 
@@ -408,7 +402,7 @@ public final class Communicator implements AutoCloseable {
                     + size() + " ranks");
         }
         requireNoOverlapUnless(ALL_TO_ALL, input, output, -1, "never (all-to-all is out of place only)");
-        return submit(ALL_TO_ALL, CollectiveDescriptor.of(CollectiveDescriptor.ALL_TO_ALL, input.count() / size(),
+        return submit(ALL_TO_ALL, CollectiveDescriptor.of(CollectiveKind.ALL_TO_ALL, input.count() / size(),
                 input.dataType(), null), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.allToAll(ctx, input, output), output);
     }
 
@@ -422,7 +416,7 @@ public final class Communicator implements AutoCloseable {
      * rounds of empty messages). Lazy.
      */
     public Mono<Void> barrier() {
-        return submit(BARRIER, CollectiveDescriptor.of(CollectiveDescriptor.BARRIER, 0, DataType.INT32, null),
+        return submit(BARRIER, CollectiveDescriptor.of(CollectiveKind.BARRIER, 0, DataType.INT32, null),
                 CollectiveDescriptor.NO_ROOT, Collectives::barrier, null).then();
     }
 
@@ -698,12 +692,14 @@ public final class Communicator implements AutoCloseable {
             AllReduceAlgorithm fixed = fixedAlgorithm != null || "auto".equals(allReduceAlgorithm)
                     ? fixedAlgorithm : AllReduceAlgorithms.named(allReduceAlgorithm);
             if (fixed != null) {
-                return AllReduceSelector.fixed(new AllReduceChoice(fixed, Math.min(chunkBytes, endpoint.maxMessageBytes())));
+                return AllReduceSelector.fixed(new AllReduceChoice(fixed, Math.min(chunkBytes, endpoint.maxMessageBytes())))
+                        .withWireCompression(wireCompression);
             }
             AllReduceOverride override = allReduceOverride == null ? null
                     : AllReduceOverride.parse(allReduceOverride, allReduceOverrideSource, AllReduceAlgorithms.names());
             CostModel model = costModel != null ? costModel : CostModelFile.loadOrDefaults(GradSyncConfiguration.costModelFile());
-            return AllReduceSelector.auto(model, Topology.of(endpoint.job()), override, endpoint.maxMessageBytes(), chunkBytes);
+            return AllReduceSelector.auto(model, Topology.of(endpoint.job()), override, endpoint.maxMessageBytes(), chunkBytes)
+                    .withWireCompression(wireCompression);
         }
     }
 }

@@ -111,7 +111,7 @@ class CollectivesFailureTest {
                     .allReduceAlgorithm("ring").build();
             Endpoint rogue = transport.endpoint(1);
             // The header of the honest rank's first call, with a payload 4 bytes short.
-            long descriptor = CollectiveDescriptor.withPlan(CollectiveDescriptor.of(CollectiveDescriptor.ALLREDUCE, 8,
+            long descriptor = CollectiveDescriptor.withPlan(CollectiveDescriptor.of(io.gradsync.core.algorithm.CollectiveKind.ALLREDUCE, 8,
                     DataType.FLOAT32, ReduceOp.SUM), "ring");
             SendSlot slot = rogue.link(0).tryClaim(12);
             slot.commit(CallIds.single(0), descriptor, CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, 256));

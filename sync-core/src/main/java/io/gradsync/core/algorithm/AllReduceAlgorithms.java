@@ -1,34 +1,93 @@
 package io.gradsync.core.algorithm;
 
+import java.util.Arrays;
 import java.util.List;
+import java.util.function.Supplier;
 
-/** The AllReduce algorithms by name, for configuration and command lines. */
-public final class AllReduceAlgorithms {
-    private AllReduceAlgorithms() {
+/**
+ * The AllReduce algorithms, one entry each: the name configuration and command lines use, the code that
+ * marks a call's messages with it (so that ranks that chose differently fail at the first message), and
+ * how to make one. The cost formulas ({@code select.AllReduceCosts}) switch over these entries, so an
+ * algorithm added here without a formula does not compile.
+ */
+public enum AllReduceAlgorithms {
+    /** Bandwidth-optimal ring, {@code 2(n-1)} steps. */
+    RING("ring", RingAllReduce::new),
+    /** Recursive halving-doubling, {@code 2 log2 n} steps. */
+    RHD("rhd", HalvingDoublingAllReduce::new),
+    /** Double binary tree, {@code 2 log2 n} hops, pipelined. */
+    TREE("tree", () -> new DoubleBinaryTreeAllReduce(2)),
+    /** One binary tree. */
+    BTREE("btree", () -> new DoubleBinaryTreeAllReduce(1)),
+    /** Reduce-scatter inside each host, AllReduce of each shard across hosts, all-gather inside each host. */
+    HIER("hier", () -> new HierarchicalAllReduce(false)),
+    /** Reduce to one rank per host, AllReduce among those, broadcast back. */
+    HIER_LEADER("hier-leader", () -> new HierarchicalAllReduce(true));
+    // Append only: an entry's position is its wire code.
+
+    /** The code of an algorithm that is none of these (a user's own). */
+    static final int OTHER_CODE = 7;
+    private static final List<String> NAMES = Arrays.stream(values()).map(a -> a.algorithmName).toList();
+
+    private final String algorithmName;
+    private final Supplier<AllReduceAlgorithm> factory;
+
+    AllReduceAlgorithms(String algorithmName, Supplier<AllReduceAlgorithm> factory) {
+        this.algorithmName = algorithmName;
+        this.factory = factory;
+    }
+
+    /** The name, e.g. {@code hier-leader}. */
+    public String algorithmName() {
+        return algorithmName;
+    }
+
+    /** A new instance. */
+    public AllReduceAlgorithm create() {
+        return factory.get();
+    }
+
+    /** Its code in a call's descriptor, 1..6. */
+    int code() {
+        return ordinal() + 1;
     }
 
     /** Names accepted by {@link #named}. */
     public static List<String> names() {
-        return List.of("ring", "rhd", "tree", "btree", "hier", "hier-leader");
+        return NAMES;
+    }
+
+    /** The entry called {@code name}, or null. */
+    public static AllReduceAlgorithms find(String name) {
+        for (AllReduceAlgorithms a : values()) {
+            if (a.algorithmName.equals(name)) {
+                return a;
+            }
+        }
+        return null;
     }
 
     /**
-     * A new instance of the named algorithm: {@code ring} (bandwidth-optimal, {@code 2(n-1)} steps)
-     * {@code rhd} (recursive halving-doubling, {@code 2 log2 n} steps), {@code tree} (double binary
-     * tree, {@code 2 log2 n} hops, pipelined), {@code btree} (one binary tree), {@code hier} (reduce-scatter
-     * inside each host, AllReduce of each shard across hosts, all-gather inside each host) or
-     * {@code hier-leader} (reduce to one rank per host, AllReduce among those, broadcast back).
+     * A new instance of the named algorithm.
+     *
+     * @throws IllegalArgumentException for a name not in {@link #names()}
      */
     public static AllReduceAlgorithm named(String name) {
-        switch (name) {
-            case "ring": return new RingAllReduce();
-            case "rhd": return new HalvingDoublingAllReduce();
-            case "tree": return new DoubleBinaryTreeAllReduce(2);
-            case "btree": return new DoubleBinaryTreeAllReduce(1);
-            case "hier": return new HierarchicalAllReduce(false);
-            case "hier-leader": return new HierarchicalAllReduce(true);
-            default:
-                throw new IllegalArgumentException("unknown allreduce algorithm '" + name + "'; expected one of " + names());
+        AllReduceAlgorithms entry = find(name);
+        if (entry == null) {
+            throw new IllegalArgumentException("unknown allreduce algorithm '" + name + "'; expected one of " + NAMES);
         }
+        return entry.create();
+    }
+
+    /** The descriptor code of the algorithm called {@code name}: its entry's, or {@link #OTHER_CODE}. */
+    static int codeOf(String name) {
+        AllReduceAlgorithms entry = find(name);
+        return entry == null ? OTHER_CODE : entry.code();
+    }
+
+    /** The name for a descriptor code, for error messages. */
+    static String nameOf(int code) {
+        return code >= 1 && code <= values().length ? values()[code - 1].algorithmName : "another algorithm";
     }
 }

@@ -2,7 +2,6 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
-import java.util.List;
 
 /**
  * What a collective call is, packed into the header words every message carries, so that a receiver
@@ -19,27 +18,12 @@ import java.util.List;
  * (any rank; all ones when the collective has none).
  */
 public final class CollectiveDescriptor {
-    /** Collective kinds, as carried on the wire. */
-    public static final int ALLREDUCE = 1;
-    public static final int REDUCE_SCATTER = 2;
-    public static final int ALL_GATHER = 3;
-    /** Broadcast by binomial tree; a separate kind from the chain so that ranks that chose differently fail. */
-    public static final int BROADCAST_TREE = 4;
-    public static final int BROADCAST_CHAIN = 5;
-    public static final int REDUCE = 6;
-    public static final int ALL_TO_ALL = 7;
-    public static final int BARRIER = 8;
     /** The root of a collective that has none. */
     public static final int NO_ROOT = -1;
 
-    private static final String[] KIND_NAMES = {"", "allreduce", "reducescatter", "allgather", "broadcast (tree)",
-        "broadcast (chain)", "reduce", "alltoall", "barrier"};
     private static final int NO_OP = 0xFF;
     private static final int WIRE_BF16 = 0x40;
     private static final int WIRE_FP16 = 0x80;
-    /** AllReduce algorithms by plan code (1-based); any other is code 7. Append only: it is a wire format. */
-    private static final List<String> PLAN_ALGORITHMS = List.of("ring", "rhd", "tree", "btree", "hier", "hier-leader");
-    private static final int OTHER_ALGORITHM = 7;
     private static final int PLAN_SHIFT = 24;
     private static final int TAG_SHIFT = 20;
     private static final long TAG_MASK = 0xFL << TAG_SHIFT;
@@ -48,8 +32,8 @@ public final class CollectiveDescriptor {
     }
 
     /** The descriptor of a call of {@code kind}; {@code op} is null for collectives without one. */
-    public static long of(int kind, int count, DataType type, ReduceOp op) {
-        return ((long) count << 32) | ((long) kind << 16) | ((long) type.ordinal() << 8) | (op == null ? NO_OP : op.ordinal());
+    public static long of(CollectiveKind kind, int count, DataType type, ReduceOp op) {
+        return ((long) count << 32) | ((long) kind.code() << 16) | ((long) type.ordinal() << 8) | (op == null ? NO_OP : op.ordinal());
     }
 
     /** The arguments word of a call run in chunks of {@code chunkBytes} from {@code root} ({@link #NO_ROOT} for none). */
@@ -86,8 +70,7 @@ public final class CollectiveDescriptor {
      * data, as broadcast's tree and chain do by kind.
      */
     public static long withPlan(long descriptor, String algorithm) {
-        int index = PLAN_ALGORITHMS.indexOf(algorithm);
-        long code = index < 0 ? OTHER_ALGORITHM : index + 1;
+        long code = AllReduceAlgorithms.codeOf(algorithm);
         return (descriptor & ~(0xFFL << PLAN_SHIFT)) | code << PLAN_SHIFT;
     }
 
@@ -112,18 +95,18 @@ public final class CollectiveDescriptor {
      * chunks of 4096 B} or {@code broadcast (tree) of 10 INT64 from root 3}.
      */
     public static String describe(long descriptor, long arguments) {
-        int kind = (int) (descriptor >>> 16) & 0xF;
+        CollectiveKind kind = CollectiveKind.ofCode((int) (descriptor >>> 16) & 0xF);
         int typeByte = (int) (descriptor >>> 8) & 0xFF;
         int type = typeByte & 0x3F;
         int opByte = (int) descriptor & 0xFF;
-        if (kind == BARRIER) {
+        if (kind == CollectiveKind.BARRIER) {
             return "barrier";
         }
-        String kindName = kind < KIND_NAMES.length && kind > 0 ? KIND_NAMES[kind] : "collective kind " + kind;
+        String kindName = kind != null ? kind.description() : "collective kind " + ((descriptor >>> 16) & 0xF);
         String typeName = (type < DataType.values().length ? DataType.values()[type].name() : "type " + type)
                 + ((typeByte & WIRE_BF16) != 0 ? " on a bfloat16 wire" : (typeByte & WIRE_FP16) != 0 ? " on a float16 wire" : "");
         StringBuilder what = new StringBuilder(kindName).append(" of ").append(count(descriptor)).append(' ').append(typeName);
-        if (kind == REDUCE_SCATTER || kind == ALL_GATHER || kind == ALL_TO_ALL) {
+        if (kind != null && kind.perBlock()) {
             what.append(" per block");
         }
         if (opByte != NO_OP) {
@@ -131,11 +114,11 @@ public final class CollectiveDescriptor {
         }
         int root = root(arguments);
         if (root != NO_ROOT) {
-            what.append(kind == REDUCE ? " to root " : " from root ").append(root);
+            what.append(kind == CollectiveKind.REDUCE ? " to root " : " from root ").append(root);
         }
         int code = (int) (descriptor >>> PLAN_SHIFT) & 0x7;
         if (code != 0) {
-            what.append(" by ").append(code <= PLAN_ALGORITHMS.size() ? PLAN_ALGORITHMS.get(code - 1) : "another algorithm");
+            what.append(" by ").append(AllReduceAlgorithms.nameOf(code));
         }
         return what.append(" in chunks of ").append(chunkBytes(arguments)).append(" B").toString();
     }

@@ -1,5 +1,6 @@
 package io.gradsync.core.select;
 
+import io.gradsync.core.DataType;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
@@ -14,13 +15,20 @@ import java.util.Objects;
 public final class AllReduceChoice {
     private final AllReduceAlgorithm algorithm;
     private final int chunkBytes;
+    private final DataType wire;
 
     public AllReduceChoice(AllReduceAlgorithm algorithm, int chunkBytes) {
+        this(algorithm, chunkBytes, null);
+    }
+
+    /** @param wire the 16-bit format float32 payloads travel in ({@code algorithm} must send it), or null */
+    AllReduceChoice(AllReduceAlgorithm algorithm, int chunkBytes, DataType wire) {
         this.algorithm = Objects.requireNonNull(algorithm, "algorithm");
         if (chunkBytes < 1) {
             throw new IllegalArgumentException("chunk size must be >= 1 byte, was " + chunkBytes);
         }
         this.chunkBytes = chunkBytes;
+        this.wire = wire;
     }
 
     /** The registry's algorithm {@code name} (see {@link AllReduceAlgorithms#named}) with chunks of {@code chunkBytes}. */
@@ -38,6 +46,11 @@ public final class AllReduceChoice {
 
     public String algorithmName() {
         return algorithm.name();
+    }
+
+    /** The 16-bit format float32 payloads travel in ({@code BFLOAT16} or {@code FLOAT16}), or null. */
+    public DataType wire() {
+        return wire;
     }
 
     /** {@code tree (chunk 4 KiB)}. */

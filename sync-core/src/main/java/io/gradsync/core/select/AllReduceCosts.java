@@ -1,6 +1,6 @@
 package io.gradsync.core.select;
 
-import java.util.List;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import java.util.function.IntUnaryOperator;
 
 /**
@@ -16,20 +16,17 @@ import java.util.function.IntUnaryOperator;
  * halving-doubling step between hosts).
  */
 public final class AllReduceCosts {
-    /** Algorithms with a formula here; the selector offers those the registry also has. */
-    public static final List<String> MODELLED = List.of("ring", "rhd", "tree", "btree", "hier", "hier-leader");
-
     private AllReduceCosts() {
     }
 
     /** Whether {@code algorithm} can run on {@code topology} (the hierarchical ones need several hosts). */
     public static boolean applies(String algorithm, Topology topology) {
-        switch (algorithm) {
-            case "ring": case "rhd": case "tree": case "btree": return true;
-            case "hier": return topology.hosts() >= 2 && topology.ranksPerHost() > 0;
-            case "hier-leader": return topology.hosts() >= 2;
-            default: return false;
-        }
+        AllReduceAlgorithms entry = AllReduceAlgorithms.find(algorithm);
+        return entry != null && switch (entry) {
+            case RING, RHD, TREE, BTREE -> true;
+            case HIER -> topology.hosts() >= 2 && topology.ranksPerHost() > 0;
+            case HIER_LEADER -> topology.hosts() >= 2;
+        };
     }
 
     /**
@@ -45,15 +42,15 @@ public final class AllReduceCosts {
             throw new IllegalArgumentException("need bytes >= 0 and chunk >= 1, were " + bytes + " and " + chunkBytes);
         }
         LinkClass flat = topology.hosts() > 1 ? LinkClass.INTER : LinkClass.INTRA;
-        switch (algorithm) {
-            case "ring": return sharedNic(ring(bytes, topology.ranks(), chunkBytes, flat),
+        return switch (AllReduceAlgorithms.find(algorithm)) {
+            case RING -> sharedNic(ring(bytes, topology.ranks(), chunkBytes, flat),
                     flowsPerNic(topology, r -> (r + 1) % topology.ranks()));
-            case "rhd": return halvingDoubling(bytes, topology, chunkBytes);
-            case "tree": return binaryTrees(bytes, topology.ranks(), chunkBytes, flat, topology.ranks() <= 2 ? 1 : 2);
-            case "btree": return binaryTrees(bytes, topology.ranks(), chunkBytes, flat, 1);
-            case "hier": return hierarchical(bytes, topology, chunkBytes);
-            default: return leader(bytes, topology, chunkBytes);
-        }
+            case RHD -> halvingDoubling(bytes, topology, chunkBytes);
+            case TREE -> binaryTrees(bytes, topology.ranks(), chunkBytes, flat, topology.ranks() <= 2 ? 1 : 2);
+            case BTREE -> binaryTrees(bytes, topology.ranks(), chunkBytes, flat, 1);
+            case HIER -> hierarchical(bytes, topology, chunkBytes);
+            case HIER_LEADER -> leader(bytes, topology, chunkBytes);
+        };
     }
 
     /**

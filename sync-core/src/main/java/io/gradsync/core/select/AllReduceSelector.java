@@ -1,7 +1,9 @@
 package io.gradsync.core.select;
 
+import io.gradsync.core.DataType;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.RingAllReduce;
 import java.lang.System.Logger.Level;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -36,11 +38,16 @@ public final class AllReduceSelector {
     private final AllReduceOverride override;
     private final AllReduceChoice[] ruleChoices;
     private final AtomicReferenceArray<AllReduceChoice> byClass = new AtomicReferenceArray<>(64);
+    /** With wire compression: the ring sending float32 as 16-bit floats, which every float32 call runs; else null. */
+    private final AllReduceAlgorithm compressedRing;
+    private final DataType wire;
 
     private AllReduceSelector(String name, AllReduceChoice fixed, CostModel model, Topology topology,
                               Map<String, AllReduceAlgorithm> candidates, int[] chunks,
-                              AllReduceOverride override, AllReduceChoice[] ruleChoices) {
+                              AllReduceOverride override, AllReduceChoice[] ruleChoices, DataType wire) {
         this.name = name;
+        this.wire = wire;
+        this.compressedRing = wire == null ? null : new RingAllReduce(wire);
         this.fixed = fixed;
         this.model = model;
         this.topology = topology;
@@ -52,7 +59,7 @@ public final class AllReduceSelector {
 
     /** Always {@code choice}: a communicator configured with one algorithm. */
     public static AllReduceSelector fixed(AllReduceChoice choice) {
-        return new AllReduceSelector(choice.algorithmName(), choice, null, null, Map.of(), new int[0], null, null);
+        return new AllReduceSelector(choice.algorithmName(), choice, null, null, Map.of(), new int[0], null, null, null);
     }
 
     /**
@@ -75,7 +82,7 @@ public final class AllReduceSelector {
     static AllReduceSelector auto(CostModel model, Topology topology, AllReduceOverride override,
                                   int maxChunkBytes, int defaultChunkBytes, Map<String, AllReduceAlgorithm> algorithms) {
         Map<String, AllReduceAlgorithm> candidates = new LinkedHashMap<>();
-        for (String algorithm : AllReduceCosts.MODELLED) {
+        for (String algorithm : AllReduceAlgorithms.names()) {
             if (algorithms.containsKey(algorithm) && AllReduceCosts.applies(algorithm, topology)) {
                 candidates.put(algorithm, algorithms.get(algorithm));
             }
@@ -90,7 +97,7 @@ public final class AllReduceSelector {
         AllReduceChoice[] ruleChoices = new AllReduceChoice[override == null ? 0 : override.rules().size()];
         for (int i = 0; i < ruleChoices.length; i++) {
             AllReduceOverride.Rule rule = override.rules().get(i);
-            if (AllReduceCosts.MODELLED.contains(rule.algorithm()) && !AllReduceCosts.applies(rule.algorithm(), topology)) {
+            if (AllReduceAlgorithms.find(rule.algorithm()) != null && !AllReduceCosts.applies(rule.algorithm(), topology)) {
                 throw new IllegalArgumentException("allreduce override \"" + override + "\": rule '" + rule.text() + "' names "
                         + rule.algorithm() + ", which cannot run on " + topology + " (it needs several hosts"
                         + (rule.algorithm().equals("hier") ? " with the same number of ranks on each)" : ")"));
@@ -103,7 +110,29 @@ public final class AllReduceSelector {
                     + ", " + topology + ": " + choice + " by override rule '" + rule.text() + "'");
         }
         return new AllReduceSelector("auto", null, model, topology, candidates,
-                chunks.stream().mapToInt(Integer::intValue).toArray(), override, ruleChoices);
+                chunks.stream().mapToInt(Integer::intValue).toArray(), override, ruleChoices, null);
+    }
+
+    /**
+     * This selector with float32 AllReduce sent as {@code wire} ({@code BFLOAT16} or {@code FLOAT16}; null
+     * for none): every float32 call then runs as the ring on that wire, with the chunk size chosen here.
+     */
+    public AllReduceSelector withWireCompression(DataType wire) {
+        if (wire != null && !wire.isHalfFloat()) {
+            throw new IllegalArgumentException("float32 travels as BFLOAT16 or FLOAT16, not " + wire);
+        }
+        return new AllReduceSelector(name, fixed, model, topology, candidates, chunks, override, ruleChoices, wire);
+    }
+
+    /** The choice for an AllReduce of {@code count} elements of {@code type}: by size, then wire compression. */
+    public AllReduceChoice choose(int count, DataType type) {
+        return onWire(choose((long) count * type.bytes()), type);
+    }
+
+    /** {@code chosen}, or the compressed ring with its chunk size when float32 travels compressed. */
+    public AllReduceChoice onWire(AllReduceChoice chosen, DataType type) {
+        return compressedRing != null && type == DataType.FLOAT32
+                ? new AllReduceChoice(compressedRing, chosen.chunkBytes(), wire) : chosen;
     }
 
     /** {@code auto}, or the fixed algorithm's name. */

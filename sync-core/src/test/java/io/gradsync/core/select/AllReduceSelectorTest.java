@@ -26,7 +26,7 @@ class AllReduceSelectorTest {
     /** Stand-ins for every modelled algorithm, whether or not the registry has it yet. */
     private static Map<String, AllReduceAlgorithm> all() {
         Map<String, AllReduceAlgorithm> algorithms = new LinkedHashMap<>();
-        for (String name : AllReduceCosts.MODELLED) {
+        for (String name : io.gradsync.core.algorithm.AllReduceAlgorithms.names()) {
             algorithms.put(name, new Named(name));
         }
         return algorithms;
@@ -92,12 +92,12 @@ class AllReduceSelectorTest {
 
     @Test
     void overrideRulesWinWhereTheyApplyAndTheModelDecidesElsewhere() {
-        AllReduceOverride override = AllReduceOverride.parse("ring@8K:0-64K", "test", AllReduceCosts.MODELLED);
+        AllReduceOverride override = AllReduceOverride.parse("ring@8K:0-64K", "test", io.gradsync.core.algorithm.AllReduceAlgorithms.names());
         AllReduceSelector selector = selector(Topology.blocks(1, 8), override);
         assertEquals("ring (chunk 8 KiB)", selector.choose(4).toString());
         assertEquals("ring (chunk 8 KiB)", selector.choose(65535).toString());
         assertEquals(selector(Topology.blocks(1, 8), null).choose(65536).toString(), selector.choose(65536).toString());
-        AllReduceOverride noChunk = AllReduceOverride.parse("tree:0-max", "test", AllReduceCosts.MODELLED);
+        AllReduceOverride noChunk = AllReduceOverride.parse("tree:0-max", "test", io.gradsync.core.algorithm.AllReduceAlgorithms.names());
         assertEquals("tree (chunk 256 KiB)", selector(Topology.blocks(1, 8), noChunk).choose(1 << 30).toString());
     }
 
@@ -146,7 +146,7 @@ class AllReduceSelectorTest {
 
     @Test
     void overrideNamingAnAlgorithmTheLayoutCannotRunIsRejected() {
-        AllReduceOverride hier = AllReduceOverride.parse("ring:0-1M;hier:1M-max", "test", AllReduceCosts.MODELLED);
+        AllReduceOverride hier = AllReduceOverride.parse("ring:0-1M;hier:1M-max", "test", io.gradsync.core.algorithm.AllReduceAlgorithms.names());
         String message = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
                 () -> selector(Topology.blocks(1, 8), hier)).getMessage();
         assertEquals("allreduce override \"ring:0-1M;hier:1M-max\": rule 'hier:1M-max' names hier, which cannot run on "
