@@ -16,7 +16,7 @@ public final class GradSyncConfiguration {
      * chunks start the pipeline sooner; larger ones pay the per-message cost less often.
      */
     public static final String CHUNK_BYTES_PROP = "gradsync.chunk.bytes";
-    public static final int CHUNK_BYTES_DEFAULT = 256 * 1024;
+    public static final int CHUNK_BYTES_DEFAULT = TransportOptions.DEFAULT.messageBytes();
 
     /**
      * Pipelining depth: receive slots per link, so how many chunks may be in flight to one peer before
@@ -24,7 +24,7 @@ public final class GradSyncConfiguration {
      * link direction.
      */
     public static final String PIPELINE_DEPTH_PROP = "gradsync.pipeline.depth";
-    public static final int PIPELINE_DEPTH_DEFAULT = 4;
+    public static final int PIPELINE_DEPTH_DEFAULT = TransportOptions.DEFAULT.window();
 
     /**
      * Collectives a communicator runs at once, at most: the engine pumps them all in one duty cycle, their

@@ -8,6 +8,8 @@ package io.gradsync.core.transport;
  * @param window receive slots per link: chunks in flight to one peer (the pipelining depth)
  */
 public record TransportOptions(int messageBytes, int window) {
+    /** 256 KiB messages, 4 slots per link: the defaults of {@code GradSyncConfiguration}. */
+    public static final TransportOptions DEFAULT = new TransportOptions(256 * 1024, 4);
 
     public TransportOptions {
         if (messageBytes < 8) {

@@ -45,6 +45,11 @@ public final class LocalTransport implements AutoCloseable {
         this.closed = new AtomicIntegerArray(size);
     }
 
+    /** A job of {@code size} ranks with the default chunk size and pipeline depth ({@link TransportOptions#DEFAULT}). */
+    public static LocalTransport create(int size) {
+        return create(size, TransportOptions.DEFAULT);
+    }
+
     /** A job of {@code size} ranks with the chunk size and pipeline depth of {@code options}. */
     public static LocalTransport create(int size, TransportOptions options) {
         return create(size, options.messageBytes(), options.window());
