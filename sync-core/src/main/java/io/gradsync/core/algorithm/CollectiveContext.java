@@ -41,7 +41,8 @@ public final class CollectiveContext {
     private final long arguments;
     private final int chunkBytes;
     private final long timeoutNanos;
-    private long lastProgressNanos;
+    /** The last progress this call's stall checks started from. */
+    private long stalledSince = -1;
     private long agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
     private long nextAgreementCheckNanos;
 
@@ -61,8 +62,6 @@ public final class CollectiveContext {
             throw new IllegalArgumentException("chunk of " + chunkBytes + " B outside 1.." + endpoint.maxMessageBytes());
         }
         this.timeoutNanos = timeoutNanos;
-        this.lastProgressNanos = System.nanoTime();
-        this.nextAgreementCheckNanos = lastProgressNanos + agreementCheckGap;
     }
 
     public int rank() {
@@ -149,23 +148,22 @@ public final class CollectiveContext {
                 + CollectiveDescriptor.describe(descriptor, arguments) + ": " + what);
     }
 
-    /** The call moved a message, or an older call did (this one may be waiting its turn on a link). */
-    void moved() {
-        lastProgressNanos = System.nanoTime();
-        agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
-        nextAgreementCheckNanos = lastProgressNanos + agreementCheckGap;
-    }
-
     /**
-     * The call could not move: checks for a peer's abort, for the end of this call's stream on a peer, for
-     * a peer that announced this call with other arguments, and for the deadline.
+     * Nothing moved on this rank since {@code lastProgressNanos}: checks for a peer's abort, for the end of
+     * this call's stream on a peer, for a peer that announced this call with other arguments (soon after
+     * progress stops, then ever more rarely), and for the deadline.
      *
      * @param awaitedPeer the peer the call cannot move without (named in a timeout error)
      * @param awaiting what it waits for from that peer, e.g. "a message" or "a free receive slot"
      */
-    void stalled(int awaitedPeer, String awaiting) {
+    void stalled(long lastProgressNanos, int awaitedPeer, String awaiting) {
         checkPeers();
         long now = System.nanoTime();
+        if (lastProgressNanos != stalledSince) {
+            stalledSince = lastProgressNanos;
+            agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
+            nextAgreementCheckNanos = lastProgressNanos + agreementCheckGap;
+        }
         if (now >= nextAgreementCheckNanos) {
             checkAnnouncements();
             agreementCheckGap = Math.min(2 * agreementCheckGap, MAX_AGREEMENT_CHECK_NANOS);

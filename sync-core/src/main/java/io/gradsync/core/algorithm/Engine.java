@@ -62,6 +62,8 @@ public final class Engine {
     private volatile CollectiveException failure;
     /** The last call retired (completed, failed or abandoned) here, or -1. */
     private long lastRetired = -1;
+    /** When a message last moved or a collective was admitted. */
+    private long lastProgressNanos = System.nanoTime();
 
     public Engine(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long timeoutNanos) {
         this.endpoint = endpoint;
@@ -91,6 +93,7 @@ public final class Engine {
     public void admit(String collective, Call call, Function<CollectiveContext, List<Phase>> planner, Completion completion) {
         Run run = new Run(collective, call, completion);
         active.add(run);
+        lastProgressNanos = System.nanoTime();
         if (failure != null) {
             run.abandon(new CollectiveException(rank, collective, call.id(), failure.peer(),
                     "communicator failed earlier: " + failure.getMessage(), failure));
@@ -125,32 +128,48 @@ public final class Engine {
      */
     public int doWork() {
         int work = endpoint.doWork();
-        boolean olderMoved = false;
+        int messages = 0;
         for (int i = 0; i < active.size(); i++) {
             Run run = active.get(i);
             if (!run.done) {
-                int moved = 0;
                 try {
-                    moved = pump(run);
-                    if (moved > 0 || olderMoved) {
-                        run.context.moved();
-                    } else if (!run.done) {
-                        Phase phase = run.plan.get(run.phase);
-                        run.context.stalled(phase.awaitedPeer(), phase.awaiting());
-                    }
+                    messages += pump(run);
                 } catch (RuntimeException | Error e) {
                     fail(run, e);
                 }
-                work += moved;
-                olderMoved |= moved > 0;
             }
             run.markLinks(true);
         }
         for (int i = 0; i < active.size(); i++) {
             active.get(i).markLinks(false);
         }
+        if (messages > 0) {
+            lastProgressNanos = System.nanoTime();
+        } else {
+            checkStalled();
+        }
         retire();
-        return work;
+        return work + messages;
+    }
+
+    /**
+     * Nothing moved in a whole pass: each collective, oldest first, checks for aborts, stream ends,
+     * disagreeing announcements and its deadline. While anything moves none of this runs, so a pass that
+     * moves messages costs no clock read per collective; a collective stuck behind moving ones is checked
+     * once they stall or retire.
+     */
+    private void checkStalled() {
+        for (int i = 0; i < active.size(); i++) {
+            Run run = active.get(i);
+            if (!run.done) {
+                try {
+                    Phase phase = run.plan.get(run.phase);
+                    run.context.stalled(lastProgressNanos, phase.awaitedPeer(), phase.awaiting());
+                } catch (RuntimeException | Error e) {
+                    fail(run, e);
+                }
+            }
+        }
     }
 
     private int pump(Run run) {
