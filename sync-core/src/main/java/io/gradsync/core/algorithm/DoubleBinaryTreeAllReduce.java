@@ -24,16 +24,16 @@ import java.util.List;
  * holds the same bits. Children's contributions are added in arrival order, so for floating-point
  * sums the rounding (not the agreement between ranks) can differ from run to run.
  */
-public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
+final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
     private final int trees;
 
     /** The double binary tree. */
-    public DoubleBinaryTreeAllReduce() {
+    DoubleBinaryTreeAllReduce() {
         this(2);
     }
 
     /** @param trees 2 for the double binary tree, 1 for a single binary tree */
-    public DoubleBinaryTreeAllReduce(int trees) {
+    DoubleBinaryTreeAllReduce(int trees) {
         if (trees != 1 && trees != 2) {
             throw new IllegalArgumentException("a double binary tree has 1 or 2 trees, not " + trees);
         }

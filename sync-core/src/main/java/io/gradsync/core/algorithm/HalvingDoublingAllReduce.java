@@ -20,7 +20,7 @@ import java.util.List;
  * odd ranks then hand the result back. Every element's final value is computed once, by the rank
  * that owns it after the halving, so every rank holds the same bits.
  */
-public final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
+final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
 
     @Override
     public String name() {

@@ -26,12 +26,12 @@ import java.util.List;
  * leader with one host) and copied everywhere else, so every rank holds the same bits. AVG is a sum
  * divided by the job's rank count by that owner.
  */
-public final class HierarchicalAllReduce implements AllReduceAlgorithm {
+final class HierarchicalAllReduce implements AllReduceAlgorithm {
     private final boolean viaLeaders;
     private final RingAllReduce flat = new RingAllReduce();
 
     /** @param viaLeaders {@code false} for {@code hier}, {@code true} for {@code hier-leader} */
-    public HierarchicalAllReduce(boolean viaLeaders) {
+    HierarchicalAllReduce(boolean viaLeaders) {
         this.viaLeaders = viaLeaders;
     }
 
