@@ -317,7 +317,11 @@ public abstract class TransportContract {
                 assertEquals(false, seen.disagreement(), "rank " + r + ": disagreement");
             }
         } finally {
-            closeAll(endpoints);
+            // bounded (runRanks fails past the deadline); how long is printed: an aborting rank's close may wait
+            // for a closing all-gather that its peers, having seen the abort, skip
+            long[] millis = closeAllTimed(endpoints);
+            System.out.println(getClass().getSimpleName() + ": close after rank " + (ranks - 1) + "'s abort took "
+                    + Arrays.toString(millis) + " ms per rank");
         }
     }
 
@@ -331,6 +335,7 @@ public abstract class TransportContract {
         for (int r = 0; r < ranks; r++) {
             iterations[r] = 200 + random.nextInt(3000);
         }
+        iterations[0] = 0; // rank 0 closes at once, before anything has arrived from its peers
         int max = endpoints[0].maxMessageBytes();
         byte[] pattern = pattern(max);
         long[] closeNanos = new long[ranks];
@@ -515,11 +520,20 @@ public abstract class TransportContract {
      * and fails if any close throws or takes longer than {@link #DEADLINE}.
      */
     protected static void closeAll(Endpoint... endpoints) throws InterruptedException {
+        closeAllTimed(endpoints);
+    }
+
+    /** {@link #closeAll}, returning how long each rank's close took, in milliseconds. */
+    protected static long[] closeAllTimed(Endpoint... endpoints) throws InterruptedException {
+        long[] millis = new long[endpoints.length];
         runRanks(endpoints, (rank, endpoint) -> {
+            long start = System.nanoTime();
             if (endpoint != null) {
                 endpoint.close();
             }
+            millis[rank] = (System.nanoTime() - start) / 1_000_000;
         });
+        return millis;
     }
 
     // -------------------------------------------------------------------------------------- plumbing
