@@ -55,6 +55,32 @@ class RdmaContractTest extends TransportContract {
         });
     }
 
+    /** Each link's counters (messages sent, sends completed, credits seen, arrived, consumed, credit writes), for a stall's message. */
+    @Override
+    protected String state(Endpoint endpoint) {
+        StringBuilder state = new StringBuilder();
+        int size = endpoint.job().size();
+        for (int p = 0; p < size; p++) {
+            if (p == endpoint.job().rank()) {
+                continue;
+            }
+            VerbsLink link = (VerbsLink) endpoint.link(p);
+            state.append("; link to ").append(p).append(':');
+            for (String name : new String[] {"sent", "sendsCompleted", "creditsSeen", "arrived", "consumed",
+                "creditWritesInFlight", "creditPending", "failure"}) {
+                try {
+                    java.lang.reflect.Field field = VerbsLink.class.getDeclaredField(name);
+                    field.setAccessible(true);
+                    state.append(' ').append(name).append('=').append(field.get(link));
+                } catch (ReflectiveOperationException e) {
+                    state.append(' ').append(name).append("=?");
+                }
+            }
+            state.append(" disconnected=").append(link.qp.disconnected());
+        }
+        return state.toString();
+    }
+
     private static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0)) {
             return s.getLocalPort();

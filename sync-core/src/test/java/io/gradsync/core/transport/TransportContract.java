@@ -81,6 +81,11 @@ public abstract class TransportContract {
         return sender.window();
     }
 
+    /** The transport's own view of an endpoint's links, added to a "no progress" failure to say where it stuck; empty by default. */
+    protected String state(Endpoint endpoint) {
+        return "";
+    }
+
     // ------------------------------------------------------------------------------------------- cases
 
     @Test
@@ -132,7 +137,7 @@ public abstract class TransportContract {
                         }
                     }
                     idle(work, deadline, () -> "rank " + rank + ": sent " + Arrays.toString(sent) + ", received "
-                            + Arrays.toString(received) + " of " + perPair + " per peer");
+                            + Arrays.toString(received) + " of " + perPair + " per peer" + state(endpoint));
                 }
                 for (int p = 0; p < ranks; p++) {
                     if (p != rank) {
@@ -277,7 +282,7 @@ public abstract class TransportContract {
                         }
                     }
                     idle(work, deadline, () -> "rank " + rank + ": sent " + Arrays.toString(sent) + ", received "
-                            + Arrays.toString(received) + " of " + perPair + " per peer");
+                            + Arrays.toString(received) + " of " + perPair + " per peer" + state(endpoint));
                 }
             });
         } finally {
