@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Tag;
 @Tag(SoftRoce.TAG)
 class RdmaContractTest extends TransportContract {
     /** The rendezvous deadline; it also bounds the all-gather in an endpoint's close (see the abort case). */
-    private static final Duration RENDEZVOUS_TIMEOUT = Duration.ofSeconds(10);
+    private static final Duration RENDEZVOUS_TIMEOUT = Duration.ofSeconds(20);
 
     @BeforeAll
     static void needsAnRdmaDevice() {
