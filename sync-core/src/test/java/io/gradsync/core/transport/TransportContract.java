@@ -46,7 +46,8 @@ import org.junit.jupiter.api.Timeout;
  *       usable.</li>
  * </ol>
  *
- * <p>Every wait is bounded by {@link #DEADLINE}; a case that would hang fails instead.
+ * <p>Every wait is bounded: {@link #DEADLINE} without progress, twice that plus 10 s for a case's ranks, and
+ * {@link #OPEN_DEADLINE} to open a job; a case that would hang fails instead, naming where each rank is stuck.
  */
 public abstract class TransportContract {
     /** The longest any rank may wait for anything in one case. */
