@@ -99,6 +99,9 @@ final class AeronLink implements Link {
         }
         Image source = image();
         if (source == null) {
+            if (subscription.isClosed()) {
+                throw new TransportException(-1, "the Aeron endpoint of rank " + rank + " is closed");
+            }
             return null;
         }
         long position = source.position();

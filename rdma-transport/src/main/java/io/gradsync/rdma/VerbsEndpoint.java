@@ -377,6 +377,9 @@ final class VerbsEndpoint implements Endpoint {
 
     /** Polls the shared CQ once and hands each completion to its link; returns how many there were. */
     int pollCompletions() {
+        if (closed) {
+            throw new TransportException(-1, "the RDMA endpoint of rank " + rank + " is closed");
+        }
         int n;
         try {
             n = poll.execute().getPolls();
