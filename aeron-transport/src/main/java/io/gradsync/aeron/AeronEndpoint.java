@@ -295,7 +295,7 @@ final class AeronEndpoint implements Endpoint {
             return;
         }
         closed = true;
-        boolean peersAlive = job.pendingAbort() == null;
+        boolean peersAlive = !job.aborted();
         if (peersAlive) {
             try {
                 job.allGather(new byte[0]);

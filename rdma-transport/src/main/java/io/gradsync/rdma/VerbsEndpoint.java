@@ -459,7 +459,7 @@ final class VerbsEndpoint implements Endpoint {
             return;
         }
         closed = true;
-        if (job.pendingAbort() == null && size > 1) {
+        if (!job.aborted() && size > 1) {
             try {
                 job.allGather(new byte[0]);
             } catch (RuntimeException e) {

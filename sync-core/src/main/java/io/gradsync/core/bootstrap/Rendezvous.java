@@ -64,6 +64,8 @@ public final class Rendezvous implements JobContext {
     private final int localSize;
     private final Map<Integer, CompletableFuture<byte[][]>> gathers = new HashMap<>();
     private final AtomicReference<PeerAbort> abort = new AtomicReference<>();
+    /** Whether this rank aborted the job (its own abort is not a {@link #pendingAbort()}). */
+    private volatile boolean abortedHere;
     private final java.util.Queue<StreamEnd> streamEnds = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final CompletableFuture<Void> farewell = new CompletableFuture<>();
     private final Thread reader;
@@ -437,6 +439,7 @@ public final class Rendezvous implements JobContext {
     /** Tells every other rank (through rank 0) that this rank gave up in call {@code call}. Never blocks. */
     @Override
     public void abort(long call, String reason, boolean disagreement) {
+        abortedHere = true;
         send(Wire.frame(Wire.ABORT, out -> {
             out.writeLong(call);
             out.writeBoolean(disagreement);
@@ -451,6 +454,11 @@ public final class Rendezvous implements JobContext {
     @Override
     public PeerAbort pendingAbort() {
         return abort.get();
+    }
+
+    @Override
+    public boolean aborted() {
+        return abortedHere || abort.get() != null;
     }
 
     /** Tells every other rank (through rank 0) that this rank's stream {@code stream} ended after {@code calls} calls. Never blocks. */

@@ -91,6 +91,12 @@ public interface JobContext extends AutoCloseable {
     /** The first abort a peer sent to this rank, or null. */
     PeerAbort pendingAbort();
 
+    /**
+     * Whether the job was aborted, by a peer or by this rank: then ranks must not wait for each other any
+     * more (a closing all-gather would wait for ranks that skip it, until the rendezvous deadline).
+     */
+    boolean aborted();
+
     /** Tells every peer that this rank's stream {@code stream} ended after {@code calls} of its calls. */
     void endStream(long stream, long calls, String reason);
 

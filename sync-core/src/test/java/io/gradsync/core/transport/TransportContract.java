@@ -322,13 +322,19 @@ public abstract class TransportContract {
                 assertEquals(call, seen.call(), "rank " + r + ": the call it aborted in");
                 assertTrue(seen.reason().contains(reason), "rank " + r + ": the reason: " + seen.reason());
                 assertEquals(false, seen.disagreement(), "rank " + r + ": disagreement");
+                assertTrue(endpoints[r].job().aborted(), "rank " + r + ": aborted()");
             }
+            assertNull(endpoints[aborter].job().pendingAbort(), "the aborting rank's own abort is not pending there");
+            assertTrue(endpoints[aborter].job().aborted(), "the aborting rank knows the job is aborted");
         } finally {
-            // bounded (runRanks fails past the deadline); how long is printed: an aborting rank's close may wait
-            // for a closing all-gather that its peers, having seen the abort, skip
+            // After an abort no rank waits for the others: the aborting rank once waited in a closing all-gather
+            // its peers skip, until the rendezvous deadline
             long[] millis = closeAllTimed(endpoints);
             System.out.println(getClass().getSimpleName() + ": close after rank " + (ranks - 1) + "'s abort took "
                     + Arrays.toString(millis) + " ms per rank");
+            for (int r = 0; r < ranks; r++) {
+                assertTrue(millis[r] < 5_000, "rank " + r + " took " + millis[r] + " ms to close after an abort");
+            }
         }
     }
 

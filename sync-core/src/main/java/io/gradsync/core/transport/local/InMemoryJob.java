@@ -150,6 +150,7 @@ public final class InMemoryJob {
 
     private final class Context implements JobContext {
         private final int rank;
+        private volatile boolean abortedHere;
 
         Context(int rank) {
             this.rank = rank;
@@ -208,6 +209,7 @@ public final class InMemoryJob {
 
         @Override
         public void abort(long call, String reason, boolean disagreement) {
+            abortedHere = true;
             PeerAbort notice = new PeerAbort(rank, call, reason, disagreement);
             for (int peer = 0; peer < size; peer++) {
                 if (peer != rank) {
@@ -219,6 +221,11 @@ public final class InMemoryJob {
         @Override
         public PeerAbort pendingAbort() {
             return aborts.get(rank);
+        }
+
+        @Override
+        public boolean aborted() {
+            return abortedHere || aborts.get(rank) != null;
         }
 
         @Override
