@@ -41,6 +41,11 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
     private boolean bucketStreamOpen;
     private final Object sinkLock = new Object();
     private volatile boolean cancelled;
+    private BaseSubscriber<Layout.Bucket> bucketSubscriber;
+    /** Buckets handed to the operator this step, and those reduced or dropped since. */
+    private volatile int handed;
+    private final java.util.concurrent.atomic.AtomicInteger settled = new java.util.concurrent.atomic.AtomicInteger();
+    private volatile boolean aborted;
     private volatile boolean upstreamDone;
     private volatile Throwable failure;
     private long upstreamDoneNanos;
@@ -158,7 +163,11 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
             failure = new IllegalArgumentException("rank " + owner.comm.rank() + ": step ended after " + arrived
                     + " gradients; the layout fixed at the first step has " + layout.size());
         }
-        closeBucketStream();
+        if (failure != null) {
+            abortBuckets();
+        } else {
+            closeBucketStream();
+        }
     }
 
     /** First step: fix the layout, copy in, check it across ranks, then reduce every bucket. */
@@ -209,26 +218,73 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
     private void openBucketStream() {
         bucketSink = Sinks.many().unicast().onBackpressureBuffer();
         bucketStreamOpen = true;
+        bucketSubscriber = new BaseSubscriber<Layout.Bucket>() {
+            @Override
+            protected void hookOnNext(Layout.Bucket bucket) {
+                reduced(bucket);
+            }
+
+            @Override
+            protected void hookOnComplete() {
+                quiet.complete(null);
+                terminate(null);
+            }
+
+            @Override
+            protected void hookOnError(Throwable error) {
+                // the stream failed: the engine fails every later call of it at once
+                Subscription s = upstreamSubscription;
+                if (s != null) {
+                    s.cancel();
+                }
+                synchronized (sinkLock) {
+                    bucketStreamOpen = false;
+                }
+                quiet.complete(null);
+                terminate(error);
+            }
+        };
         bucketSink.asFlux()
                 .transform(owner.comm.allReduce(owner.op, Layout.Bucket::buffer))
-                .subscribe(new BaseSubscriber<Layout.Bucket>() {
-                    @Override
-                    protected void hookOnNext(Layout.Bucket bucket) {
-                        reduced(bucket);
-                    }
+                .doOnDiscard(Layout.Bucket.class, b -> settle())
+                .subscribe(bucketSubscriber);
+    }
 
-                    @Override
-                    protected void hookOnComplete() {
-                        quiet.complete(null);
-                        terminate(null);
-                    }
+    /** A handed bucket is done with: reduced, or dropped by the operator after a cancel. */
+    private void settle() {
+        settled.incrementAndGet();
+        checkQuiet();
+    }
 
-                    @Override
-                    protected void hookOnError(Throwable error) {
-                        quiet.complete(null);
-                        terminate(error);
-                    }
-                });
+    private void checkQuiet() {
+        if (aborted && settled.get() == handed && quiet.complete(null)) {
+            terminate(null);
+        }
+    }
+
+    /**
+     * Ends this step's bucket stream early (a cancel, an upstream error, a wrong gradient): the operator
+     * is cancelled, which tells the peers how many buckets this rank submitted. The step ends once every
+     * bucket handed over is settled.
+     */
+    private void abortBuckets() {
+        synchronized (sinkLock) {
+            if (aborted) {
+                return;
+            }
+            aborted = true;
+            bucketStreamOpen = false;
+        }
+        if (bucketSubscriber != null) {
+            bucketSubscriber.dispose();
+        }
+        if (bucketSink == null) {
+            if (quiet.complete(null)) {
+                terminate(null);
+            }
+            return;
+        }
+        checkQuiet();
     }
 
     private void submit(Layout.Bucket b) {
@@ -238,6 +294,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
             }
             b.submitNanos = timeline.now();
             owner.collectives++;
+            handed++;
             bucketSink.tryEmitNext(b);
         }
     }
@@ -255,7 +312,8 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
         if (timeline.enabled()) {
             timeline.collective(b.traceName, owner.traceSeq++, b.submitNanos, timeline.now(), b.bytes);
         }
-        if (cancelled || failure != null) {
+        if (cancelled || failure != null || aborted) {
+            settle();
             return;
         }
         for (int p : b.gradients) {
@@ -266,9 +324,15 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
             owner.gradientsReduced++;
             out.next(item);
         }
+        settle();
     }
 
+    private final java.util.concurrent.atomic.AtomicBoolean terminated = new java.util.concurrent.atomic.AtomicBoolean();
+
     private void terminate(Throwable streamError) {
+        if (!terminated.compareAndSet(false, true)) {
+            return;
+        }
         if (timeline.enabled() && upstreamDoneNanos != 0) {
             timeline.span(owner.waitName, upstreamDoneNanos, timeline.now());
         }
@@ -291,10 +355,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
             s.cancel();
         }
         if (checked) {
-            closeBucketStream();
-            if (bucketSink == null) {
-                quiet.complete(null);
-            }
+            abortBuckets();
         }
         // first step: the upstream's end (or our cancel of it) never comes; run the check as failed
         if (!checked && !upstreamDone) {

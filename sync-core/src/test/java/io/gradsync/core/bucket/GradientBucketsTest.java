@@ -66,10 +66,19 @@ class GradientBucketsTest {
     }
 
     static void assertAllOk(List<Object> results) {
+        AssertionError failure = null;
         for (int r = 0; r < results.size(); r++) {
             if (results.get(r) instanceof Throwable t) {
-                throw new AssertionError("rank " + r + " failed: " + t, t);
+                AssertionError e = new AssertionError("rank " + r + " failed: " + t, t);
+                if (failure == null) {
+                    failure = e;
+                } else {
+                    failure.addSuppressed(e);
+                }
             }
+        }
+        if (failure != null) {
+            throw failure;
         }
     }
 
