@@ -123,7 +123,7 @@ public final class TrainFashionMnist {
         }
         int local = globalBatch / n;
         boolean shared = threads > 0;
-        List<Epoch> epochs = new ArrayList<>();
+        List<Epoch> epochList = new ArrayList<>();
         double firstLoss = Double.NaN;
         double lastLoss = Double.NaN;
         try (Model model = Model.newInstance("lenet5-rank" + rank, "PyTorch")) {
@@ -235,7 +235,7 @@ public final class TrainFashionMnist {
                 double accuracy = evaluate(comm, trainer, shared);
                 Epoch e = new Epoch(epoch + 1, stepsPerEpoch, lossMean[0], accuracy, stepNanos / 1e6 / stepsPerEpoch,
                         exposedNanos / 1e6 / stepsPerEpoch, checks, identical);
-                epochs.add(e);
+                epochList.add(e);
                 if (rank == 0 && !quiet) {
                     System.out.printf(Locale.ROOT, "epoch %d: %d steps of global batch %d on %d ranks, loss %.4f, "
                                     + "test accuracy %.2f%%, step %.2f ms, exposed comm %.2f ms/step, %d buckets for %d "
@@ -254,7 +254,7 @@ public final class TrainFashionMnist {
                 trainer.close();
                 return null;
             });
-            return new Result(rank, epochs, firstLoss, lastLoss, sum, bucketCount, tensors);
+            return new Result(rank, epochList, firstLoss, lastLoss, sum, bucketCount, tensors);
         }
     }
 
