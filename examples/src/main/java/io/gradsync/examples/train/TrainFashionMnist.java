@@ -4,6 +4,7 @@ import ai.djl.Model;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.nn.Blocks;
@@ -42,7 +43,7 @@ import reactor.core.publisher.Flux;
  * complement) proves the replicas identical.
  *
  * <pre>
- * gradsync-run -n N -- train-fashion-mnist [--epochs 2] [--global-batch 64] [--lr 0.05] [--momentum 0.9]
+ * gradsync-run -n N -- train-fashion-mnist [--epochs 2] [--global-batch 64] [--lr 0.01] [--momentum 0.9]
  *     [--check-every 20] [--max-steps S] [--data /usr/share/datasets/fashion-mnist] [--transport aeron-ipc]
  * train-fashion-mnist --threads N ...     (ranks as threads of one JVM; their PyTorch calls take turns)
  * </pre>
@@ -52,7 +53,7 @@ import reactor.core.publisher.Flux;
 public final class TrainFashionMnist {
     int epochs = 2;
     int globalBatch = 64;
-    float lr = 0.05f;
+    float lr = 0.01f;
     float momentum = 0.9f;
     int checkEvery = 20;
     int maxSteps = Integer.MAX_VALUE;
@@ -134,6 +135,7 @@ public final class TrainFashionMnist {
             List<Parameter> params = new ArrayList<>();
             lock(shared);
             try {
+                ai.djl.engine.Engine.getEngine("PyTorch").setRandomSeed((int) seed);
                 trainer = model.newTrainer(config);
                 trainer.initialize(new Shape(local, 1, 28, 28));
                 for (Pair<String, Parameter> p : model.getBlock().getParameters()) {
@@ -202,12 +204,20 @@ public final class TrainFashionMnist {
                     Flux.fromArray(backwardOrder).transform(buckets.reduce(i -> gradBuffers[i])).blockLast();
                     long c1 = System.nanoTime();
                     lock(shared);
-                    try {
+                    try (NDManager m = trainer.getManager().newSubManager()) {
                         for (int i = 0; i < tensors; i++) {
-                            try (NDArray g = params.get(i).getArray().getGradient()) {
-                                g.set(grads[i]);
-                                if (step == 0 && i == 0 && g.toFloatArray()[0] != grads[i][0]) {
-                                    throw new IllegalStateException("setting a DJL gradient did not write through");
+                            NDArray weight = params.get(i).getArray();
+                            // in place: NDArray.set(Buffer) may swap the handle's tensor instead of writing into it
+                            try (NDArray g = weight.getGradient()) {
+                                g.set(new NDIndex(":"), m.create(grads[i], weight.getShape()));
+                            }
+                            if (step == 0) {
+                                try (NDArray fresh = weight.getGradient()) {
+                                    float[] back = fresh.toFloatArray();
+                                    if (!java.util.Arrays.equals(back, grads[i])) {
+                                        throw new IllegalStateException("the averaged gradient of parameter " + i
+                                                + " did not reach DJL's gradient tensor");
+                                    }
                                 }
                             }
                         }
