@@ -206,6 +206,15 @@ public final class OverlapMlp {
         Timeline timeline = buckets.timeline();
         int backwardName = timeline.name("backward");
         Function<Flux<GradientBuffer>, Flux<GradientBuffer>> perGradient = comm.allReduce(ReduceOp.AVG);
+        // per-gradient mode: each gradient's collective traced from its emission to its result
+        java.util.IdentityHashMap<GradientBuffer, Integer> positionOf = new java.util.IdentityHashMap<>();
+        for (int l = 0; l < layers; l++) {
+            positionOf.put(model.dwBuf[l], 2 * (layers - 1 - l));
+            positionOf.put(model.dbBuf[l], 2 * (layers - 1 - l) + 1);
+        }
+        long[] emittedAt = new long[2 * layers];
+        int perGradientName = timeline.name("allreduce gradient");
+        long[] seq = {0};
         double stepSum = 0;
         double backwardSum = 0;
         double exposedSum = 0;
@@ -220,7 +229,10 @@ public final class OverlapMlp {
             Sinks.Many<GradientBuffer> sink = Sinks.many().unicast().onBackpressureBuffer();
             Flux<GradientBuffer> grads = sink.asFlux();
             Flux<GradientBuffer> reduced = switch (mode) {
-                case "per-gradient" -> grads.transform(perGradient);
+                case "per-gradient" -> grads.doOnNext(g -> emittedAt[positionOf.get(g)] = timeline.now())
+                        .transform(perGradient)
+                        .doOnNext(g -> timeline.collective(perGradientName, seq[0]++, emittedAt[positionOf.get(g)],
+                                timeline.now(), g.byteSize()));
                 case "bucket", "after" -> grads.transform(buckets.reduce());
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             };
