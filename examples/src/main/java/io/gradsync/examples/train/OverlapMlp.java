@@ -20,11 +20,14 @@ import reactor.core.publisher.Sinks;
  * computed, so that the bucket of layer L is reduced while layer L-1's gradients are computed.
  *
  * <pre>
- * overlap-mlp [--mode bucket|per-gradient|after] [--layers 60] [--width 256] [--batch 32] [--steps 12]
+ * overlap-mlp [--mode bucket,per-gradient,after,bucket-notrace] [--layers 60] [--width 256] [--batch 32] [--steps 12]
  *             [--warmup 3] [--bucket-mb 2] [--first-bucket-mb 1] [--threads N] [--transport aeron-ipc]
  * </pre>
  * {@code bucket}: buckets, overlapped; {@code per-gradient}: one collective per gradient
- * ({@code comm.allReduce(AVG)}), overlapped; {@code after}: buckets, submitted only after backward ends.
+ * ({@code comm.allReduce(AVG)}), overlapped; {@code after}: buckets, submitted only after backward ends;
+ * {@code bucket-notrace}: as {@code bucket}, with a bucketer whose timeline is off. Several modes, comma
+ * separated, run interleaved step by step (so that a busy machine's noise hits them alike), each with its
+ * own statistics.
  * Prints per rank: mean step time, backward time, exposed communication (backward end to last gradient
  * reduced), collectives per step; with {@code GRADSYNC_TRACE=DIR}, the fraction of communication hidden
  * behind backward as the timeline shows it.
@@ -194,17 +197,28 @@ public final class OverlapMlp {
         }
     }
 
-    /** What one rank measured. */
-    record Result(int rank, double stepMs, double backwardMs, double exposedMs, double collectivesPerStep,
-                  int gradientsPerStep, boolean identical, double hidden, String trace) {
+    /** What one rank measured in one mode. */
+    record Result(int rank, String mode, int steps, double stepMs, double backwardMs, double exposedMs,
+                  double collectivesPerStep, int gradientsPerStep, boolean identical, double hidden) {
     }
 
-    Result runRank(Communicator comm) throws Exception {
+    /** Per-mode sums. */
+    static final class Stats {
+        int steps;
+        double step;
+        double backward;
+        double exposed;
+        long collectives;
+    }
+
+    List<Result> runRank(Communicator comm) throws Exception {
+        String[] modes = mode.split(",");
         Model model = new Model();
-        GradientBuckets buckets = GradientBuckets.builder(comm).bucketBytes((long) (bucketMb * (1 << 20)))
-                .firstBucketBytes((long) (firstBucketMb * (1 << 20))).build();
-        Timeline timeline = buckets.timeline();
-        int backwardName = timeline.name("backward");
+        Timeline timeline = Timeline.fromEnvironment(comm);
+        GradientBuckets.Builder builder = GradientBuckets.builder(comm).bucketBytes((long) (bucketMb * (1 << 20)))
+                .firstBucketBytes((long) (firstBucketMb * (1 << 20)));
+        GradientBuckets traced = builder.timeline(timeline).build();
+        GradientBuckets untraced = builder.timeline(Timeline.OFF).build();
         Function<Flux<GradientBuffer>, Flux<GradientBuffer>> perGradient = comm.allReduce(ReduceOp.AVG);
         // per-gradient mode: each gradient's collective traced from its emission to its result
         java.util.IdentityHashMap<GradientBuffer, Integer> positionOf = new java.util.IdentityHashMap<>();
@@ -214,43 +228,46 @@ public final class OverlapMlp {
         }
         long[] emittedAt = new long[2 * layers];
         int perGradientName = timeline.name("allreduce gradient");
+        int[] backwardNames = new int[modes.length];
+        Stats[] stats = new Stats[modes.length];
+        for (int m = 0; m < modes.length; m++) {
+            backwardNames[m] = timeline.name("backward " + modes[m]);
+            stats[m] = new Stats();
+        }
         long[] seq = {0};
-        double stepSum = 0;
-        double backwardSum = 0;
-        double exposedSum = 0;
-        long collectivesBefore = 0;
-        for (int step = 0; step < warmup + steps; step++) {
-            if (step == warmup) {
-                collectivesBefore = buckets.collectivesSubmitted();
-            }
+        int total = (warmup + steps) * modes.length;
+        for (int step = 0; step < total; step++) {
+            int m = step % modes.length;
+            String current = modes[m];
+            GradientBuckets buckets = current.equals("bucket-notrace") ? untraced : traced;
+            long collectivesBefore = buckets.collectivesSubmitted();
             model.load(comm.rank(), step);
             long t0 = System.nanoTime();
             model.forward();
             Sinks.Many<GradientBuffer> sink = Sinks.many().unicast().onBackpressureBuffer();
             Flux<GradientBuffer> grads = sink.asFlux();
-            Flux<GradientBuffer> reduced = switch (mode) {
+            Flux<GradientBuffer> reduced = switch (current) {
                 case "per-gradient" -> grads.doOnNext(g -> emittedAt[positionOf.get(g)] = timeline.now())
                         .transform(perGradient)
                         .doOnNext(g -> timeline.collective(perGradientName, seq[0]++, emittedAt[positionOf.get(g)],
                                 timeline.now(), g.byteSize()));
-                case "bucket", "after" -> grads.transform(buckets.reduce());
-                default -> throw new IllegalArgumentException("unknown mode " + mode);
+                case "bucket", "after", "bucket-notrace" -> grads.transform(buckets.reduce());
+                default -> throw new IllegalArgumentException("unknown mode " + current);
             };
             java.util.concurrent.CompletableFuture<Void> done = reduced.then().toFuture();
             long b0 = System.nanoTime();
             long tb0 = timeline.now();
-            if (mode.equals("after")) {
+            if (current.equals("after")) {
                 GradientBuffer[] held = new GradientBuffer[2 * layers];
                 int[] k = {0};
                 model.backward(g -> held[k[0]++] = g);
-                long tb1 = timeline.now();
-                timeline.span(backwardName, tb0, tb1);
+                timeline.span(backwardNames[m], tb0, timeline.now());
                 for (GradientBuffer g : held) {
                     sink.tryEmitNext(g).orThrow();
                 }
             } else {
                 model.backward(g -> sink.tryEmitNext(g).orThrow());
-                timeline.span(backwardName, tb0, timeline.now());
+                timeline.span(backwardNames[m], tb0, timeline.now());
             }
             long b1 = System.nanoTime();
             sink.tryEmitComplete();
@@ -258,38 +275,44 @@ public final class OverlapMlp {
             long b2 = System.nanoTime();
             model.sgd();
             long t1 = System.nanoTime();
-            if (step >= warmup) {
-                stepSum += (t1 - t0) / 1e6;
-                backwardSum += (b1 - b0) / 1e6;
-                exposedSum += (b2 - b1) / 1e6;
+            if (step >= warmup * modes.length) {
+                Stats st = stats[m];
+                st.steps++;
+                st.step += (t1 - t0) / 1e6;
+                st.backward += (b1 - b0) / 1e6;
+                st.exposed += (b2 - b1) / 1e6;
+                st.collectives += current.equals("per-gradient") ? 2L * layers
+                        : buckets.collectivesSubmitted() - collectivesBefore;
             }
         }
-        double collectives = mode.equals("per-gradient") ? 2.0 * layers
-                : (buckets.collectivesSubmitted() - collectivesBefore) / (double) steps;
         long[] sum = {model.checksum(), ~model.checksum()};
         comm.allReduceBlocking(GradientBuffer.wrap(sum), ReduceOp.MAX);
         boolean identical = sum[0] == ~sum[1];
-        buckets.close();
-        double hidden = Double.NaN;
-        String trace = "";
-        if (timeline.enabled()) {
-            TraceStats.Overlap o = TraceStats.overlap(timeline.file(), "backward", warmup);
-            hidden = o.hiddenFraction();
-            trace = timeline.file().toString();
+        timeline.close();
+        List<Result> results = new java.util.ArrayList<>();
+        for (int m = 0; m < modes.length; m++) {
+            double hidden = Double.NaN;
+            if (timeline.enabled() && !modes[m].equals("bucket-notrace")) {
+                hidden = TraceStats.overlap(timeline.file(), "backward", "backward " + modes[m], warmup).hiddenFraction();
+            }
+            Stats st = stats[m];
+            results.add(new Result(comm.rank(), modes[m], st.steps, st.step / st.steps, st.backward / st.steps,
+                    st.exposed / st.steps, st.collectives / (double) st.steps, 2 * layers, identical, hidden));
         }
-        return new Result(comm.rank(), stepSum / steps, backwardSum / steps, exposedSum / steps, collectives,
-                2 * layers, identical, hidden, trace);
+        return results;
     }
 
-    static void print(Result r, OverlapMlp cfg, int size) {
-        System.out.printf(Locale.ROOT, "rank %d/%d mode=%s layers=%d (%d gradient tensors, %.1f MiB) width=%d batch=%d: "
-                        + "step %.1f ms, backward %.1f ms, exposed comm %.1f ms, collectives/step %.1f, "
-                        + "hidden %s, replicas %s%n",
-                r.rank(), size, cfg.mode, cfg.layers, r.gradientsPerStep(),
-                cfg.layers * (cfg.width * (cfg.width + 1)) * 4.0 / (1 << 20), cfg.width, cfg.batch, r.stepMs(),
-                r.backwardMs(), r.exposedMs(), r.collectivesPerStep(),
-                Double.isNaN(r.hidden()) ? "n/a (set GRADSYNC_TRACE=DIR)" : String.format(Locale.ROOT, "%.1f%%", 100 * r.hidden()),
-                r.identical() ? "identical" : "DIFFER");
+    void print(List<Result> results, int size) {
+        for (Result r : results) {
+            System.out.printf(Locale.ROOT, "rank %d/%d mode=%s layers=%d (%d gradient tensors, %.1f MiB) width=%d batch=%d, "
+                            + "%d steps: step %.1f ms, backward %.1f ms, exposed comm %.1f ms, collectives/step %.1f, "
+                            + "hidden %s, replicas %s%n",
+                    r.rank(), size, r.mode(), layers, r.gradientsPerStep(),
+                    layers * (width * (width + 1)) * 4.0 / (1 << 20), width, batch, r.steps(), r.stepMs(),
+                    r.backwardMs(), r.exposedMs(), r.collectivesPerStep(),
+                    Double.isNaN(r.hidden()) ? "n/a" : String.format(Locale.ROOT, "%.1f%%", 100 * r.hidden()),
+                    r.identical() ? "identical" : "DIFFER");
+        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -317,15 +340,14 @@ public final class OverlapMlp {
         boolean ok = true;
         if (cfg.threads > 0 || !Ranks.launched()) {
             int n = Math.max(1, cfg.threads);
-            List<Result> results = Ranks.threads(n, cfg::runRank);
-            for (Result r : results) {
-                print(r, cfg, n);
-                ok &= r.identical();
+            for (List<Result> results : Ranks.threads(n, cfg::runRank)) {
+                cfg.print(results, n);
+                ok &= results.get(0).identical();
             }
         } else {
-            Result r = Ranks.process(cfg.transport, cfg::runRank);
-            print(r, cfg, Integer.parseInt(System.getenv().getOrDefault("WORLD_SIZE", "1")));
-            ok = r.identical();
+            List<Result> results = Ranks.process(cfg.transport, cfg::runRank);
+            cfg.print(results, Integer.parseInt(System.getenv().getOrDefault("WORLD_SIZE", "1")));
+            ok = results.get(0).identical();
         }
         System.exit(ok ? 0 : 1);
     }

@@ -30,6 +30,14 @@ public final class TraceStats {
 
     /** Overlap of collectives with spans named {@code compute}, skipping the first {@code skip} steps. */
     public static Overlap overlap(Path trace, String compute, int skip) throws IOException {
+        return overlap(trace, compute, compute, skip);
+    }
+
+    /**
+     * As {@link #overlap(Path, String, int)}, where steps start at every span whose name starts with
+     * {@code stepPrefix}, and only the steps whose span is named {@code compute} are measured.
+     */
+    public static Overlap overlap(Path trace, String stepPrefix, String compute, int skip) throws IOException {
         List<double[]> spans = new ArrayList<>();
         List<double[]> comms = new ArrayList<>();
         for (String line : Files.readAllLines(trace)) {
@@ -41,8 +49,8 @@ public final class TraceStats {
             double end = ts + Double.parseDouble(m.group(4));
             if (m.group(2).equals("collective")) {
                 comms.add(new double[] {ts, end});
-            } else if (m.group(1).equals(compute)) {
-                spans.add(new double[] {ts, end});
+            } else if (m.group(1).startsWith(stepPrefix)) {
+                spans.add(new double[] {ts, end, m.group(1).equals(compute) ? 1 : 0});
             }
         }
         spans.sort((a, b) -> Double.compare(a[0], b[0]));
@@ -51,7 +59,11 @@ public final class TraceStats {
         double hidden = 0;
         int steps = 0;
         int collectives = 0;
-        for (int s = skip; s < spans.size(); s++) {
+        int seen = 0;
+        for (int s = 0; s < spans.size(); s++) {
+            if (spans.get(s)[2] == 0 || seen++ < skip) {
+                continue;
+            }
             double from = spans.get(s)[0];
             double to = s + 1 < spans.size() ? spans.get(s + 1)[0] : Double.MAX_VALUE;
             double[] span = spans.get(s);
