@@ -30,7 +30,9 @@ import reactor.core.publisher.Sinks;
  * own statistics.
  * Prints per rank: mean step time, backward time, exposed communication (backward end to last gradient
  * reduced), collectives per step; with {@code GRADSYNC_TRACE=DIR}, the fraction of communication hidden
- * behind backward as the timeline shows it.
+ * behind backward as the timeline shows it: per step, the union of the collectives' intervals (from this
+ * rank's submission, and again from the last rank's arrival, so that waiting for a straggler does not count
+ * as communication) and the part of it that overlaps this rank's backward span.
  */
 public final class OverlapMlp {
     int layers = 60;
@@ -199,7 +201,8 @@ public final class OverlapMlp {
 
     /** What one rank measured in one mode. */
     record Result(int rank, String mode, int steps, double stepMs, double backwardMs, double exposedMs,
-                  double collectivesPerStep, int gradientsPerStep, boolean identical, double hidden) {
+                  double collectivesPerStep, int gradientsPerStep, boolean identical, double hidden,
+                  double hiddenAllArrived) {
     }
 
     /** Per-mode sums. */
@@ -289,15 +292,23 @@ public final class OverlapMlp {
         comm.allReduceBlocking(GradientBuffer.wrap(sum), ReduceOp.MAX);
         boolean identical = sum[0] == ~sum[1];
         timeline.close();
+        java.util.Map<Long, Double> lastArrivals = null;
+        if (timeline.enabled()) {
+            comm.barrierBlocking(); // every rank's file is written
+            lastArrivals = TraceStats.lastArrivals(timeline.file().getParent());
+        }
         List<Result> results = new java.util.ArrayList<>();
         for (int m = 0; m < modes.length; m++) {
             double hidden = Double.NaN;
+            double hiddenAll = Double.NaN;
             if (timeline.enabled() && !modes[m].equals("bucket-notrace")) {
                 hidden = TraceStats.overlap(timeline.file(), "backward", "backward " + modes[m], warmup).hiddenFraction();
+                hiddenAll = TraceStats.overlap(timeline.file(), "backward", "backward " + modes[m], warmup, lastArrivals)
+                        .hiddenFraction();
             }
             Stats st = stats[m];
             results.add(new Result(comm.rank(), modes[m], st.steps, st.step / st.steps, st.backward / st.steps,
-                    st.exposed / st.steps, st.collectives / (double) st.steps, 2 * layers, identical, hidden));
+                    st.exposed / st.steps, st.collectives / (double) st.steps, 2 * layers, identical, hidden, hiddenAll));
         }
         return results;
     }
@@ -306,11 +317,12 @@ public final class OverlapMlp {
         for (Result r : results) {
             System.out.printf(Locale.ROOT, "rank %d/%d mode=%s layers=%d (%d gradient tensors, %.1f MiB) width=%d batch=%d, "
                             + "%d steps: step %.1f ms, backward %.1f ms, exposed comm %.1f ms, collectives/step %.1f, "
-                            + "hidden %s, replicas %s%n",
+                            + "hidden %s (from the last rank's arrival: %s), replicas %s%n",
                     r.rank(), size, r.mode(), layers, r.gradientsPerStep(),
                     layers * (width * (width + 1)) * 4.0 / (1 << 20), width, batch, r.steps(), r.stepMs(),
                     r.backwardMs(), r.exposedMs(), r.collectivesPerStep(),
                     Double.isNaN(r.hidden()) ? "n/a" : String.format(Locale.ROOT, "%.1f%%", 100 * r.hidden()),
+                    Double.isNaN(r.hiddenAllArrived()) ? "n/a" : String.format(Locale.ROOT, "%.1f%%", 100 * r.hiddenAllArrived()),
                     r.identical() ? "identical" : "DIFFER");
         }
     }

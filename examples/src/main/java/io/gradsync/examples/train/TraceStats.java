@@ -16,7 +16,8 @@ import java.util.regex.Pattern;
  */
 public final class TraceStats {
     private static final Pattern EVENT = Pattern.compile(
-            "\"name\":\"([^\"]*)\",\"cat\":\"([a-z]+)\",\"ph\":\"X\".*?\"ts\":([0-9.]+),\"dur\":([0-9.]+)");
+            "\"name\":\"([^\"]*)\",\"cat\":\"([a-z]+)\",\"ph\":\"X\".*?\"ts\":([0-9.]+),\"dur\":([0-9.]+)"
+            + "(?:,\"args\":\\{\"seq\":([0-9]+))?");
 
     /** Sums over the steps measured. */
     public record Overlap(int steps, double commMicros, double hiddenMicros, int collectives) {
@@ -38,6 +39,35 @@ public final class TraceStats {
      * {@code stepPrefix}, and only the steps whose span is named {@code compute} are measured.
      */
     public static Overlap overlap(Path trace, String stepPrefix, String compute, int skip) throws IOException {
+        return overlap(trace, stepPrefix, compute, skip, null);
+    }
+
+    /**
+     * The latest arrival of any rank at each collective (by sequence number), from every
+     * {@code gradsync-trace-rank*.json} in {@code dir}: a collective cannot start before it.
+     */
+    public static java.util.Map<Long, Double> lastArrivals(Path dir) throws IOException {
+        java.util.Map<Long, Double> last = new java.util.HashMap<>();
+        try (java.util.stream.Stream<Path> files = Files.list(dir)) {
+            for (Path f : (Iterable<Path>) files.filter(p -> p.getFileName().toString().startsWith("gradsync-trace-rank"))::iterator) {
+                for (String line : Files.readAllLines(f)) {
+                    Matcher m = EVENT.matcher(line);
+                    if (m.find() && m.group(2).equals("collective") && m.group(5) != null) {
+                        last.merge(Long.parseLong(m.group(5)), Double.parseDouble(m.group(3)), Math::max);
+                    }
+                }
+            }
+        }
+        return last;
+    }
+
+    /**
+     * As {@link #overlap(Path, String, String, int)}; with {@code lastArrivals} (see {@link #lastArrivals}),
+     * each collective counts from the latest rank's arrival, so that waiting for a straggler (load
+     * imbalance, reported by the straggler summary) is not counted as communication.
+     */
+    public static Overlap overlap(Path trace, String stepPrefix, String compute, int skip,
+                                  java.util.Map<Long, Double> lastArrivals) throws IOException {
         List<double[]> spans = new ArrayList<>();
         List<double[]> comms = new ArrayList<>();
         for (String line : Files.readAllLines(trace)) {
@@ -48,13 +78,17 @@ public final class TraceStats {
             double ts = Double.parseDouble(m.group(3));
             double end = ts + Double.parseDouble(m.group(4));
             if (m.group(2).equals("collective")) {
-                comms.add(new double[] {ts, end});
+                double start = ts;
+                if (lastArrivals != null && m.group(5) != null) {
+                    start = Math.min(end, Math.max(ts, lastArrivals.getOrDefault(Long.parseLong(m.group(5)), ts)));
+                }
+                comms.add(new double[] {ts, end, start});
             } else if (m.group(1).startsWith(stepPrefix)) {
                 spans.add(new double[] {ts, end, m.group(1).equals(compute) ? 1 : 0});
             }
         }
         spans.sort((a, b) -> Double.compare(a[0], b[0]));
-        comms.sort((a, b) -> Double.compare(a[0], b[0]));
+        comms.sort((a, b) -> Double.compare(a[2], b[2]));
         double comm = 0;
         double hidden = 0;
         int steps = 0;
@@ -75,12 +109,13 @@ public final class TraceStats {
                     continue;
                 }
                 collectives++;
-                if (c[0] > curEnd) {
+                double cs = c.length > 2 ? c[2] : c[0];
+                if (cs > curEnd) {
                     if (curEnd > curStart) {
                         comm += curEnd - curStart;
                         hidden += overlap(curStart, curEnd, span[0], span[1]);
                     }
-                    curStart = c[0];
+                    curStart = cs;
                     curEnd = c[1];
                 } else {
                     curEnd = Math.max(curEnd, c[1]);
@@ -93,6 +128,29 @@ public final class TraceStats {
             steps++;
         }
         return new Overlap(steps, comm, hidden, collectives);
+    }
+
+    /**
+     * {@code TraceStats DIR SKIP MODE...}: for every rank's trace in DIR and every mode, the fraction of
+     * communication hidden behind the spans named {@code backward MODE}, from each rank's own submission and
+     * from the last rank's arrival.
+     */
+    public static void main(String[] args) throws IOException {
+        Path dir = Path.of(args[0]);
+        int skip = Integer.parseInt(args[1]);
+        java.util.Map<Long, Double> last = lastArrivals(dir);
+        try (java.util.stream.Stream<Path> files = Files.list(dir)) {
+            for (Path f : (Iterable<Path>) files.sorted()::iterator) {
+                for (int i = 2; i < args.length; i++) {
+                    Overlap own = overlap(f, "backward", "backward " + args[i], skip);
+                    Overlap all = overlap(f, "backward", "backward " + args[i], skip, last);
+                    System.out.printf(java.util.Locale.ROOT, "%s %s: %d steps, %d collectives, hidden %.1f%% (comm %.1f ms/step), "
+                                    + "from the last rank's arrival %.1f%% (comm %.1f ms/step)%n", f.getFileName(), args[i],
+                            own.steps(), own.collectives(), 100 * own.hiddenFraction(), own.commMicros() / 1e3 / Math.max(1, own.steps()),
+                            100 * all.hiddenFraction(), all.commMicros() / 1e3 / Math.max(1, all.steps()));
+                }
+            }
+        }
     }
 
     private static double overlap(double a0, double a1, double b0, double b1) {
