@@ -2,6 +2,7 @@ package io.gradsync.examples;
 
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
+import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.transport.local.LocalTransport;
@@ -95,7 +96,7 @@ public final class TrainingLoopDemo {
         for (int f = 0; f < FEATURES; f++) {
             trueWeights[f] = (float) truth.nextGaussian();
         }
-        try (LocalTransport job = LocalTransport.create(ranks)) {
+        try (LocalTransport job = LocalTransport.create(ranks, GradSyncConfiguration.transportOptions())) {
             ExecutorService threads = Executors.newFixedThreadPool(ranks);
             try {
                 List<Future<float[]>> results = new ArrayList<>();

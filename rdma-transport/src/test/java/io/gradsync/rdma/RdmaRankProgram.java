@@ -12,7 +12,8 @@ import java.util.List;
 /**
  * One rank of the RDMA multi-process tests, started by gradsync-run inside a machine with an RDMA device.
  * Usage: {@code RdmaRankProgram check} (every op, float32 and int64, counts from 0 to past a window of
- * chunks, in and out of place; sizes kept small because the soft-RoCE guest runs code ~20x slower), {@code RdmaRankProgram big MIB} (one float32 SUM of MIB MiB),
+ * chunks, in and out of place; sizes kept small because the soft-RoCE guest runs code ~20x slower),
+ * {@code RdmaRankProgram big MIB} (one float32 SUM of MIB MiB),
  * {@code RdmaRankProgram loop KILLED_RANK DELAY_MS} (AllReduce in a loop; the killed rank SIGKILLs itself
  * after the delay). After close every rank lists the RDMA resources its process still owns
  * ({@code rdma resource show}: QPs, CQs, MRs, PDs, CM ids) and prints them, or "none".

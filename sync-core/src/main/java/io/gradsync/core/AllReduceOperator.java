@@ -29,10 +29,6 @@ import reactor.util.context.Context;
  * cancel records (and tells the peers, who then abandon the calls this rank will never join) is exact.
  */
 final class AllReduceOperator<T> extends FluxOperator<T, T> {
-    /** Gradients requested from upstream ahead of submission. */
-    static final int PREFETCH = 2;
-    /** Collectives of one stream submitted and not yet emitted, at most. */
-    private static final int MAX_IN_FLIGHT = 1;
 
     private final Communicator communicator;
     private final ReduceOp op;
@@ -87,7 +83,11 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
         private final ReduceOp op;
         private final Function<? super T, GradientBuffer> gradientOf;
         private final long stream;
-        private final Queue<T> pending = Queues.<T>get(PREFETCH).get();
+        /** Collectives of this stream submitted and not yet emitted, at most: the communicator's limit. */
+        private final int maxInFlight;
+        /** Gradients requested from upstream ahead of submission. */
+        private final int prefetch;
+        private final Queue<T> pending;
         private final AtomicLong requested = new AtomicLong();
         private final AtomicInteger wip = new AtomicInteger();
         private Subscription upstream;
@@ -108,6 +108,9 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
             this.stream = stream;
             this.op = op;
             this.gradientOf = gradientOf;
+            this.maxInFlight = communicator.maxInFlight();
+            this.prefetch = Math.max(2, maxInFlight);
+            this.pending = Queues.<T>get(prefetch).get();
         }
 
         @Override
@@ -120,7 +123,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
             if (Operators.validate(upstream, s)) {
                 upstream = s;
                 actual.onSubscribe(this);
-                s.request(PREFETCH);
+                s.request(prefetch);
             }
         }
 
@@ -221,9 +224,12 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
             }
         }
 
-        /** Submits gradients while the in-flight limit allows, at most one beyond downstream demand. */
+        /**
+         * Submits gradients while the in-flight limit allows, at most one beyond downstream demand: as many
+         * collectives run at once as demand and the limit allow.
+         */
         private void submitPending() {
-            while (!cancelled && inFlight.size() < MAX_IN_FLIGHT && submitted <= requested.get() && !pending.isEmpty()) {
+            while (!cancelled && inFlight.size() < maxInFlight && submitted <= requested.get() && !pending.isEmpty()) {
                 T item = pending.poll();
                 GradientBuffer gradient;
                 try {
@@ -318,7 +324,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                 return actual;
             }
             if (key == Attr.PREFETCH) {
-                return PREFETCH;
+                return prefetch;
             }
             if (key == Attr.BUFFERED) {
                 return pending.size();

@@ -5,6 +5,7 @@ import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.algorithm.CallIds;
 import io.gradsync.core.algorithm.RingAllReduce;
 import io.gradsync.core.algorithm.CollectiveContext;
+import io.gradsync.core.algorithm.Phase;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
 import io.gradsync.core.algorithm.Collectives;
 import io.gradsync.core.memory.Region;
@@ -17,6 +18,7 @@ import io.gradsync.core.select.Topology;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -24,7 +26,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import reactor.core.publisher.Flux;
@@ -76,6 +77,7 @@ public final class Communicator implements AutoCloseable {
     private final DataType wireCompression;
     private final AllReduceAlgorithm compressedRing;
     private final ProgressThread progress;
+    private final int maxInFlight;
 
     private Communicator(Builder builder) {
         this.endpoint = builder.endpoint;
@@ -84,7 +86,8 @@ public final class Communicator implements AutoCloseable {
         this.allReduceSelector = builder.allReduceSelector();
         this.wireCompression = builder.wireCompression;
         this.compressedRing = wireCompression == null ? null : new RingAllReduce(wireCompression);
-        this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), builder.idleStrategy);
+        this.maxInFlight = builder.maxInFlight;
+        this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.idleStrategy);
     }
 
     /** A communicator over {@code endpoint} with settings from {@link GradSyncConfiguration}. */
@@ -100,7 +103,7 @@ public final class Communicator implements AutoCloseable {
      */
     public static Communicator connect(String transport) {
         return create(io.gradsync.core.bootstrap.Bootstrap.connect(transport,
-                io.gradsync.core.transport.TransportOptions.fromConfiguration()));
+                GradSyncConfiguration.transportOptions()));
     }
 
     public static Builder builder(Endpoint endpoint) {
@@ -181,6 +184,11 @@ public final class Communicator implements AutoCloseable {
         Objects.requireNonNull(op, "op");
         Objects.requireNonNull(gradientOf, "gradientOf");
         return upstream -> new AllReduceOperator<>(upstream, this, op, gradientOf);
+    }
+
+    /** Collectives this communicator runs at once, at most. */
+    public int maxInFlight() {
+        return maxInFlight;
     }
 
     /** A new stream's number: streams are numbered in the order they are assembled. */
@@ -423,7 +431,8 @@ public final class Communicator implements AutoCloseable {
         await(BARRIER, () -> barrier());
     }
 
-    private Mono<GradientBuffer> submit(String collective, long descriptor, int root, Consumer<CollectiveContext> body,
+    private Mono<GradientBuffer> submit(String collective, long descriptor, int root,
+                                        Function<CollectiveContext, List<Phase>> body,
                                         GradientBuffer result) {
         long arguments = CollectiveDescriptor.arguments(root, chunkBytes);
         return single(result, (call, completion) ->
@@ -589,6 +598,7 @@ public final class Communicator implements AutoCloseable {
         private final Endpoint endpoint;
         private int chunkBytes = GradSyncConfiguration.chunkBytes();
         private Duration timeout = GradSyncConfiguration.timeout();
+        private int maxInFlight = GradSyncConfiguration.maxInFlight();
         private Supplier<IdleStrategy> idleStrategy = IdleStrategy.named(GradSyncConfiguration.idleStrategy());
         private String allReduceAlgorithm = GradSyncConfiguration.allReduceAlgorithm();
         private AllReduceAlgorithm fixedAlgorithm;
@@ -616,6 +626,18 @@ public final class Communicator implements AutoCloseable {
                 throw new IllegalArgumentException("timeout must be positive, was " + timeout);
             }
             this.timeout = timeout;
+            return this;
+        }
+
+        /**
+         * Collectives run at once, at most ({@link GradSyncConfiguration#MAX_IN_FLIGHT_PROP}); every rank
+         * may use its own.
+         */
+        public Builder maxInFlight(int collectives) {
+            if (collectives < 1) {
+                throw new IllegalArgumentException("at least one collective in flight, not " + collectives);
+            }
+            this.maxInFlight = collectives;
             return this;
         }
 

@@ -1,5 +1,6 @@
 package io.gradsync.core;
 
+import io.gradsync.core.transport.TransportOptions;
 import java.nio.file.Path;
 import java.time.Duration;
 
@@ -24,6 +25,14 @@ public final class GradSyncConfiguration {
      */
     public static final String PIPELINE_DEPTH_PROP = "gradsync.pipeline.depth";
     public static final int PIPELINE_DEPTH_DEFAULT = 4;
+
+    /**
+     * Collectives a communicator runs at once, at most: the engine pumps them all in one duty cycle, their
+     * chunks interleaved on different links, and the Flux operator keeps that many gradients of a stream in
+     * flight when downstream demand allows. 1 runs one collective at a time.
+     */
+    public static final String MAX_IN_FLIGHT_PROP = "gradsync.inflight";
+    public static final int MAX_IN_FLIGHT_DEFAULT = 8;
 
     /**
      * How long a collective may go without moving a single message before it fails, in milliseconds.
@@ -98,6 +107,15 @@ public final class GradSyncConfiguration {
 
     public static int pipelineDepth() {
         return Integer.getInteger(PIPELINE_DEPTH_PROP, PIPELINE_DEPTH_DEFAULT);
+    }
+
+    /** The transport's chunk size and window as configured here. */
+    public static TransportOptions transportOptions() {
+        return new TransportOptions(chunkBytes(), pipelineDepth());
+    }
+
+    public static int maxInFlight() {
+        return Integer.getInteger(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_DEFAULT);
     }
 
     public static Duration timeout() {

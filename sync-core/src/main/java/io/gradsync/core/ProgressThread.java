@@ -1,22 +1,26 @@
 package io.gradsync.core;
 
 import io.gradsync.core.algorithm.CollectiveContext;
+import io.gradsync.core.algorithm.Engine;
 import io.gradsync.core.algorithm.Inbox;
+import io.gradsync.core.algorithm.Phase;
 import io.gradsync.core.algorithm.StreamLedger;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
- * The thread that runs a communicator's collectives, one at a time and in submission order, and owns
- * everything they touch: the endpoint, the stream ledger and inbox, the idle strategy and the failed
- * state. It closes the endpoint itself, after its last collective, so that no transport memory is freed
+ * The thread that runs a communicator's collectives: its duty cycle admits them in submission order, up
+ * to {@code maxInFlight} at once, and pumps them all through the {@link Engine}, idling with the idle
+ * strategy when nothing moves. It owns everything they touch: the endpoint, the stream ledger and inbox,
+ * the engine and its failed state. It closes the endpoint itself, after its last collective, so that no transport memory is freed
  * while a collective may still touch it.
  */
 final class ProgressThread {
@@ -25,15 +29,12 @@ final class ProgressThread {
     /** Long enough to catch a back-to-back call, short enough not to steal a shared core for long. */
     private static final long WAIT_BEFORE_BLOCKING_NANOS = 50_000;
 
-    /** How a submitted collective reports its outcome; called on the progress thread. */
-    interface Completion {
-        void succeeded();
-
-        void failed(CollectiveException error);
+    /** How a submitted collective reports its outcome; called on the progress thread, in submission order. */
+    interface Completion extends Engine.Completion {
     }
 
-    /** One submitted collective. */
-    record Task(String collective, Call call, Consumer<CollectiveContext> body, Completion completion) {
+    /** One submitted collective: its header and how to plan it. */
+    record Task(String collective, Call call, Function<CollectiveContext, List<Phase>> plan, Completion completion) {
     }
 
     /** A request, from a user thread, to abort the job once the collectives queued before it are done. */
@@ -42,9 +43,11 @@ final class ProgressThread {
 
     private final Endpoint endpoint;
     private final long timeoutNanos;
+    private final int maxInFlight;
     private final IdleStrategy idle;
     private final StreamLedger ledger = new StreamLedger();
     private final Inbox inbox;
+    private final Engine engine;
     private final LinkedBlockingQueue<Object> queue = new LinkedBlockingQueue<>();
     private final Thread thread;
     /** When the thread last moved: started or finished a task, or moved a message. */
@@ -54,15 +57,17 @@ final class ProgressThread {
     private volatile boolean busy;
     private volatile boolean closing;
     private volatile boolean closeEndpointOnExit;
-    private volatile CollectiveException failure;
-    /** The last call this thread ran, or -1. */
-    private long lastCall = -1;
 
-    ProgressThread(Endpoint endpoint, long timeoutNanos, Supplier<IdleStrategy> idleStrategy) {
+    ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, Supplier<IdleStrategy> idleStrategy) {
+        if (maxInFlight < 1) {
+            throw new IllegalArgumentException("at least one collective in flight, not " + maxInFlight);
+        }
         this.endpoint = endpoint;
         this.timeoutNanos = timeoutNanos;
+        this.maxInFlight = maxInFlight;
         this.idle = idleStrategy.get();
         this.inbox = new Inbox(endpoint.job().size(), ledger);
+        this.engine = new Engine(endpoint, inbox, ledger, timeoutNanos);
         this.thread = new Thread(this::run, "gradsync-progress-rank-" + endpoint.job().rank());
         thread.setDaemon(true);
         thread.start();
@@ -86,7 +91,7 @@ final class ProgressThread {
      */
     void closeStream(long stream, long submitted, String earlyEnd) {
         ledger.endedHere(stream, submitted);
-        if (earlyEnd != null && failure == null) {
+        if (earlyEnd != null && engine.failure() == null) {
             endpoint.job().endStream(stream, submitted, earlyEnd);
         }
     }
@@ -158,21 +163,45 @@ final class ProgressThread {
 
     private void run() {
         try {
-            Object next;
-            while ((next = nextRequest()) != STOP) {
-                busy = true;
-                heartbeat.lazySet(System.nanoTime());
-                if (next instanceof Task task) {
-                    execute(task);
-                } else {
-                    abort(((AbortRequest) next).reason());
+            Object next = null;
+            while (true) {
+                if (next == null) {
+                    next = engine.active() == 0 ? nextRequest() : queue.poll();
                 }
-                heartbeat.lazySet(System.nanoTime());
-                busy = false;
+                if (next instanceof Task task && engine.active() < maxInFlight) {
+                    busy = true;
+                    heartbeat.lazySet(System.nanoTime());
+                    engine.admit(task.collective(), task.call(), task.plan(), task.completion());
+                    next = null;
+                } else if (next != null && engine.active() == 0) {
+                    // An abort or a stop takes effect once every collective submitted before it is done.
+                    if (next == STOP) {
+                        break;
+                    }
+                    engine.abortJob(((AbortRequest) next).reason());
+                    next = null;
+                }
+                if (engine.active() > 0) {
+                    busy = true;
+                    int work = engine.doWork();
+                    if (work > 0) {
+                        heartbeat.lazySet(System.nanoTime());
+                    }
+                    if (engine.active() == 0) {
+                        heartbeat.lazySet(System.nanoTime());
+                        busy = false;
+                        idle.reset();
+                    } else if (next == null || work > 0) {
+                        idle.idle(work);
+                    } else {
+                        idle.idle(0); // a request waits for room: keep pumping until a collective retires
+                    }
+                }
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
+            busy = false;
             Object left;
             while ((left = queue.poll()) != null) {
                 if (left instanceof Task task) {
@@ -202,62 +231,6 @@ final class ProgressThread {
             idle.idle(0);
         } while (System.nanoTime() < giveUp);
         return queue.take();
-    }
-
-    /** Runs a task even if its subscriber has cancelled: peers may already be inside the collective. */
-    private void execute(Task task) {
-        long call = task.call().id();
-        int rank = endpoint.job().rank();
-        if (failure != null) {
-            ledger.finish(call);
-            signal(() -> task.completion().failed(new CollectiveException(rank, task.collective(), call, failure.peer(),
-                    "communicator failed earlier: " + failure.getMessage(), failure)));
-            return;
-        }
-        ledger.applyEnds();
-        ledger.begin(call);
-        endpoint.job().announce(task.call());
-        CollectiveContext context = new CollectiveContext(endpoint, inbox, ledger, task.collective(), task.call(),
-                timeoutNanos, idle, heartbeat);
-        CollectiveException error = null;
-        try {
-            context.checkPeers();
-            task.body().accept(context);
-        } catch (StreamEndedException e) {
-            error = e; // a peer's stream ended first: this call is abandoned everywhere; nothing failed
-        } catch (CollectiveException e) {
-            error = e;
-            fail(call, e);
-        } catch (RuntimeException | Error e) {
-            error = new CollectiveException(rank, task.collective(), call, -1, "internal error: " + e, e);
-            fail(call, error);
-        }
-        ledger.finish(call);
-        lastCall = call;
-        CollectiveException outcome = error;
-        signal(() -> {
-            if (outcome == null) {
-                task.completion().succeeded();
-            } else {
-                task.completion().failed(outcome);
-            }
-        });
-    }
-
-    /**
-     * Aborts the job as of the call after the last one run here: a peer still finishing a call this rank
-     * completed (whose messages it already has) is not failed by it, every later call is.
-     */
-    private void abort(String reason) {
-        if (failure == null) {
-            fail(lastCall + 1, new CollectiveException(endpoint.job().rank(), "job", -1, -1, reason, null));
-        }
-    }
-
-    private void fail(long call, CollectiveException e) {
-        failure = e;
-        LOG.log(System.Logger.Level.ERROR, e.getMessage());
-        endpoint.job().abort(call, e.getMessage(), e instanceof CollectiveMismatchException);
     }
 
     /** Downstream code runs inside the signal; its failure must not kill the progress thread. */

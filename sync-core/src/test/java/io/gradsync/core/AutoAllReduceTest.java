@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.algorithm.CollectiveContext;
+import io.gradsync.core.algorithm.Phase;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.select.CostModel;
 import io.gradsync.core.transport.local.LocalTransport;
@@ -92,9 +93,9 @@ class AutoAllReduceTest {
             }
 
             @Override
-            public void allReduce(CollectiveContext context, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+            public List<Phase> allReduce(CollectiveContext context, GradientBuffer input, GradientBuffer output, ReduceOp op) {
                 seen.add(context.chunkBytes());
-                ring.allReduce(context, input, output, op);
+                return ring.allReduce(context, input, output, op);
             }
         };
         try (LocalTransport transport = LocalTransport.create(2, SLOT, 4)) {

@@ -1,6 +1,7 @@
 package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
+import java.util.List;
 
 /**
  * Empty messages along a binomial tree, for the collectives whose data flows one way. In a broadcast a
@@ -17,23 +18,22 @@ final class Agreement {
     }
 
     /** Each rank waits for its children's messages, then sends its own to its parent; the root hears from all. */
-    static void gatherTo(CollectiveContext ctx, int root) {
+    static void gatherTo(List<Phase> plan, CollectiveContext ctx, int root) {
         int n = ctx.size();
         int relative = Math.floorMod(ctx.rank() - root, n);
         int lowestBit = relative == 0 ? Integer.highestOneBit(Math.max(1, n - 1)) << 1 : Integer.lowestOneBit(relative);
-        int none = PairwiseTransfer.NONE;
         for (int mask = 1; mask < lowestBit && relative + mask < n; mask <<= 1) {
             int child = (relative + mask + root) % n;
-            PairwiseTransfer.run(ctx, ctx.link(child), DataType.INT32, null, 0, none, null, 0, 0, null);
+            plan.add(ExchangePhase.receive(ctx, DataType.INT32, child, null, 0, 0));
         }
         if (relative != 0) {
             int parent = (relative - lowestBit + root) % n;
-            PairwiseTransfer.run(ctx, ctx.link(parent), DataType.INT32, null, 0, 0, null, 0, none, null);
+            plan.add(ExchangePhase.send(ctx, DataType.INT32, parent, null, 0, 0));
         }
     }
 
     /** The root's empty message reaches every rank down the binomial tree. */
-    static void releaseFrom(CollectiveContext ctx, int root) {
-        BinomialBroadcast.run(ctx, root, DataType.INT32, 0, null, 0);
+    static void releaseFrom(List<Phase> plan, CollectiveContext ctx, int root) {
+        BinomialBroadcast.plan(plan, ctx, root, DataType.INT32, 0, null, 0);
     }
 }

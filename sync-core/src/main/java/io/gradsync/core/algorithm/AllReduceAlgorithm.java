@@ -2,10 +2,12 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import java.util.List;
 
 /**
- * An AllReduce implementation. It runs on the communicator's progress thread, moves data only through
- * the context's links, and waits only through {@link CollectiveContext#progress}. {@code input} and
+ * An AllReduce implementation: a plan of {@link Phase}s that the engine pumps, one after the other, on
+ * the communicator's progress thread. Building the plan moves no data and touches no buffer; local
+ * work goes into {@link LocalPhase}s. {@code input} and
  * {@code output} have the same type and count and may be the same buffer (in place). The result must
  * be bitwise identical on every rank.
  */
@@ -14,5 +16,5 @@ public interface AllReduceAlgorithm {
     /** Short name for logs and tables, e.g. {@code ring}. */
     String name();
 
-    void allReduce(CollectiveContext context, GradientBuffer input, GradientBuffer output, ReduceOp op);
+    List<Phase> allReduce(CollectiveContext context, GradientBuffer input, GradientBuffer output, ReduceOp op);
 }

@@ -1,6 +1,7 @@
 package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
+import java.util.List;
 
 /**
  * Broadcast by binomial tree: with ranks numbered relative to the root, rank {@code v} receives the
@@ -8,21 +9,21 @@ import io.gradsync.core.DataType;
  * {@code v + 2^j} for every {@code 2^j < 2^k} (the largest subtree first), so the buffer reaches all
  * {@code n} ranks in {@code ceil(log2 n)} rounds: {@code log2 n (α + S β)}. Few steps and a whole
  * buffer per step: what small broadcasts want. Each transfer is chunked and windowed like any other
- * ({@link PairwiseTransfer}).
+ * ({@link ExchangePhase}).
  */
 final class BinomialBroadcast {
     private BinomialBroadcast() {
     }
 
-    static void run(CollectiveContext ctx, int root, DataType type, int count, Object base, long offset) {
+    /** Adds the broadcast's steps to {@code plan}. */
+    static void plan(List<Phase> plan, CollectiveContext ctx, int root, DataType type, int count, Object base, long offset) {
         int n = ctx.size();
         int relative = Math.floorMod(ctx.rank() - root, n);
-        int none = PairwiseTransfer.NONE;
         int mask = 1;
         while (mask < n) {
             if ((relative & mask) != 0) {
                 int parent = (relative - mask + root) % n;
-                PairwiseTransfer.run(ctx, ctx.link(parent), type, null, 0, none, base, offset, count, null);
+                plan.add(ExchangePhase.receive(ctx, type, parent, base, offset, count));
                 break;
             }
             mask <<= 1;
@@ -30,7 +31,7 @@ final class BinomialBroadcast {
         for (mask >>= 1; mask > 0; mask >>= 1) {
             if (relative + mask < n) {
                 int child = (relative + mask + root) % n;
-                PairwiseTransfer.run(ctx, ctx.link(child), type, base, offset, count, null, 0, none, null);
+                plan.add(ExchangePhase.send(ctx, type, child, base, offset, count));
             }
         }
     }

@@ -4,9 +4,7 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
-import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
-import io.gradsync.core.transport.SendSlot;
 
 /**
  * A pipelined chain {@code head -> head+1 -> ... -> head-1} (ranks mod n), chunk by chunk: the head
@@ -21,20 +19,62 @@ import io.gradsync.core.transport.SendSlot;
  * deadlock whatever the window. Reductions run in chain order, once per element per rank, so the tail
  * (the root of a reduce) gets the same bits on every run.
  */
-final class Chain {
-    private Chain() {
+final class Chain extends Phase {
+    private static final int[] NO_PEERS = {};
+
+    private final CollectiveContext ctx;
+    private final DataType type;
+    private final int count;
+    private final ReduceOp op;
+    private final int divisor;
+    private final Object inBase;
+    private final long inOffset;
+    private final Object outBase;
+    private final long outOffset;
+    private final int position;
+    private final boolean tail;
+    private final int previous;
+    private final int next;
+    private final int esize;
+    private final int chunk;
+    private final int toReceive;
+    private final int toSend;
+    private int sent;
+    private int received;
+
+    private Chain(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
+                  Object inBase, long inOffset, Object outBase, long outOffset) {
+        this.ctx = ctx;
+        this.type = type;
+        this.count = count;
+        this.op = op;
+        this.divisor = divisor;
+        this.inBase = inBase;
+        this.inOffset = inOffset;
+        this.outBase = outBase;
+        this.outOffset = outOffset;
+        int n = chain.length;
+        this.position = GroupRing.position(chain, ctx.rank());
+        this.tail = position == n - 1;
+        this.previous = position == 0 ? -1 : chain[position - 1];
+        this.next = tail ? -1 : chain[position + 1];
+        this.esize = type.bytes();
+        this.chunk = Math.max(1, ctx.chunkBytes() / esize);
+        // At least one message, so that even an empty call is checked against the neighbours.
+        int chunks = Math.max(1, (count + chunk - 1) / chunk);
+        this.toReceive = position == 0 ? 0 : chunks;
+        this.toSend = tail ? 0 : chunks;
     }
 
-    /**
-     * Broadcast: the head's buffer to every rank, in place.
-     */
-    static void broadcast(CollectiveContext ctx, int root, DataType type, int count, Object base, long offset) {
-        run(ctx, from(root, ctx.size()), type, count, null, 1, base, offset, base, offset);
+    /** Broadcast: the head's buffer to every rank, in place. */
+    static Phase broadcast(CollectiveContext ctx, int root, DataType type, int count, Object base, long offset) {
+        return broadcast(ctx, from(root, ctx.size()), type, count, base, offset);
     }
 
     /** Broadcast along {@code chain} (ranks, head first; must contain this rank): the head's buffer to all. */
-    static void broadcast(CollectiveContext ctx, int[] chain, DataType type, int count, Object base, long offset) {
-        run(ctx, chain, type, count, null, 1, base, offset, base, offset);
+    static Phase broadcast(CollectiveContext ctx, int[] chain, DataType type, int count, Object base, long offset) {
+        return chain.length == 1 ? new LocalPhase(() -> { })
+                : new Chain(ctx, chain, type, count, null, 1, base, offset, base, offset);
     }
 
     /**
@@ -42,18 +82,31 @@ final class Chain {
      * applies {@code divisor}. Elsewhere {@code out} is scratch, as in {@link #reduce(CollectiveContext,
      * int, DataType, int, ReduceOp, int, Object, long, Object, long)}.
      */
-    static void reduce(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
-                       Object inBase, long inOffset, Object outBase, long outOffset) {
+    static Phase reduce(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
+                        Object inBase, long inOffset, Object outBase, long outOffset) {
         if (chain.length == 1) {
-            if (inBase != outBase || inOffset != outOffset) {
-                Kernels.copy(inBase, inOffset, outBase, outOffset, (long) count * type.bytes());
-            }
-            if (divisor > 1) {
-                Kernels.divide(type, outBase, outOffset, count, divisor);
-            }
-            return;
+            return new LocalPhase(() -> {
+                if (inBase != outBase || inOffset != outOffset) {
+                    Kernels.copy(inBase, inOffset, outBase, outOffset, (long) count * type.bytes());
+                }
+                if (divisor > 1) {
+                    Kernels.divide(type, outBase, outOffset, count, divisor);
+                }
+            });
         }
-        run(ctx, chain, type, count, op, divisor, inBase, inOffset, outBase, outOffset);
+        return new Chain(ctx, chain, type, count, op, divisor, inBase, inOffset, outBase, outOffset);
+    }
+
+    /**
+     * Reduce to {@code root}, the tail of the chain that starts at {@code root + 1}. On every rank but the
+     * root, {@code out} is scratch (it may be {@code in}, which is then overwritten with a partial result).
+     *
+     * @param divisor applied once, by the root, to the result; 1 for none
+     */
+    static Phase reduce(CollectiveContext ctx, int root, DataType type, int count, ReduceOp op, int divisor,
+                        Object inBase, long inOffset, Object outBase, long outOffset) {
+        int n = ctx.size();
+        return reduce(ctx, from((root + 1) % n, n), type, count, op, divisor, inBase, inOffset, outBase, outOffset);
     }
 
     /** The chain {@code head, head+1, ..., head-1} (mod n). */
@@ -65,94 +118,76 @@ final class Chain {
         return chain;
     }
 
-    /**
-     * Reduce to {@code root}, the tail of the chain that starts at {@code root + 1}. On every rank but the
-     * root, {@code out} is scratch (it may be {@code in}, which is then overwritten with a partial result).
-     *
-     * @param divisor applied once, by the root, to the result; 1 for none
-     */
-    static void reduce(CollectiveContext ctx, int root, DataType type, int count, ReduceOp op, int divisor,
-                       Object inBase, long inOffset, Object outBase, long outOffset) {
-        int n = ctx.size();
-        if (n == 1) {
-            if (inBase != outBase || inOffset != outOffset) {
-                Kernels.copy(inBase, inOffset, outBase, outOffset, (long) count * type.bytes());
-            }
-            if (divisor > 1) {
-                Kernels.divide(type, outBase, outOffset, count, divisor);
-            }
-            return;
-        }
-        run(ctx, from((root + 1) % n, n), type, count, op, divisor, inBase, inOffset, outBase, outOffset);
+    @Override
+    public int receives(int peer) {
+        return peer == previous ? toReceive : 0;
     }
 
-    private static void run(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
-                            Object inBase, long inOffset, Object outBase, long outOffset) {
-        int n = chain.length;
-        if (n == 1) {
-            return;
+    @Override
+    public int sends(int peer) {
+        return peer == next ? toSend : 0;
+    }
+
+    @Override
+    public int[] receivePeers() {
+        return toReceive > 0 ? new int[] {previous} : NO_PEERS;
+    }
+
+    @Override
+    public int[] sendPeers() {
+        return toSend > 0 ? new int[] {next} : NO_PEERS;
+    }
+
+    @Override
+    public boolean consume(int peer, RecvSlot arrival) {
+        int first = received * chunk;
+        int length = Math.min(count, first + chunk) - first;
+        if (arrival.length() != length * esize) {
+            throw ctx.protocolViolation(peer, "chunk " + received + " has " + arrival.length() + " bytes, expected "
+                    + length * esize);
         }
-        int rank = ctx.rank();
-        int position = GroupRing.position(chain, rank);
-        int esize = type.bytes();
-        int chunk = Math.max(1, ctx.chunkBytes() / esize);
-        // At least one message, so that even an empty call is checked against the neighbours.
-        int chunks = Math.max(1, (count + chunk - 1) / chunk);
-        int toReceive = position == 0 ? 0 : chunks;
-        int toSend = position == n - 1 ? 0 : chunks;
-        boolean tail = position == n - 1;
-        Link next = toSend == 0 ? null : ctx.link(chain[position + 1]);
-        Link previous = toReceive == 0 ? null : ctx.link(chain[position - 1]);
-        int sent = 0;
-        int received = 0;
-        while (sent < toSend || received < toReceive) {
-            int work = 0;
-            RecvSlot arrival;
-            while (received < toReceive && (arrival = ctx.tryReceive(previous)) != null) {
-                int first = received * chunk;
-                int length = Math.min(count, first + chunk) - first;
-                if (arrival.length() != length * esize) {
-                    arrival.release();
-                    throw ctx.protocolViolation(previous.peer(), "chunk " + received + " has " + arrival.length()
-                            + " bytes, expected " + length * esize);
-                }
-                Region slot = arrival.payload();
-                long at = (long) first * esize;
-                if (op == null) {
-                    Kernels.copy(slot.base(), slot.offset(), outBase, outOffset + at, (long) length * esize);
-                } else {
-                    Kernels.reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
-                    if (tail && divisor > 1) {
-                        Kernels.divide(type, outBase, outOffset + at, length, divisor);
-                    }
-                }
-                arrival.release();
-                received++;
-                work++;
-            }
-            boolean outOfCredit = false;
-            // The head sends its input; the others forward a chunk once it has arrived.
-            while (sent < toSend && (position == 0 || received > sent)) {
-                int first = sent * chunk;
-                int length = Math.min(count, first + chunk) - first;
-                SendSlot slot = ctx.tryClaim(next, length * esize);
-                if (slot == null) {
-                    outOfCredit = true;
-                    break;
-                }
-                Region payload = slot.payload();
-                Object src = position == 0 ? inBase : outBase;
-                long srcOffset = (position == 0 ? inOffset : outOffset) + (long) first * esize;
-                Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * esize);
-                ctx.commit(slot);
-                sent++;
-                work++;
-            }
-            if (outOfCredit) {
-                ctx.progress(work, next.peer(), "a free receive slot");
-            } else {
-                ctx.progress(work, previous != null ? previous.peer() : next.peer(), "a message");
+        Region slot = arrival.payload();
+        long at = (long) first * esize;
+        if (op == null) {
+            Kernels.copy(slot.base(), slot.offset(), outBase, outOffset + at, (long) length * esize);
+        } else {
+            Kernels.reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
+            if (tail && divisor > 1) {
+                Kernels.divide(type, outBase, outOffset + at, length, divisor);
             }
         }
+        received++;
+        return true;
+    }
+
+    /** The head sends its input; the others forward a chunk once it has arrived. */
+    @Override
+    public int nextLength(int peer) {
+        if (sent == toSend || (position > 0 && received <= sent)) {
+            return -1;
+        }
+        int first = sent * chunk;
+        return (Math.min(count, first + chunk) - first) * esize;
+    }
+
+    @Override
+    public int produce(int peer, Region payload) {
+        int first = sent * chunk;
+        int length = Math.min(count, first + chunk) - first;
+        Object src = position == 0 ? inBase : outBase;
+        long srcOffset = (position == 0 ? inOffset : outOffset) + (long) first * esize;
+        Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * esize);
+        sent++;
+        return 0;
+    }
+
+    @Override
+    public String awaiting() {
+        return received < toReceive ? "a message" : "a free receive slot";
+    }
+
+    @Override
+    public int awaitedPeer() {
+        return received < toReceive ? previous : next;
     }
 }

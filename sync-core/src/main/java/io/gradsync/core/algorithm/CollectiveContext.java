@@ -3,7 +3,6 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.CollectiveException;
 import io.gradsync.core.CollectiveMismatchException;
 import io.gradsync.core.CollectiveTimeoutException;
-import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.PeerFailureException;
 import io.gradsync.core.StreamEndedException;
 import io.gradsync.core.transport.Call;
@@ -17,16 +16,15 @@ import io.gradsync.core.transport.StreamEnd;
 import io.gradsync.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * One collective call as an algorithm sees it: the endpoint, the call's header (identity, descriptor
- * and arguments, stamped on every message and checked on every arrival), the chunk size, and the wait
- * policy. Every wait goes through {@link #progress}, which is where deadlines, aborts, stream ends,
- * disagreement checks and idling live, so algorithms contain no waiting logic of their own.
+ * One collective call: what its plan needs to know (rank, size, hosts, chunk size) and what the
+ * {@link Engine} does for it: stamp its header (identity, descriptor and arguments) on every message and
+ * check it on every arrival, and, while it cannot move, watch for aborts, stream ends, peers that
+ * announced it with other arguments and its deadline. Algorithms contain no waiting logic of their own.
  *
- * <p>Arrivals come through the rank's {@link Inbox}, so an algorithm only ever sees messages of its own
- * call: orphans of abandoned calls are dropped and messages of later calls wait.
+ * <p>Arrivals come through the rank's {@link Inbox}, so a call only ever sees messages of its own: orphans
+ * of abandoned calls are dropped and messages of later calls wait.
  */
 public final class CollectiveContext {
     /** First check of what peers announced after this long without progress; then ever more rarely. */
@@ -43,18 +41,13 @@ public final class CollectiveContext {
     private final long arguments;
     private final int chunkBytes;
     private final long timeoutNanos;
-    private final IdleStrategy idle;
-    private final AtomicLong heartbeat;
     private long lastProgressNanos;
     private long agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
     private long nextAgreementCheckNanos;
 
-    /**
-     * @param call the call's header; its arguments carry the chunk size in use
-     * @param heartbeat set to {@link System#nanoTime()} whenever the call moves a message
-     */
-    public CollectiveContext(Endpoint endpoint, Inbox inbox, StreamLedger ledger, String collective, Call call,
-                             long timeoutNanos, IdleStrategy idle, AtomicLong heartbeat) {
+    /** @param call the call's header; its arguments carry the chunk size in use */
+    CollectiveContext(Endpoint endpoint, Inbox inbox, StreamLedger ledger, String collective, Call call,
+                      long timeoutNanos) {
         this.endpoint = endpoint;
         this.job = endpoint.job();
         this.inbox = inbox;
@@ -68,11 +61,8 @@ public final class CollectiveContext {
             throw new IllegalArgumentException("chunk of " + chunkBytes + " B outside 1.." + endpoint.maxMessageBytes());
         }
         this.timeoutNanos = timeoutNanos;
-        this.idle = idle;
-        this.heartbeat = heartbeat;
         this.lastProgressNanos = System.nanoTime();
         this.nextAgreementCheckNanos = lastProgressNanos + agreementCheckGap;
-        idle.reset();
     }
 
     public int rank() {
@@ -93,7 +83,7 @@ public final class CollectiveContext {
         return chunkBytes;
     }
 
-    public Link link(int peer) {
+    Link link(int peer) {
         try {
             return endpoint.link(peer);
         } catch (TransportException e) {
@@ -102,7 +92,7 @@ public final class CollectiveContext {
     }
 
     /** A send slot of {@code length} bytes to {@code link}'s peer, or null when it has no room for it yet. */
-    public SendSlot tryClaim(Link link, int length) {
+    SendSlot tryClaim(Link link, int length) {
         try {
             return link.tryClaim(length);
         } catch (TransportException e) {
@@ -110,22 +100,17 @@ public final class CollectiveContext {
         }
     }
 
-    /** Sends the claimed slot, stamped with this call's header. */
-    public void commit(SendSlot slot) {
-        slot.commit(call, descriptor, arguments);
-    }
-
     /**
-     * Sends the claimed slot tagged with a sub-stream {@code tag} ({@code 0..15}), for algorithms whose
-     * messages to one peer belong to several independent streams (the two trees of the double binary
-     * tree) and arrive interleaved. Read it back with {@link #tag(RecvSlot)}.
+     * Sends the claimed slot stamped with this call's header and a sub-stream {@code tag} ({@code 0..15},
+     * 0 for none), for algorithms whose messages to one peer belong to several independent streams (the
+     * two trees of the double binary tree) and arrive interleaved. Read it back with {@link #tag(RecvSlot)}.
      */
-    public void commit(SendSlot slot, int tag) {
+    void commit(SendSlot slot, int tag) {
         slot.commit(call, CollectiveDescriptor.withTag(descriptor, tag), arguments);
     }
 
     /** The sub-stream tag a message was {@linkplain #commit(SendSlot, int) committed} with; 0 if none. */
-    public static int tag(RecvSlot slot) {
+    static int tag(RecvSlot slot) {
         return CollectiveDescriptor.tag(slot.descriptor());
     }
 
@@ -139,7 +124,7 @@ public final class CollectiveContext {
      * descriptor or other arguments fails the collective with a {@link CollectiveMismatchException} that
      * describes both calls.
      */
-    public RecvSlot tryReceive(Link link) {
+    RecvSlot tryReceive(Link link) {
         RecvSlot slot;
         try {
             slot = inbox.poll(link, call);
@@ -164,25 +149,21 @@ public final class CollectiveContext {
                 + CollectiveDescriptor.describe(descriptor, arguments) + ": " + what);
     }
 
+    /** The call moved a message, or an older call did (this one may be waiting its turn on a link). */
+    void moved() {
+        lastProgressNanos = System.nanoTime();
+        agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
+        nextAgreementCheckNanos = lastProgressNanos + agreementCheckGap;
+    }
+
     /**
-     * Ends one pass of an algorithm's duty cycle. With work done it only resets the no-progress clock;
-     * without, it checks for a peer's abort, for the end of this call's stream on a peer, for a peer that
-     * announced this call with other arguments, and for the deadline, then idles.
+     * The call could not move: checks for a peer's abort, for the end of this call's stream on a peer, for
+     * a peer that announced this call with other arguments, and for the deadline.
      *
-     * @param workCount messages moved in this pass
-     * @param awaitedPeer the peer the algorithm cannot move without (named in a timeout error)
-     * @param awaiting what it waits for from that peer, e.g. "a message" or "a free slot"
+     * @param awaitedPeer the peer the call cannot move without (named in a timeout error)
+     * @param awaiting what it waits for from that peer, e.g. "a message" or "a free receive slot"
      */
-    public void progress(int workCount, int awaitedPeer, String awaiting) {
-        int work = workCount + endpoint.doWork();
-        if (work > 0) {
-            lastProgressNanos = System.nanoTime();
-            heartbeat.lazySet(lastProgressNanos);
-            agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
-            nextAgreementCheckNanos = lastProgressNanos + agreementCheckGap;
-            idle.idle(work);
-            return;
-        }
+    void stalled(int awaitedPeer, String awaiting) {
         checkPeers();
         long now = System.nanoTime();
         if (now >= nextAgreementCheckNanos) {
@@ -197,11 +178,10 @@ public final class CollectiveContext {
                             + awaitedPeer + " (" + CollectiveDescriptor.describe(descriptor, arguments) + ")"
                             + movedOnSuffix(awaitedPeer) + notStartedSuffix());
         }
-        idle.idle(0);
     }
 
     /** Fails the call if a peer aborted the job, or if a peer's end of this call's stream means it can never complete. */
-    public void checkPeers() {
+    void checkPeers() {
         PeerAbort abort = job.pendingAbort();
         // An abort from a rank that finished this collective and gave up on a later one must not fail
         // this one: every message this collective needs from that rank was sent before it aborted.

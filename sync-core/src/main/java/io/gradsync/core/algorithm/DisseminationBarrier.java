@@ -1,6 +1,8 @@
 package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Barrier by dissemination (Hensgen, Finkel and Manber): in round {@code k} each rank sends an empty
@@ -12,12 +14,14 @@ final class DisseminationBarrier {
     private DisseminationBarrier() {
     }
 
-    static void run(CollectiveContext ctx) {
+    static List<Phase> plan(CollectiveContext ctx) {
         int n = ctx.size();
         int rank = ctx.rank();
+        List<Phase> plan = new ArrayList<>();
         for (int distance = 1; distance < n; distance <<= 1) {
-            PairwiseTransfer.run(ctx, ctx.link((rank + distance) % n), DataType.INT32, null, 0, 0,
-                    ctx.link((rank + n - distance) % n), null, 0, 0, null);
+            plan.add(new ExchangePhase(ctx, DataType.INT32, (rank + distance) % n, null, 0, 0,
+                    (rank + n - distance) % n, null, 0, 0, null));
         }
+        return plan;
     }
 }

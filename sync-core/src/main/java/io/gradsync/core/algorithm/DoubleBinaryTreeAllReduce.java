@@ -5,9 +5,8 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
-import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
-import io.gradsync.core.transport.SendSlot;
+import java.util.List;
 
 /**
  * Double binary tree AllReduce (NCCL 2.4): the buffer is split in two halves, each reduced up one of
@@ -19,7 +18,7 @@ import io.gradsync.core.transport.SendSlot;
  *
  * <p>A peer can be this rank's child in one tree and its parent in the other, so messages are tagged
  * with their tree and direction and dispatched as they come; arrivals are always consumed at once
- * (reduced or copied into the output), never held, so no window size can deadlock the trees.
+ * (reduced or copied into the output), never left at the head of the link, so no window size can deadlock the trees.
  *
  * <p>Each chunk's final value is computed once, at its tree's root, and copied down, so every rank
  * holds the same bits. Children's contributions are added in arrival order, so for floating-point
@@ -47,15 +46,13 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
     }
 
     @Override
-    public void allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        Placement.copyInputToOutput(input, output);
-        if (ctx.size() > 1) {
-            new Run(ctx, output, op, trees).execute();
-        }
+    public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        Phase copy = new LocalPhase(() -> Placement.copyInputToOutput(input, output));
+        return ctx.size() == 1 ? List.of(copy) : List.of(copy, new Trees(ctx, output, op, trees));
     }
 
-    /** One call's state; allocated once per collective, never per chunk. */
-    private static final class Run {
+    /** Both trees as one phase; allocated once per collective, never per chunk. */
+    private static final class Trees extends Phase {
         private static final int UP = 0;
         private static final int DOWN = 1;
 
@@ -66,11 +63,13 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
         private final Object base;
         private final long offset;
         private final Tree[] trees;
-        private final Link[] links;
-        /** Per link, the messages still to come in this call: polling past them would take the next call's. */
-        private final int[] expected;
+        private final int[] peers;
+        /** What {@link #nextLength} chose for {@link #produce}: tree, direction and child index. */
+        private Tree nextTree;
+        private int nextDirection;
+        private int nextChild;
 
-        Run(CollectiveContext ctx, GradientBuffer output, ReduceOp op, int treeCount) {
+        Trees(CollectiveContext ctx, GradientBuffer output, ReduceOp op, int treeCount) {
             this.ctx = ctx;
             this.type = output.dataType();
             this.op = op;
@@ -80,27 +79,19 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             int count = output.count();
             int chunkElements = Math.max(1, ctx.chunkBytes() / type.bytes());
             this.trees = new Tree[treeCount];
-            int[] peers = new int[6];
+            int[] found = new int[6];
             int distinct = 0;
             for (int t = 0; t < treeCount; t++) {
                 int from = (int) ((long) count * t / treeCount);
                 int to = (int) ((long) count * (t + 1) / treeCount);
                 Tree tree = new Tree(t, ctx, from, to, chunkElements);
                 trees[t] = tree;
-                distinct = addPeer(peers, distinct, tree.parent);
+                distinct = addPeer(found, distinct, tree.parent);
                 for (int child : tree.children) {
-                    distinct = addPeer(peers, distinct, child);
+                    distinct = addPeer(found, distinct, child);
                 }
             }
-            this.links = new Link[distinct];
-            this.expected = new int[distinct];
-            for (int i = 0; i < distinct; i++) {
-                links[i] = ctx.link(peers[i]);
-                for (Tree tree : trees) {
-                    boolean related = tree.parent == peers[i] || tree.childIndex(peers[i]) >= 0;
-                    expected[i] += related ? tree.chunks : 0;
-                }
-            }
+            this.peers = java.util.Arrays.copyOf(found, distinct);
         }
 
         private static int addPeer(int[] peers, int distinct, int peer) {
@@ -116,87 +107,69 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             return distinct + 1;
         }
 
-        void execute() {
-            while (!done()) {
-                int work = 0;
-                for (int i = 0; i < links.length; i++) {
-                    RecvSlot arrival;
-                    while (expected[i] > 0 && (arrival = ctx.tryReceive(links[i])) != null) {
-                        consume(links[i].peer(), arrival);
-                        arrival.release();
-                        expected[i]--;
-                        work++;
-                    }
-                }
-                int blockedOn = -1;
-                for (Tree tree : trees) {
-                    while (tree.upSent < tree.chunks && tree.parent != BinaryTrees.NONE && tree.reducedChunks() > tree.upSent) {
-                        if (!send(tree, tree.parentLink, tree.upSent, UP)) {
-                            blockedOn = tree.parent;
-                            break;
-                        }
-                        tree.upSent++;
-                        work++;
-                    }
-                    int ready = tree.finalChunks();
-                    for (int c = 0; c < tree.children.length; c++) {
-                        while (tree.downSent[c] < ready) {
-                            if (!send(tree, tree.childLinks[c], tree.downSent[c], DOWN)) {
-                                blockedOn = tree.children[c];
-                                break;
-                            }
-                            tree.downSent[c]++;
-                            work++;
-                        }
-                    }
-                }
-                if (blockedOn >= 0) {
-                    ctx.progress(work, blockedOn, "a free receive slot");
-                } else {
-                    int awaited = awaitedPeer();
-                    ctx.progress(work, awaited, "a message");
-                }
-            }
+        /** Each edge carries every chunk of its tree once each way: up from the child, down from the parent. */
+        @Override
+        public int receives(int peer) {
+            return messagesWith(peer);
         }
 
-        private boolean done() {
-            for (Tree tree : trees) {
-                if (!tree.done()) {
-                    return false;
-                }
-            }
-            return true;
+        @Override
+        public int sends(int peer) {
+            return messagesWith(peer);
         }
 
-        private int awaitedPeer() {
+        private int messagesWith(int peer) {
+            int messages = 0;
             for (Tree tree : trees) {
-                for (int c = 0; c < tree.children.length; c++) {
-                    if (tree.upReceived[c] < tree.chunks) {
-                        return tree.children[c];
-                    }
+                messages += tree.parent == peer || tree.childIndex(peer) >= 0 ? tree.chunks : 0;
+            }
+            return messages;
+        }
+
+        @Override
+        public int[] receivePeers() {
+            return peers;
+        }
+
+        @Override
+        public int[] sendPeers() {
+            return peers;
+        }
+
+        @Override
+        public int nextLength(int peer) {
+            for (Tree tree : trees) {
+                if (tree.parent == peer && tree.upSent < tree.chunks && tree.reducedChunks() > tree.upSent) {
+                    return choose(tree, UP, -1, tree.upSent);
                 }
-                if (tree.parent != BinaryTrees.NONE && tree.downReceived < tree.chunks) {
-                    return tree.parent;
+                int c = tree.childIndex(peer);
+                if (c >= 0 && tree.downSent[c] < tree.finalChunks()) {
+                    return choose(tree, DOWN, c, tree.downSent[c]);
                 }
             }
             return -1;
         }
 
-        private boolean send(Tree tree, Link link, int chunk, int direction) {
-            int first = tree.chunkStart(chunk);
-            int length = tree.chunkStart(chunk + 1) - first;
-            SendSlot slot = ctx.tryClaim(link, length * type.bytes());
-            if (slot == null) {
-                return false;
-            }
-            Region payload = slot.payload();
-            Kernels.copy(base, offset + (long) first * type.bytes(), payload.base(), payload.offset(),
-                    (long) length * type.bytes());
-            ctx.commit(slot, tree.index * 2 + direction);
-            return true;
+        private int choose(Tree tree, int direction, int child, int chunk) {
+            nextTree = tree;
+            nextDirection = direction;
+            nextChild = child;
+            return (tree.chunkStart(chunk + 1) - tree.chunkStart(chunk)) * type.bytes();
         }
 
-        private void consume(int peer, RecvSlot arrival) {
+        @Override
+        public int produce(int peer, Region payload) {
+            Tree tree = nextTree;
+            int chunk = nextDirection == UP ? tree.upSent++ : tree.downSent[nextChild]++;
+            int first = tree.chunkStart(chunk);
+            int length = tree.chunkStart(chunk + 1) - first;
+            Kernels.copy(base, offset + (long) first * type.bytes(), payload.base(), payload.offset(),
+                    (long) length * type.bytes());
+            return tree.index * 2 + nextDirection;
+        }
+
+        @Override
+        public boolean consume(int peer, RecvSlot arrival) {
             int tag = CollectiveContext.tag(arrival);
             int t = tag / 2;
             int direction = tag % 2;
@@ -204,19 +177,16 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             int child = tree == null ? -1 : tree.childIndex(peer);
             boolean fromParent = tree != null && peer == tree.parent;
             if (tree == null || direction == UP && child < 0 || direction == DOWN && !fromParent) {
-                arrival.release();
                 throw ctx.protocolViolation(peer, "it sent a message of tree " + t + (direction == UP ? " upward" : " downward")
                         + ", which does not connect it to rank " + ctx.rank());
             }
             int chunk = direction == UP ? tree.upReceived[child] : tree.downReceived;
             if (chunk >= tree.chunks) {
-                arrival.release();
                 throw ctx.protocolViolation(peer, "it sent more than the " + tree.chunks + " chunks of tree " + t);
             }
             int first = tree.chunkStart(chunk);
             int length = tree.chunkStart(chunk + 1) - first;
             if (arrival.length() != length * type.bytes()) {
-                arrival.release();
                 throw ctx.protocolViolation(peer, "a message has " + arrival.length() + " bytes, expected "
                         + length * type.bytes());
             }
@@ -232,6 +202,27 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
                 Kernels.copy(slot.base(), slot.offset(), base, at, (long) length * type.bytes());
                 tree.downReceived++;
             }
+            return true;
+        }
+
+        @Override
+        public String awaiting() {
+            return awaitedPeer() >= 0 ? "a message" : "a free receive slot";
+        }
+
+        @Override
+        public int awaitedPeer() {
+            for (Tree tree : trees) {
+                for (int c = 0; c < tree.children.length; c++) {
+                    if (tree.upReceived[c] < tree.chunks) {
+                        return tree.children[c];
+                    }
+                }
+                if (tree.parent != BinaryTrees.NONE && tree.downReceived < tree.chunks) {
+                    return tree.parent;
+                }
+            }
+            return -1;
         }
     }
 
@@ -240,8 +231,6 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
         final int index;
         final int parent;
         final int[] children;
-        final Link parentLink;
-        final Link[] childLinks;
         final int from;
         final int to;
         final int chunks;
@@ -254,11 +243,6 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             this.index = index;
             this.parent = BinaryTrees.parent(index, ctx.size(), ctx.rank());
             this.children = BinaryTrees.children(index, ctx.size(), ctx.rank());
-            this.parentLink = parent == BinaryTrees.NONE ? null : ctx.link(parent);
-            this.childLinks = new Link[children.length];
-            for (int c = 0; c < children.length; c++) {
-                childLinks[c] = ctx.link(children[c]);
-            }
             this.from = from;
             this.to = to;
             // At least one (possibly empty) message per edge, so every peer checks every call.
@@ -292,21 +276,6 @@ public final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
 
         int chunkStart(int chunk) {
             return from + (int) ((long) (to - from) * chunk / chunks);
-        }
-
-        boolean done() {
-            if (reducedChunks() < chunks) {
-                return false;
-            }
-            if (parent != BinaryTrees.NONE && (upSent < chunks || downReceived < chunks)) {
-                return false;
-            }
-            for (int sent : downSent) {
-                if (sent < chunks) {
-                    return false;
-                }
-            }
-            return true;
         }
     }
 }

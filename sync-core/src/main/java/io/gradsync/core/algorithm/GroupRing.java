@@ -4,9 +4,7 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
-import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
-import io.gradsync.core.transport.SendSlot;
 
 /**
  * Ring reduce-scatter and all-gather over an ordered group of ranks, on a sub-range of a buffer: the
@@ -35,7 +33,8 @@ import io.gradsync.core.transport.SendSlot;
  * Each segment is cut into {@code C} chunks, so a member's stream is {@code (g-1)C} messages; message
  * {@code j} from step 1 on forwards what arrived as message {@code j - C}. Arrivals are consumed at
  * once (reduced or copied out of the slot, slot released), so receiving never waits for sending and no
- * window size deadlocks the ring; up to the link's window of chunks is in flight. Each segment's final
+ * window size deadlocks the ring; up to the link's window of chunks is in flight. Each call is one
+ * {@link Phase} for the engine to pump. Each segment's final
  * value is computed once, by its owner, so every member gets the same bits.
  */
 final class GroupRing {
@@ -52,26 +51,27 @@ final class GroupRing {
      * @param divisor applied once, by each segment's owner, to its reduced segment; 1 for none. For AVG
      *        over a group that is part of a job, pass SUM and the job's rank count.
      */
-    static void reduceScatter(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor,
-                              Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
-        new Run(ctx, group, type, op, divisor, false, inBase, inOffset, outBase, outOffset, from, to).execute();
+    static Phase reduceScatter(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor,
+                               Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
+        return phase(new Run(ctx, group, type, op, divisor, false, inBase, inOffset, outBase, outOffset, from, to));
     }
 
     /**
      * Reduce-scatter into an output that holds the owned segment {@code p} only (addressed in range
      * coordinates like everything here: shift the offset of a buffer of that segment alone by
-     * {@code -segmentStart(p)} elements); nothing outside that segment is written. The price: partial sums live in that one segment, so an arrival waits
-     * until the partial it would overwrite has been sent on (still deadlock-free, still pipelined).
+     * {@code -segmentStart(p)} elements); nothing outside that segment is written. The price: partial
+     * sums live in that one segment, so an arrival waits until the partial it would overwrite has been
+     * sent on (still deadlock-free, still pipelined).
      * Requires equal segments ({@code len} a multiple of {@code g}); {@code in} must not overlap
      * {@code out}.
      */
-    static void reduceScatterCompact(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor,
-                                     Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
+    static Phase reduceScatterCompact(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor,
+                                      Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
         if ((to - from) % group.length != 0) {
             throw new IllegalArgumentException("compact reduce-scatter needs equal segments: " + (to - from)
                     + " elements over " + group.length + " ranks");
         }
-        new Run(ctx, group, type, op, divisor, true, inBase, inOffset, outBase, outOffset, from, to).execute();
+        return phase(new Run(ctx, group, type, op, divisor, true, inBase, inOffset, outBase, outOffset, from, to));
     }
 
     /**
@@ -79,9 +79,14 @@ final class GroupRing {
      * is written to the same place of {@code out} on every member. {@code in} and {@code out} may be the
      * same memory (in place).
      */
-    static void allGather(CollectiveContext ctx, int[] group, DataType type,
-                          Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
-        new Run(ctx, group, type, null, 1, false, inBase, inOffset, outBase, outOffset, from, to).execute();
+    static Phase allGather(CollectiveContext ctx, int[] group, DataType type,
+                           Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
+        return phase(new Run(ctx, group, type, null, 1, false, inBase, inOffset, outBase, outOffset, from, to));
+    }
+
+    /** A group of one moves no message: its phase is the local copy (and division). */
+    private static Phase phase(Run run) {
+        return run.g == 1 ? new LocalPhase(run::alone) : run;
     }
 
     /** First element of segment {@code position} of {@code [from, to)} cut into {@code groupSize}. */
@@ -100,7 +105,7 @@ final class GroupRing {
     }
 
     /** One call's state, allocated once per call; {@code op == null} means all-gather. */
-    private static final class Run {
+    private static final class Run extends Phase {
         private final CollectiveContext ctx;
         private final int[] group;
         private final DataType type;
@@ -116,6 +121,9 @@ final class GroupRing {
         private final int g;
         private final int position;
         private final int chunksPerSegment;
+        private final int messages;
+        private final int left;
+        private final int right;
         private int sent;
         private int received;
 
@@ -142,50 +150,74 @@ final class GroupRing {
             int largestSegment = (to - from + g - 1) / g;
             // At least one message per step, so that even an empty call is checked against the neighbours.
             this.chunksPerSegment = Math.max(1, (largestSegment + chunkElements - 1) / chunkElements);
+            this.messages = (g - 1) * chunksPerSegment;
+            this.left = group[(position + g - 1) % g];
+            this.right = group[(position + 1) % g];
         }
 
-        void execute() {
-            if (g == 1) {
-                alone();
-                return;
-            }
+        @Override
+        public int receives(int peer) {
+            return peer == left ? messages : 0;
+        }
+
+        @Override
+        public int sends(int peer) {
+            return peer == right ? messages : 0;
+        }
+
+        @Override
+        public int[] receivePeers() {
+            return new int[] {left};
+        }
+
+        @Override
+        public int[] sendPeers() {
+            return new int[] {right};
+        }
+
+        @Override
+        public void begin() {
             if (op == null) {
                 copyOwnSegment();
             }
-            Link right = ctx.link(group[(position + 1) % g]);
-            Link left = ctx.link(group[(position + g - 1) % g]);
-            int messages = (g - 1) * chunksPerSegment;
-            while (sent < messages || received < messages) {
-                int work = 0;
-                RecvSlot arrival;
-                while (received < messages && mayConsume(received) && (arrival = ctx.tryReceive(left)) != null) {
-                    consume(received++, arrival);
-                    arrival.release();
-                    work++;
-                }
-                boolean outOfCredit = false;
-                while (sent < messages && (sent < chunksPerSegment || received > sent - chunksPerSegment)) {
-                    SendSlot slot = ctx.tryClaim(right, chunkLength(sendSegment(sent), sent % chunksPerSegment) * type.bytes());
-                    if (slot == null) {
-                        outOfCredit = true;
-                        break;
-                    }
-                    produce(sent++, slot);
-                    work++;
-                }
-                if (outOfCredit) {
-                    ctx.progress(work, right.peer(), "a free receive slot");
-                } else {
-                    ctx.progress(work, left.peer(), "a message");
-                }
-            }
         }
 
-        /**
-         * In compact mode arrival {@code i} is written where the partial of arrival {@code i - C} waits
-         * to go out as message {@code i}. A member so gated is never waiting for a message itself, so
-         * the ring still cannot deadlock (its sends are held up only by its right neighbour's credit).
-         */
+        /** Message {@code i} from the left neighbour; compact, it waits until the partial it overwrites has gone on. */
+        @Override
+        public boolean consume(int peer, RecvSlot arrival) {
+            if (!mayConsume(received)) {
+                return false;
+            }
+            reduceOrCopy(received++, arrival);
+            return true;
+        }
+
+        /** Message {@code j} may go once message {@code j - C}, which it forwards, has arrived. */
+        @Override
+        public int nextLength(int peer) {
+            if (sent == messages || (sent >= chunksPerSegment && received <= sent - chunksPerSegment)) {
+                return -1;
+            }
+            return chunkLength(sendSegment(sent), sent % chunksPerSegment) * type.bytes();
+        }
+
+        @Override
+        public int produce(int peer, Region payload) {
+            fill(sent++, payload);
+            return 0;
+        }
+
+        @Override
+        public String awaiting() {
+            return received < messages ? "a message" : "a free receive slot";
+        }
+
+        @Override
+        public int awaitedPeer() {
+            return received < messages ? left : right;
+        }
+
+        /** Compact: arrival {@code i} overwrites the partial that message {@code i} sends on, so it waits for it. */
         private boolean mayConsume(int i) {
             return !compact || i < chunksPerSegment || sent > i;
         }
@@ -202,14 +234,13 @@ final class GroupRing {
             return Math.floorMod(position - lag - i / chunksPerSegment, g);
         }
 
-        private void consume(int i, RecvSlot arrival) {
+        private void reduceOrCopy(int i, RecvSlot arrival) {
             int segment = receiveSegment(i);
             int k = i % chunksPerSegment;
             int first = chunkStart(segment, k);
             int length = chunkStart(segment, k + 1) - first;
             if (arrival.length() != length * type.bytes()) {
-                arrival.release();
-                throw ctx.protocolViolation(group[(position + g - 1) % g], "message " + i + " has " + arrival.length()
+                throw ctx.protocolViolation(left, "message " + i + " has " + arrival.length()
                         + " bytes, expected " + length * type.bytes());
             }
             Region slot = arrival.payload();
@@ -224,12 +255,11 @@ final class GroupRing {
             }
         }
 
-        private void produce(int j, SendSlot slot) {
+        private void fill(int j, Region payload) {
             int segment = sendSegment(j);
             int k = j % chunksPerSegment;
             int first = chunkStart(segment, k);
             long bytes = (long) (chunkStart(segment, k + 1) - first) * type.bytes();
-            Region payload = slot.payload();
             if (j < chunksPerSegment) {
                 Kernels.copy(inBase, at(inOffset, first), payload.base(), payload.offset(), bytes);
             } else if (op == null) {
@@ -237,7 +267,6 @@ final class GroupRing {
             } else {
                 Kernels.copy(outBase, partialAt(segment, first), payload.base(), payload.offset(), bytes);
             }
-            ctx.commit(slot);
         }
 
         /** Where the running reduction of element {@code first} of {@code segment} is kept. */

@@ -4,7 +4,8 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Kernels;
-import io.gradsync.core.transport.Link;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Recursive halving-doubling AllReduce (Rabenseifner): a reduce-scatter by recursive halving, where
@@ -27,31 +28,27 @@ public final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
     }
 
     @Override
-    public void allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+    public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         DataType type = input.dataType();
         int esize = type.bytes();
         Object out = output.region().base();
         long outOffset = output.region().offset();
-        Placement.copyInputToOutput(input, output);
+        List<Phase> plan = new ArrayList<>();
+        plan.add(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
         int n = ctx.size();
         if (n == 1) {
-            return;
+            return plan;
         }
         int rank = ctx.rank();
         int count = input.count();
         int p = Integer.highestOneBit(n);
         int folded = n - p;
-        int none = PairwiseTransfer.NONE;
 
         // Fold the extra ranks in: even ranks below 2*folded give their buffer to the odd rank above.
         boolean sitsOut = rank < 2 * folded && rank % 2 == 0;
         if (rank < 2 * folded) {
-            Link partner = ctx.link(sitsOut ? rank + 1 : rank - 1);
-            if (sitsOut) {
-                PairwiseTransfer.run(ctx, partner, type, out, outOffset, count, null, 0, none, null);
-            } else {
-                PairwiseTransfer.run(ctx, partner, type, null, 0, none, out, outOffset, count, op);
-            }
+            plan.add(sitsOut ? ExchangePhase.send(ctx, type, rank + 1, out, outOffset, count)
+                    : new ExchangePhase(ctx, type, -1, null, 0, ExchangePhase.NONE, rank - 1, out, outOffset, count, op));
         }
 
         if (!sitsOut) {
@@ -69,21 +66,23 @@ public final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
                 givenTo[step] = keepLower ? hi : mid;
                 int keptFrom = keepLower ? lo : mid;
                 int keptTo = keepLower ? mid : hi;
-                Link partner = ctx.link(realRank(virtual ^ mask, folded));
-                PairwiseTransfer.run(ctx, partner, type,
-                        out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step],
-                        out, outOffset + (long) keptFrom * esize, keptTo - keptFrom, op);
+                int partner = realRank(virtual ^ mask, folded);
+                plan.add(new ExchangePhase(ctx, type,
+                        partner, out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step],
+                        partner, out, outOffset + (long) keptFrom * esize, keptTo - keptFrom, op));
                 lo = keptFrom;
                 hi = keptTo;
             }
             if (op == ReduceOp.AVG) {
-                Kernels.divide(type, out, outOffset + (long) lo * esize, hi - lo, n);
+                long ownedOffset = outOffset + (long) lo * esize;
+                int owned = hi - lo;
+                plan.add(new LocalPhase(() -> Kernels.divide(type, out, ownedOffset, owned, n)));
             }
             for (int step = steps - 1; step >= 0; step--) {
-                Link partner = ctx.link(realRank(virtual ^ (p >>> (step + 1)), folded));
-                PairwiseTransfer.run(ctx, partner, type,
-                        out, outOffset + (long) lo * esize, hi - lo,
-                        out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step], null);
+                int partner = realRank(virtual ^ (p >>> (step + 1)), folded);
+                plan.add(new ExchangePhase(ctx, type,
+                        partner, out, outOffset + (long) lo * esize, hi - lo,
+                        partner, out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step], null));
                 lo = Math.min(lo, givenFrom[step]);
                 hi = Math.max(hi, givenTo[step]);
             }
@@ -91,13 +90,10 @@ public final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
 
         // Fold out: the odd ranks hand the result back.
         if (rank < 2 * folded) {
-            Link partner = ctx.link(sitsOut ? rank + 1 : rank - 1);
-            if (sitsOut) {
-                PairwiseTransfer.run(ctx, partner, type, null, 0, none, out, outOffset, count, null);
-            } else {
-                PairwiseTransfer.run(ctx, partner, type, out, outOffset, count, null, 0, none, null);
-            }
+            plan.add(sitsOut ? ExchangePhase.receive(ctx, type, rank + 1, out, outOffset, count)
+                    : ExchangePhase.send(ctx, type, rank - 1, out, outOffset, count));
         }
+        return plan;
     }
 
     private static int realRank(int virtual, int folded) {

@@ -3,6 +3,8 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Hierarchical AllReduce for jobs spread over several hosts, where links between hosts are much slower
@@ -39,12 +41,11 @@ public final class HierarchicalAllReduce implements AllReduceAlgorithm {
     }
 
     @Override
-    public void allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+    public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         HostLayout layout = HostLayout.of(ctx);
         boolean shardable = layout.hosts() > 1 && layout.uniform() && layout.localGroup(ctx.rank()).length > 1;
         if (viaLeaders ? layout.hosts() == ctx.size() : !shardable) {
-            flat.allReduce(ctx, input, output, op);
-            return;
+            return flat.allReduce(ctx, input, output, op);
         }
         DataType type = input.dataType();
         int count = input.count();
@@ -55,25 +56,27 @@ public final class HierarchicalAllReduce implements AllReduceAlgorithm {
         ReduceOp combine = op == ReduceOp.AVG ? ReduceOp.SUM : op;
         int divisor = op == ReduceOp.AVG ? ctx.size() : 1;
         int[] local = layout.localGroup(ctx.rank());
+        List<Phase> plan = new ArrayList<>();
         if (viaLeaders) {
             int hosts = layout.hosts();
-            Chain.reduce(ctx, reversed(local), type, count, combine, hosts == 1 ? divisor : 1, in, inOffset, out, outOffset);
+            plan.add(Chain.reduce(ctx, reversed(local), type, count, combine, hosts == 1 ? divisor : 1, in, inOffset, out, outOffset));
             if (ctx.rank() == local[0] && hosts > 1) {
                 int[] leaders = layout.leaders();
-                GroupRing.reduceScatter(ctx, leaders, type, combine, divisor, out, outOffset, out, outOffset, 0, count);
-                GroupRing.allGather(ctx, leaders, type, out, outOffset, out, outOffset, 0, count);
+                plan.add(GroupRing.reduceScatter(ctx, leaders, type, combine, divisor, out, outOffset, out, outOffset, 0, count));
+                plan.add(GroupRing.allGather(ctx, leaders, type, out, outOffset, out, outOffset, 0, count));
             }
-            Chain.broadcast(ctx, local, type, count, out, outOffset);
-            return;
+            plan.add(Chain.broadcast(ctx, local, type, count, out, outOffset));
+            return plan;
         }
         int position = GroupRing.position(local, ctx.rank());
         int from = GroupRing.segmentStart(0, count, local.length, position);
         int to = GroupRing.segmentStart(0, count, local.length, position + 1);
         int[] peersAcrossHosts = layout.crossGroup(position);
-        GroupRing.reduceScatter(ctx, local, type, combine, 1, in, inOffset, out, outOffset, 0, count);
-        GroupRing.reduceScatter(ctx, peersAcrossHosts, type, combine, divisor, out, outOffset, out, outOffset, from, to);
-        GroupRing.allGather(ctx, peersAcrossHosts, type, out, outOffset, out, outOffset, from, to);
-        GroupRing.allGather(ctx, local, type, out, outOffset, out, outOffset, 0, count);
+        plan.add(GroupRing.reduceScatter(ctx, local, type, combine, 1, in, inOffset, out, outOffset, 0, count));
+        plan.add(GroupRing.reduceScatter(ctx, peersAcrossHosts, type, combine, divisor, out, outOffset, out, outOffset, from, to));
+        plan.add(GroupRing.allGather(ctx, peersAcrossHosts, type, out, outOffset, out, outOffset, from, to));
+        plan.add(GroupRing.allGather(ctx, local, type, out, outOffset, out, outOffset, 0, count));
+        return plan;
     }
 
     /** The chain that ends at the host's lowest rank. */

@@ -56,6 +56,11 @@ public final class Inbox {
         return null;
     }
 
+    /** Returns an arrival of the current call that its collective cannot take yet to the head of its link. */
+    void putBack(int peer, RecvSlot slot) {
+        held[peer] = slot;
+    }
+
     /** The call of the message held from {@code peer} because it is ahead of this rank, or -1. */
     long heldCall(int peer) {
         return held[peer] == null ? -1 : held[peer].call();

@@ -6,9 +6,8 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.memory.Region;
-import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
-import io.gradsync.core.transport.SendSlot;
+import java.util.List;
 
 /**
  * Ring AllReduce: a reduce-scatter then an all-gather around a ring of all ranks, each rank sending
@@ -22,7 +21,7 @@ import io.gradsync.core.transport.SendSlot;
  * the rank's position on the ring; from step 1 on
  * it is what arrived as message {@code j - C}. That dependency, and the receiver's free slots, are
  * the only things a send waits for, so up to {@code window} chunks are in flight per link and the
- * pipeline runs as deep as credits allow.
+ * pipeline runs as deep as credits allow. The whole ring is one {@link Phase} the engine pumps.
  *
  * <p>Arrivals are always consumed at once, into the output buffer, and their slot released; sends read
  * from the output buffer. Because receiving never waits for sending, no window size can deadlock the
@@ -58,18 +57,16 @@ public final class RingAllReduce implements AllReduceAlgorithm {
     }
 
     @Override
-    public void allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        int n = ctx.size();
-        if (n == 1) {
-            Placement.copyInputToOutput(input, output);
-            return;
+    public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        if (ctx.size() == 1) {
+            return List.of(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
         }
         boolean compress = wire != null && input.dataType() == DataType.FLOAT32;
-        new Run(ctx, input, output, op, compress ? wire : null).execute();
+        return List.of(new Ring(ctx, input, output, op, compress ? wire : null));
     }
 
-    /** The state of one call; allocated once per collective, never per chunk. */
-    private static final class Run {
+    /** The ring's one phase; its state is allocated once per collective, never per chunk. */
+    private static final class Ring extends Phase {
         private final CollectiveContext ctx;
         private final DataType type;
         /** The 16-bit format float32 travels in, or null to send elements as they are. */
@@ -77,79 +74,73 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         private final int wireBytes;
         private final ReduceOp op;
         private final int n;
-        private final int rank;
-        private final int[] ring;
         private final int position;
+        private final int left;
+        private final int right;
         private final int count;
         private final int chunksPerSegment;
+        private final int messages;
         private final Object inBase;
         private final long inOffset;
         private final Object outBase;
         private final long outOffset;
+        private int sent;
+        private int received;
 
-        Run(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op, DataType wire) {
+        Ring(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op, DataType wire) {
             this.ctx = ctx;
             this.type = input.dataType();
             this.wire = wire;
             this.wireBytes = wire == null ? type.bytes() : wire.bytes();
             this.op = op;
             this.n = ctx.size();
-            this.rank = ctx.rank();
-            this.ring = RingOrder.of(ctx);
-            this.position = GroupRing.position(ring, rank);
+            int[] ring = RingOrder.of(ctx);
+            this.position = GroupRing.position(ring, ctx.rank());
+            this.left = ring[(position + n - 1) % n];
+            this.right = ring[(position + 1) % n];
             this.count = input.count();
             int chunkElements = Math.max(1, ctx.chunkBytes() / wireBytes);
             int largestSegment = (count + n - 1) / n;
             // At least one message per step, so that even an empty call is checked against every peer.
             this.chunksPerSegment = Math.max(1, (largestSegment + chunkElements - 1) / chunkElements);
+            this.messages = 2 * (n - 1) * chunksPerSegment;
             this.inBase = input.region().base();
             this.inOffset = input.region().offset();
             this.outBase = output.region().base();
             this.outOffset = output.region().offset();
         }
 
-        void execute() {
-            Link right = ctx.link(ring[(position + 1) % n]);
-            Link left = ctx.link(ring[(position + n - 1) % n]);
-            int messages = 2 * (n - 1) * chunksPerSegment;
-            int sent = 0;
-            int received = 0;
-            while (sent < messages || received < messages) {
-                int work = 0;
-                RecvSlot arrival;
-                while (received < messages && (arrival = ctx.tryReceive(left)) != null) {
-                    consume(received++, arrival);
-                    arrival.release();
-                    work++;
-                }
-                boolean outOfCredit = false;
-                while (sent < messages && (sent < chunksPerSegment || received > sent - chunksPerSegment)) {
-                    SendSlot slot = ctx.tryClaim(right, messageBytes(sent));
-                    if (slot == null) {
-                        outOfCredit = true;
-                        break;
-                    }
-                    produce(sent++, slot);
-                    work++;
-                }
-                if (outOfCredit) {
-                    ctx.progress(work, right.peer(), "a free receive slot");
-                } else {
-                    ctx.progress(work, left.peer(), "a message");
-                }
-            }
+        @Override
+        public int receives(int peer) {
+            return peer == left ? messages : 0;
+        }
+
+        @Override
+        public int sends(int peer) {
+            return peer == right ? messages : 0;
+        }
+
+        @Override
+        public int[] receivePeers() {
+            return new int[] {left};
+        }
+
+        @Override
+        public int[] sendPeers() {
+            return new int[] {right};
         }
 
         /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code position - step - 1}. */
-        private void consume(int i, RecvSlot arrival) {
+        @Override
+        public boolean consume(int peer, RecvSlot arrival) {
+            int i = received;
             int step = i / chunksPerSegment;
             int segment = Math.floorMod(position - step - 1, n);
             int first = chunkStart(segment, i % chunksPerSegment);
             int length = chunkStart(segment, i % chunksPerSegment + 1) - first;
             if (arrival.length() != length * wireBytes) {
-                arrival.release();
-                throw ctx.protocolViolation(ring[(position + n - 1) % n], "message " + i + " has " + arrival.length()
-                        + " bytes, expected " + length * wireBytes);
+                throw ctx.protocolViolation(left, "message " + i + " has " + arrival.length() + " bytes, expected "
+                        + length * wireBytes);
             }
             long at = (long) first * type.bytes();
             Region slot = arrival.payload();
@@ -171,16 +162,26 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             } else {
                 WireCodec.decode(wire, slot.base(), slot.offset(), outBase, outOffset + at, length);
             }
+            received++;
+            return true;
         }
 
-        private int messageBytes(int j) {
+        /** Message {@code j} may go once message {@code j - C}, which it forwards, has arrived. */
+        @Override
+        public int nextLength(int peer) {
+            int j = sent;
+            if (j == messages || (j >= chunksPerSegment && received <= j - chunksPerSegment)) {
+                return -1;
+            }
             int segment = Math.floorMod(position - j / chunksPerSegment, n);
             int first = chunkStart(segment, j % chunksPerSegment);
             return (chunkStart(segment, j % chunksPerSegment + 1) - first) * wireBytes;
         }
 
         /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code position - step}. */
-        private void produce(int j, SendSlot slot) {
+        @Override
+        public int produce(int peer, Region payload) {
+            int j = sent++;
             int step = j / chunksPerSegment;
             int segment = Math.floorMod(position - step, n);
             int first = chunkStart(segment, j % chunksPerSegment);
@@ -188,13 +189,22 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             long at = (long) first * type.bytes();
             Object src = step == 0 ? inBase : outBase;
             long srcOffset = (step == 0 ? inOffset : outOffset) + at;
-            Region payload = slot.payload();
             if (wire == null) {
                 Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * type.bytes());
             } else {
                 WireCodec.encode(wire, src, srcOffset, payload.base(), payload.offset(), length);
             }
-            ctx.commit(slot);
+            return 0;
+        }
+
+        @Override
+        public String awaiting() {
+            return received < messages ? "a message" : "a free receive slot";
+        }
+
+        @Override
+        public int awaitedPeer() {
+            return received < messages ? left : right;
         }
 
         /** First element of chunk {@code k} of {@code segment}; {@code k == C} gives the segment's end. */

@@ -25,7 +25,11 @@ public final class CostModelFit {
      */
     public static LinkCost fit(List<Observation> observations, CostModel known, LinkClass link, double gamma) {
         LinkClass other = link == LinkClass.INTRA ? LinkClass.INTER : LinkClass.INTRA;
-        double smm = 0, smb = 0, sbb = 0, smy = 0, sby = 0;
+        double smm = 0;
+        double smb = 0;
+        double sbb = 0;
+        double smy = 0;
+        double sby = 0;
         for (Observation o : observations) {
             double weight = 1 / (o.seconds() * o.seconds());
             double y = o.seconds() - o.terms().seconds(other, known.cost(other)) - o.terms().reduced(link) * gamma;

@@ -1,9 +1,8 @@
 package io.gradsync.core.transport;
 
-import io.gradsync.core.GradSyncConfiguration;
-
 /**
- * What an algorithm needs from a transport's slots.
+ * What an algorithm needs from a transport's slots. A plain value: where it comes from (system
+ * properties, a builder) is the caller's business, so transports read no configuration of their own.
  *
  * @param messageBytes the largest message wanted (the chunk size); a transport may offer less
  * @param window receive slots per link: chunks in flight to one peer (the pipelining depth)
@@ -17,10 +16,5 @@ public record TransportOptions(int messageBytes, int window) {
         if (window < 1) {
             throw new IllegalArgumentException("window must be >= 1, was " + window);
         }
-    }
-
-    /** Chunk size and pipeline depth from {@link GradSyncConfiguration}. */
-    public static TransportOptions fromConfiguration() {
-        return new TransportOptions(GradSyncConfiguration.chunkBytes(), GradSyncConfiguration.pipelineDepth());
     }
 }

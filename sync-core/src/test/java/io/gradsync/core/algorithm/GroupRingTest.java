@@ -2,6 +2,7 @@ package io.gradsync.core.algorithm;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.CollectiveException;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
@@ -16,6 +17,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -70,6 +72,7 @@ class GroupRingTest {
         long sequence = 0;
         StreamLedger ledger = new StreamLedger();
         Inbox inbox = new Inbox(n, ledger);
+        Engine engine = new Engine(endpoint, inbox, ledger, 30_000_000_000L);
         for (int length : lengths) {
             int from = 3;
             int to = from + length;
@@ -97,12 +100,13 @@ class GroupRingTest {
                         long io = in.region().offset();
                         Object ob = out.region().base();
                         long oo = out.region().offset();
-                        CollectiveContext ctx = context(endpoint, inbox, ledger, sequence++, idle);
                         if (mode == 2) {
                             // the owned segment lands at the output's start
-                            GroupRing.reduceScatterCompact(ctx, group, type, combine, divisor, ib, io, ob, oo - segFrom * es, from, to);
+                            run(engine, sequence++, idle, ctx -> GroupRing.reduceScatterCompact(ctx, group, type, combine,
+                                    divisor, ib, io, ob, oo - segFrom * es, from, to));
                         } else {
-                            GroupRing.reduceScatter(ctx, group, type, combine, divisor, ib, io, ob, oo, from, to);
+                            run(engine, sequence++, idle, ctx -> GroupRing.reduceScatter(ctx, group, type, combine, divisor,
+                                    ib, io, ob, oo, from, to));
                         }
                         int shift = mode == 2 ? segFrom : 0;
                         for (int i = segFrom; i < segTo; i++) {
@@ -120,7 +124,7 @@ class GroupRingTest {
                             continue;
                         }
                         // All-gather the owned segments, in place on the reduce-scatter's output.
-                        GroupRing.allGather(context(endpoint, inbox, ledger, sequence++, idle), group, type, ob, oo, ob, oo, from, to);
+                        run(engine, sequence++, idle, ctx -> GroupRing.allGather(ctx, group, type, ob, oo, ob, oo, from, to));
                         for (int i = from; i < to; i++) {
                             if (out.getBits(i) != CheckPattern.expectedBits(type, op, group, n, i)) {
                                 problems.add("WRONG all-gather " + name + " at " + i);
@@ -150,14 +154,26 @@ class GroupRingTest {
         }
     }
 
-    /** A context for the rank's next call: a single call, as the communicator would number it. */
-    private static CollectiveContext context(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long sequence,
-                                             IdleStrategy idle) {
-        long call = CallIds.single(sequence);
-        ledger.begin(call);
-        Call header = new Call(call, 0, CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, CHUNK));
-        return new CollectiveContext(endpoint, inbox, ledger, "group-ring", header, 30_000_000_000L, idle,
-                new java.util.concurrent.atomic.AtomicLong());
+    /** Runs one phase as the rank's next call, a single call as the communicator would number it, to its end. */
+    private static void run(Engine engine, long sequence, IdleStrategy idle, Function<CollectiveContext, Phase> phase) {
+        Call header = new Call(CallIds.single(sequence), 0, CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, CHUNK));
+        CollectiveException[] error = new CollectiveException[1];
+        engine.admit("group-ring", header, ctx -> List.of(phase.apply(ctx)), new Engine.Completion() {
+            @Override
+            public void succeeded() {
+            }
+
+            @Override
+            public void failed(CollectiveException e) {
+                error[0] = e;
+            }
+        });
+        while (engine.active() > 0) {
+            idle.idle(engine.doWork());
+        }
+        if (error[0] != null) {
+            throw error[0];
+        }
     }
 
     static GradientBuffer heap(DataType type, int count) {

@@ -8,6 +8,7 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.CollectiveContext;
+import io.gradsync.core.algorithm.Phase;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -165,7 +166,7 @@ class AllReduceSelectorTest {
     /** An algorithm the selector can name; never run. */
     private record Named(String name) implements AllReduceAlgorithm {
         @Override
-        public void allReduce(CollectiveContext context, GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        public List<Phase> allReduce(CollectiveContext context, GradientBuffer input, GradientBuffer output, ReduceOp op) {
             throw new UnsupportedOperationException(name);
         }
     }

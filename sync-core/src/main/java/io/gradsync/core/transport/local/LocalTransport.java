@@ -1,11 +1,11 @@
 package io.gradsync.core.transport.local;
 
-import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.TransportException;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicIntegerArray;
@@ -45,9 +45,9 @@ public final class LocalTransport implements AutoCloseable {
         this.closed = new AtomicIntegerArray(size);
     }
 
-    /** A job of {@code size} ranks with the configured chunk size and pipeline depth. */
-    public static LocalTransport create(int size) {
-        return create(size, GradSyncConfiguration.chunkBytes(), GradSyncConfiguration.pipelineDepth());
+    /** A job of {@code size} ranks with the chunk size and pipeline depth of {@code options}. */
+    public static LocalTransport create(int size, TransportOptions options) {
+        return create(size, options.messageBytes(), options.window());
     }
 
     /**

@@ -1,0 +1,192 @@
+package io.gradsync.examples;
+
+import io.gradsync.core.Communicator;
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.IdleStrategy;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.bootstrap.Bootstrap;
+import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.transport.TransportOptions;
+import io.gradsync.core.transport.local.LocalTransport;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import reactor.core.publisher.Flux;
+
+/**
+ * Throughput of many gradients per step, as a training loop produces them: a step is a flux of
+ * {@code COUNT} float32 gradients of {@code SIZE} bytes each, reduced (SUM) through the Flux operator with
+ * many collectives in flight, next to the same gradients reduced one at a time with the blocking call.
+ * The two modes alternate step by step (interleaved repeats, so machine noise hits both alike); each
+ * step is timed on every rank between barriers and the slowest rank's time counts. Prints min, median
+ * and max of the step time for each mode, gradients per second and busbw at the median, and the ratio
+ * of the medians; every gradient of every step is checked on every rank unless {@code -c 0}.
+ */
+@Command(name = "flux-perf", mixinStandardHelpOptions = true, sortOptions = false,
+        description = "Gradients per second through the Flux operator vs one collective at a time.")
+public final class FluxPerf implements java.util.concurrent.Callable<Integer> {
+
+    @Parameters(arity = "1..*", paramLabel = "COUNTxSIZE", description = "Steps to time, e.g. 200x16K 50x1M 4x64M.")
+    List<String> shapes;
+
+    @Option(names = {"-n", "--iters"}, defaultValue = "10", description = "Timed steps per mode (default ${DEFAULT-VALUE}).")
+    int iterations;
+
+    @Option(names = {"-w", "--warmup_iters"}, defaultValue = "3", description = "Untimed steps per mode (default ${DEFAULT-VALUE}).")
+    int warmup;
+
+    @Option(names = {"-c", "--check"}, defaultValue = "1", description = "1: check every gradient of every step on every rank (default ${DEFAULT-VALUE}).")
+    int check;
+
+    @Option(names = "--ranks", defaultValue = "2", description = "Ranks, as threads, for --transport local (default ${DEFAULT-VALUE}).")
+    int ranks;
+
+    @Option(names = "--transport", defaultValue = "local", description = "local (threads) or a process transport such as aeron-ipc (default ${DEFAULT-VALUE}).")
+    String transport;
+
+    @Option(names = "--inflight", defaultValue = "8", description = "Collectives in flight for the Flux mode (default ${DEFAULT-VALUE}).")
+    int inflight;
+
+    @Option(names = "--chunk", defaultValue = "256K", converter = SizeConverter.class, description = "Chunk size (default ${DEFAULT-VALUE}).")
+    long chunkBytes;
+
+    @Option(names = "--depth", defaultValue = "4", description = "Receive slots per link (default ${DEFAULT-VALUE}).")
+    int depth;
+
+    @Option(names = "--idle", defaultValue = "backoff", description = "Idle strategy (default ${DEFAULT-VALUE}).")
+    String idle;
+
+    public static void main(String[] args) {
+        System.exit(new CommandLine(new FluxPerf()).execute(args));
+    }
+
+    private record Shape(int count, int bytes) {
+        static Shape parse(String text) {
+            int x = text.toLowerCase(Locale.ROOT).indexOf('x');
+            if (x < 1) {
+                throw new IllegalArgumentException("not COUNTxSIZE: " + text);
+            }
+            return new Shape(Integer.parseInt(text.substring(0, x)),
+                    Math.toIntExact(new SizeConverter().convert(text.substring(x + 1))));
+        }
+
+        @Override
+        public String toString() {
+            return count + "x" + bytes;
+        }
+    }
+
+    @Override
+    public Integer call() throws Exception {
+        List<Shape> parsed = shapes.stream().map(Shape::parse).toList();
+        long[] wrong = new long[1];
+        if ("local".equals(transport)) {
+            try (LocalTransport job = LocalTransport.create(ranks, Math.toIntExact(chunkBytes), depth)) {
+                ExecutorService threads = Executors.newFixedThreadPool(ranks);
+                List<Future<Long>> done = new ArrayList<>();
+                for (int r = 0; r < ranks; r++) {
+                    Communicator comm = configure(Communicator.builder(job.endpoint(r))).build();
+                    done.add(threads.submit(() -> {
+                        try (comm) {
+                            return runRank(comm, parsed);
+                        }
+                    }));
+                }
+                for (Future<Long> f : done) {
+                    wrong[0] += f.get();
+                }
+                threads.shutdownNow();
+            }
+        } else {
+            try (Communicator comm = configure(Communicator.builder(Bootstrap.connect(transport,
+                    new TransportOptions(Math.toIntExact(chunkBytes), depth)))).build()) {
+                wrong[0] = runRank(comm, parsed);
+            }
+        }
+        return wrong[0] == 0 ? 0 : 1;
+    }
+
+    private Communicator.Builder configure(Communicator.Builder builder) {
+        return builder.chunkBytes(Math.toIntExact(chunkBytes)).idleStrategy(IdleStrategy.named(idle))
+                .maxInFlight(inflight).timeout(Duration.ofSeconds(60));
+    }
+
+    /** One rank's measurements; returns the wrong elements it found. */
+    private long runRank(Communicator comm, List<Shape> parsed) {
+        int n = comm.size();
+        int rank = comm.rank();
+        if (rank == 0) {
+            System.out.printf(Locale.ROOT, "# flux-perf: %d ranks over %s, float32 sum, chunk %d B, depth %d, %d in flight,"
+                    + " %d timed steps per mode (interleaved), check %d%n", n, comm.transportName(), chunkBytes, depth,
+                    inflight, iterations, check);
+            System.out.printf(Locale.ROOT, "# %-12s %-8s %10s %10s %10s %12s %9s %8s%n", "gradients", "mode", "min ms",
+                    "median ms", "max ms", "grads/s", "busbw", "speedup");
+        }
+        long wrong = 0;
+        for (Shape shape : parsed) {
+            List<GradientBuffer> gradients = new ArrayList<>();
+            for (int i = 0; i < shape.count; i++) {
+                gradients.add(GradientBuffer.allocateDirect(DataType.FLOAT32, shape.bytes / 4));
+            }
+            long[][] nanos = new long[2][iterations];
+            for (int step = 0; step < warmup + iterations; step++) {
+                for (int mode = 0; mode < 2; mode++) {
+                    for (GradientBuffer g : gradients) {
+                        CheckPattern.fill(g, ReduceOp.SUM, rank);
+                    }
+                    comm.barrierBlocking();
+                    long t0 = System.nanoTime();
+                    if (mode == 0) {
+                        Flux.fromIterable(gradients).transform(comm.allReduce(ReduceOp.SUM)).blockLast();
+                    } else {
+                        for (GradientBuffer g : gradients) {
+                            comm.allReduceBlocking(g, ReduceOp.SUM);
+                        }
+                    }
+                    long[] elapsed = {System.nanoTime() - t0};
+                    comm.allReduceBlocking(GradientBuffer.wrap(elapsed), ReduceOp.MAX);
+                    if (step >= warmup) {
+                        nanos[mode][step - warmup] = elapsed[0];
+                    }
+                    if (check == 1) {
+                        for (GradientBuffer g : gradients) {
+                            wrong += CheckPattern.countWrong(g, ReduceOp.SUM, n);
+                        }
+                    }
+                }
+            }
+            long[] wrongs = {wrong};
+            comm.allReduceBlocking(GradientBuffer.wrap(wrongs), ReduceOp.SUM);
+            if (rank == 0) {
+                double fluxMedian = print(shape, "flux", nanos[0], n, Double.NaN);
+                print(shape, "one-by-1", nanos[1], n, fluxMedian);
+                System.out.printf(Locale.ROOT, "#   wrong elements over all ranks and steps: %s%n",
+                        check == 1 ? Long.toString(wrongs[0]) : "N/A");
+            }
+        }
+        return wrong;
+    }
+
+    /** Prints one mode's row; the speedup column is the flux median over this median, on the one-at-a-time row. */
+    private static double print(Shape shape, String mode, long[] nanos, int n, double fluxMedian) {
+        long[] sorted = nanos.clone();
+        Arrays.sort(sorted);
+        double median = sorted[sorted.length / 2] / 1e6;
+        double seconds = median / 1e3;
+        double busbw = (double) shape.count * shape.bytes / seconds / 1e9 * 2 * (n - 1) / n;
+        String speedup = Double.isNaN(fluxMedian) ? "" : String.format(Locale.ROOT, "%.2fx", median / fluxMedian);
+        System.out.printf(Locale.ROOT, "  %-12s %-8s %10.3f %10.3f %10.3f %12.0f %9.3f %8s%n", shape, mode,
+                sorted[0] / 1e6, median, sorted[sorted.length - 1] / 1e6, shape.count / seconds, busbw, speedup);
+        return median;
+    }
+}

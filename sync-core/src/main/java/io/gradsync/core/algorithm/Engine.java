@@ -1,0 +1,378 @@
+package io.gradsync.core.algorithm;
+
+import io.gradsync.core.CollectiveException;
+import io.gradsync.core.CollectiveMismatchException;
+import io.gradsync.core.StreamEndedException;
+import io.gradsync.core.transport.Call;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Function;
+
+/**
+ * The chunk pump: drives every collective in flight on one rank, in one duty cycle, with no loop or wait
+ * of its own in any algorithm. Each {@link #doWork()} pass goes over the active collectives, oldest
+ * first, and for each one's current {@link Phase} receives everything that has arrived for it, sends
+ * whatever its dependencies and the receivers' free slots allow, and moves on to its next phase when
+ * every message of this one has moved. Collectives complete, and their outcome is signalled, in the order
+ * they were admitted.
+ *
+ * <h2>Link order: why many collectives in flight cannot deadlock or mix</h2>
+ * Every rank admits the same collectives in the same order. A collective's plan states, per peer, how many
+ * messages it sends and receives in all, and a link carries a collective's messages only once every
+ * earlier active collective's messages on that link have moved: the send side of the link to {@code p}
+ * belongs to the oldest collective with sends to {@code p} left, the receive side from {@code p} to the
+ * oldest with receives from {@code p} left. Both ends of a link therefore see one sequence of calls, so a
+ * message at the head of a link belongs to its owner (or to a call some rank abandoned, which the
+ * {@link Inbox} drops), and later collectives use links the earlier ones are done with, interleaving
+ * their chunks with theirs on different links. The oldest collective owns every link it still needs on
+ * every rank, so it moves exactly as if it ran alone; by induction every collective completes.
+ *
+ * <h2>Failures</h2>
+ * A collective that fails (a mismatch, a dead peer, no progress for the timeout) fails the communicator:
+ * it and every later active or queued collective fail; earlier ones still run to their end, since peers,
+ * told of the failure as of that call, still complete them. A collective whose stream ended early on some
+ * rank ({@link StreamEndedException}) is abandoned on every rank and nothing else fails. Used by the
+ * progress thread only.
+ */
+public final class Engine {
+
+    /** How an admitted collective reports its outcome; called on the progress thread, in admission order. */
+    public interface Completion {
+        void succeeded();
+
+        void failed(CollectiveException error);
+    }
+
+    private static final System.Logger LOG = System.getLogger("io.gradsync.core");
+
+    private final Endpoint endpoint;
+    private final Inbox inbox;
+    private final StreamLedger ledger;
+    private final long timeoutNanos;
+    private final int rank;
+    /** Oldest first; indexed, not iterated, so that a duty cycle allocates nothing. */
+    private final ArrayList<Run> active = new ArrayList<>();
+    /** Per peer, whether an older active collective still owns the link's receive (send) side this pass. */
+    private final boolean[] receiveTaken;
+    private final boolean[] sendTaken;
+    private volatile CollectiveException failure;
+    /** The last call retired (completed, failed or abandoned) here, or -1. */
+    private long lastRetired = -1;
+
+    public Engine(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long timeoutNanos) {
+        this.endpoint = endpoint;
+        this.inbox = inbox;
+        this.ledger = ledger;
+        this.timeoutNanos = timeoutNanos;
+        this.rank = endpoint.job().rank();
+        int size = endpoint.job().size();
+        this.receiveTaken = new boolean[size];
+        this.sendTaken = new boolean[size];
+    }
+
+    /** Collectives admitted and not yet retired. */
+    public int active() {
+        return active.size();
+    }
+
+    /** The error that failed this communicator, or null. */
+    public CollectiveException failure() {
+        return failure;
+    }
+
+    /**
+     * Starts a collective: announces it, builds its plan and begins its first phase. It fails at once when
+     * the communicator has failed; the completion is called when it retires, after every earlier one.
+     */
+    public void admit(String collective, Call call, Function<CollectiveContext, List<Phase>> planner, Completion completion) {
+        Run run = new Run(collective, call, completion);
+        active.add(run);
+        if (failure != null) {
+            run.abandon(new CollectiveException(rank, collective, call.id(), failure.peer(),
+                    "communicator failed earlier: " + failure.getMessage(), failure));
+            return;
+        }
+        ledger.applyEnds();
+        ledger.begin(call.id());
+        endpoint.job().announce(call);
+        try {
+            run.context = new CollectiveContext(endpoint, inbox, ledger, collective, call, timeoutNanos);
+            run.context.checkPeers();
+            run.start(planner.apply(run.context));
+        } catch (RuntimeException | Error e) {
+            fail(run, e);
+        }
+    }
+
+    /**
+     * Aborts the job as of the call after the last one retired here: a peer still finishing a call this
+     * rank completed (whose messages it already has) is not failed by it, every later call is. Call it
+     * with no collective active.
+     */
+    public void abortJob(String reason) {
+        if (failure == null) {
+            failWith(lastRetired + 1, new CollectiveException(rank, "job", -1, -1, reason, null));
+        }
+    }
+
+    /**
+     * One pass of the duty cycle over every active collective, then retires the finished ones at the
+     * head; returns the number of messages moved (and transport work done).
+     */
+    public int doWork() {
+        int work = endpoint.doWork();
+        boolean olderMoved = false;
+        for (int i = 0; i < active.size(); i++) {
+            Run run = active.get(i);
+            if (!run.done) {
+                int moved = 0;
+                try {
+                    moved = pump(run);
+                    if (moved > 0 || olderMoved) {
+                        run.context.moved();
+                    } else if (!run.done) {
+                        Phase phase = run.plan.get(run.phase);
+                        run.context.stalled(phase.awaitedPeer(), phase.awaiting());
+                    }
+                } catch (RuntimeException | Error e) {
+                    fail(run, e);
+                }
+                work += moved;
+                olderMoved |= moved > 0;
+            }
+            run.markLinks(true);
+        }
+        for (int i = 0; i < active.size(); i++) {
+            active.get(i).markLinks(false);
+        }
+        retire();
+        return work;
+    }
+
+    private int pump(Run run) {
+        int moved = 0;
+        while (!run.done) {
+            Phase phase = run.plan.get(run.phase);
+            for (int peer : run.receivePeers) {
+                if (!receiveTaken[peer]) {
+                    moved += receive(run, phase, peer);
+                }
+            }
+            for (int peer : run.sendPeers) {
+                if (!sendTaken[peer]) {
+                    moved += send(run, phase, peer);
+                }
+            }
+            if (run.phaseMessagesLeft > 0) {
+                break;
+            }
+            run.nextPhase();
+        }
+        return moved;
+    }
+
+    private int receive(Run run, Phase phase, int peer) {
+        int moved = 0;
+        Link link = run.context.link(peer);
+        while (run.phaseReceives[peer] > 0) {
+            RecvSlot arrival = run.context.tryReceive(link);
+            if (arrival == null) {
+                break;
+            }
+            boolean taken;
+            try {
+                taken = phase.consume(peer, arrival);
+            } catch (RuntimeException e) {
+                arrival.release();
+                throw e;
+            }
+            if (!taken) {
+                inbox.putBack(peer, arrival);
+                break;
+            }
+            arrival.release();
+            run.phaseReceives[peer]--;
+            run.receives[peer]--;
+            run.phaseMessagesLeft--;
+            moved++;
+        }
+        return moved;
+    }
+
+    private int send(Run run, Phase phase, int peer) {
+        int moved = 0;
+        Link link = null;
+        while (run.phaseSends[peer] > 0) {
+            int length = phase.nextLength(peer);
+            if (length < 0) {
+                break;
+            }
+            if (link == null) {
+                link = run.context.link(peer);
+            }
+            SendSlot slot = run.context.tryClaim(link, length);
+            if (slot == null) {
+                break;
+            }
+            run.context.commit(slot, phase.produce(peer, slot.payload()));
+            run.phaseSends[peer]--;
+            run.sends[peer]--;
+            run.phaseMessagesLeft--;
+            moved++;
+        }
+        return moved;
+    }
+
+    private void fail(Run run, Throwable thrown) {
+        if (thrown instanceof StreamEndedException ended) {
+            run.abandon(ended); // a peer's stream ended first: this call is abandoned everywhere; nothing failed
+            return;
+        }
+        CollectiveException error = thrown instanceof CollectiveException e ? e
+                : new CollectiveException(rank, run.collective, run.call.id(), -1, "internal error: " + thrown, thrown);
+        failWith(run.call.id(), error);
+        boolean later = false;
+        for (int i = 0; i < active.size(); i++) {
+            Run other = active.get(i);
+            later |= other == run;
+            if (later && !other.done) {
+                other.abandon(other == run ? error : new CollectiveException(rank, other.collective, other.call.id(),
+                        error.peer(), "communicator failed earlier: " + error.getMessage(), error));
+            }
+        }
+    }
+
+    private void failWith(long call, CollectiveException e) {
+        failure = e;
+        LOG.log(System.Logger.Level.ERROR, e.getMessage());
+        endpoint.job().abort(call, e.getMessage(), e instanceof CollectiveMismatchException);
+    }
+
+    private void retire() {
+        Run head;
+        while (!active.isEmpty() && (head = active.get(0)).done) {
+            active.remove(0);
+            ledger.finish(head.call.id());
+            lastRetired = head.call.id();
+            CollectiveException error = head.error;
+            try {
+                if (error == null) {
+                    head.completion.succeeded();
+                } else {
+                    head.completion.failed(error);
+                }
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.WARNING, "subscriber threw while receiving a collective's result", e);
+            }
+        }
+    }
+
+    /** One admitted collective: its plan, where it is, and what it still owes each link. */
+    private final class Run {
+        final String collective;
+        final Call call;
+        final Completion completion;
+        CollectiveContext context;
+        List<Phase> plan;
+        int phase;
+        /** Messages left per peer over the whole plan (link ownership) and in the current phase. */
+        int[] receives;
+        int[] sends;
+        int[] phaseReceives;
+        int[] phaseSends;
+        int phaseMessagesLeft;
+        /** Peers of the current phase, and every peer of the plan (for link ownership). */
+        int[] receivePeers = new int[0];
+        int[] sendPeers = new int[0];
+        int[] planPeers = new int[0];
+        boolean done;
+        CollectiveException error;
+
+        Run(String collective, Call call, Completion completion) {
+            this.collective = collective;
+            this.call = call;
+            this.completion = completion;
+        }
+
+        void start(List<Phase> plan) {
+            int size = context.size();
+            this.plan = plan;
+            this.receives = new int[size];
+            this.sends = new int[size];
+            this.phaseReceives = new int[size];
+            this.phaseSends = new int[size];
+            boolean[] involved = new boolean[size];
+            int peers = 0;
+            for (Phase p : plan) {
+                for (int peer : p.receivePeers()) {
+                    receives[peer] += p.receives(peer);
+                    peers += involved[peer] ? 0 : 1;
+                    involved[peer] = true;
+                }
+                for (int peer : p.sendPeers()) {
+                    sends[peer] += p.sends(peer);
+                    peers += involved[peer] ? 0 : 1;
+                    involved[peer] = true;
+                }
+            }
+            planPeers = new int[peers];
+            for (int peer = 0, i = 0; peer < size; peer++) {
+                if (involved[peer]) {
+                    planPeers[i++] = peer;
+                }
+            }
+            phase = -1;
+            nextPhase();
+        }
+
+        /** Ends the current phase and begins the next (or finishes the plan). */
+        void nextPhase() {
+            if (phase >= 0) {
+                plan.get(phase).end();
+            }
+            if (++phase == plan.size()) {
+                done = true;
+                return;
+            }
+            Phase next = plan.get(phase);
+            next.begin();
+            receivePeers = next.receivePeers();
+            sendPeers = next.sendPeers();
+            phaseMessagesLeft = 0;
+            for (int peer : receivePeers) {
+                phaseReceives[peer] = next.receives(peer);
+                phaseMessagesLeft += phaseReceives[peer];
+            }
+            for (int peer : sendPeers) {
+                phaseSends[peer] = next.sends(peer);
+                phaseMessagesLeft += phaseSends[peer];
+            }
+        }
+
+        /** Gives up: frees its links for later collectives and retires with {@code error}. */
+        void abandon(CollectiveException error) {
+            this.error = error;
+            this.done = true;
+        }
+
+        /** Marks (or clears) the link sides this collective still owns, so later ones keep off them. */
+        void markLinks(boolean mark) {
+            if (done && mark) {
+                return;
+            }
+            for (int peer : planPeers) {
+                if (!mark) {
+                    receiveTaken[peer] = false;
+                    sendTaken[peer] = false;
+                } else {
+                    receiveTaken[peer] |= receives[peer] > 0;
+                    sendTaken[peer] |= sends[peer] > 0;
+                }
+            }
+        }
+    }
+}

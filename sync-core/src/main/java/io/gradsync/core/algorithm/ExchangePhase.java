@@ -1,0 +1,143 @@
+package io.gradsync.core.algorithm;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.RecvSlot;
+
+/**
+ * One step of a pairwise algorithm: send a range of elements to one peer and receive a range from
+ * another (or the same), both cut into chunks and in flight at once. Arrivals are reduced or copied into
+ * place as they land and sends need nothing but credit, so the two directions never wait for each other.
+ * An empty range is still one (empty) message, so both sides always agree on the number of messages and a
+ * mismatched call is caught.
+ */
+final class ExchangePhase extends Phase {
+    /** Pass as a count to leave that direction out of the step. */
+    static final int NONE = -1;
+    private static final int[] NO_PEERS = {};
+
+    private final CollectiveContext ctx;
+    private final DataType type;
+    private final int esize;
+    private final int chunk;
+    private final int sendPeer;
+    private final Object srcBase;
+    private final long srcOffset;
+    private final int sendCount;
+    private final int recvPeer;
+    private final Object dstBase;
+    private final long dstOffset;
+    private final int recvCount;
+    private final ReduceOp reduceWith;
+    private final int toSend;
+    private final int toReceive;
+    private int sent;
+    private int received;
+
+    /**
+     * @param sendCount elements to send to {@code sendPeer} from {@code (srcBase, srcOffset)}, or {@link #NONE}
+     * @param recvCount elements to receive from {@code recvPeer} into {@code (dstBase, dstOffset)}, or {@link #NONE}
+     * @param reduceWith combine arrivals with what is at the destination, or {@code null} to copy them
+     */
+    ExchangePhase(CollectiveContext ctx, DataType type, int sendPeer, Object srcBase, long srcOffset, int sendCount,
+                  int recvPeer, Object dstBase, long dstOffset, int recvCount, ReduceOp reduceWith) {
+        this.ctx = ctx;
+        this.type = type;
+        this.esize = type.bytes();
+        this.chunk = Math.max(1, ctx.chunkBytes() / esize);
+        this.sendPeer = sendPeer;
+        this.srcBase = srcBase;
+        this.srcOffset = srcOffset;
+        this.sendCount = sendCount;
+        this.recvPeer = recvPeer;
+        this.dstBase = dstBase;
+        this.dstOffset = dstOffset;
+        this.recvCount = recvCount;
+        this.reduceWith = reduceWith;
+        this.toSend = messages(sendCount, chunk);
+        this.toReceive = messages(recvCount, chunk);
+    }
+
+    /** Sends {@code count} elements to {@code peer}. */
+    static ExchangePhase send(CollectiveContext ctx, DataType type, int peer, Object base, long offset, int count) {
+        return new ExchangePhase(ctx, type, peer, base, offset, count, -1, null, 0, NONE, null);
+    }
+
+    /** Receives {@code count} elements from {@code peer}, copied into place. */
+    static ExchangePhase receive(CollectiveContext ctx, DataType type, int peer, Object base, long offset, int count) {
+        return new ExchangePhase(ctx, type, -1, null, 0, NONE, peer, base, offset, count, null);
+    }
+
+    private static int messages(int count, int chunk) {
+        return count < 0 ? 0 : Math.max(1, (count + chunk - 1) / chunk);
+    }
+
+    @Override
+    public int receives(int peer) {
+        return peer == recvPeer ? toReceive : 0;
+    }
+
+    @Override
+    public int sends(int peer) {
+        return peer == sendPeer ? toSend : 0;
+    }
+
+    @Override
+    public int[] receivePeers() {
+        return toReceive > 0 ? new int[] {recvPeer} : NO_PEERS;
+    }
+
+    @Override
+    public int[] sendPeers() {
+        return toSend > 0 ? new int[] {sendPeer} : NO_PEERS;
+    }
+
+    @Override
+    public boolean consume(int peer, RecvSlot arrival) {
+        int first = received * chunk;
+        int length = Math.min(recvCount, first + chunk) - first;
+        if (arrival.length() != length * esize) {
+            throw ctx.protocolViolation(peer, "message " + received + " has " + arrival.length() + " bytes, expected "
+                    + length * esize);
+        }
+        Region slot = arrival.payload();
+        long at = dstOffset + (long) first * esize;
+        if (reduceWith == null) {
+            Kernels.copy(slot.base(), slot.offset(), dstBase, at, (long) length * esize);
+        } else {
+            Kernels.reduce(type, reduceWith, dstBase, at, slot.base(), slot.offset(), dstBase, at, length);
+        }
+        received++;
+        return true;
+    }
+
+    @Override
+    public int nextLength(int peer) {
+        if (sent == toSend) {
+            return -1;
+        }
+        int first = sent * chunk;
+        return (Math.min(sendCount, first + chunk) - first) * esize;
+    }
+
+    @Override
+    public int produce(int peer, Region payload) {
+        int first = sent * chunk;
+        int length = Math.min(sendCount, first + chunk) - first;
+        Kernels.copy(srcBase, srcOffset + (long) first * esize, payload.base(), payload.offset(), (long) length * esize);
+        sent++;
+        return 0;
+    }
+
+    @Override
+    public String awaiting() {
+        return received < toReceive ? "a message" : "a free receive slot";
+    }
+
+    @Override
+    public int awaitedPeer() {
+        return received < toReceive ? recvPeer : sendPeer;
+    }
+}

@@ -1,0 +1,59 @@
+package io.gradsync.core.algorithm;
+
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.RecvSlot;
+
+/**
+ * One phase of a collective as the engine drives it: the messages it exchanges with each peer and the
+ * dependencies between them, with no loop and no waiting of its own. The engine's pump calls
+ * {@link #consume} for each arrival of the phase, asks {@link #nextLength} whether a message to a peer may
+ * go now and lets {@link #produce} fill it, for every collective in flight, in one duty cycle.
+ *
+ * <p>A phase states upfront how many messages it sends to and receives from each peer, so that the engine
+ * can keep each link in call order: a link carries a collective's messages only after every earlier
+ * collective's, on both ends. An arrival the phase cannot take yet ({@link #consume} returns false) stays
+ * at the head of its link; behind it come only later messages of this collective or of later ones, so
+ * leaving it there cannot deadlock.
+ */
+public abstract class Phase {
+
+    /** How many messages this phase receives from {@code peer} in all; 0 for a peer it does not hear from. */
+    public abstract int receives(int peer);
+
+    /** How many messages this phase sends to {@code peer} in all; 0 for a peer it does not send to. */
+    public abstract int sends(int peer);
+
+    /** The peers this phase receives from, each once. */
+    public abstract int[] receivePeers();
+
+    /** The peers this phase sends to, each once. */
+    public abstract int[] sendPeers();
+
+    /** Local work at the start of the phase (copies, divisions), before any message moves. */
+    public void begin() {
+    }
+
+    /**
+     * Consumes the next message of this phase from {@code peer}, whose header the engine has checked;
+     * returns false when it cannot take it yet (it stays at the head of its link, unreleased).
+     *
+     * @throws io.gradsync.core.CollectiveMismatchException for a message that breaks the protocol
+     */
+    public abstract boolean consume(int peer, RecvSlot message);
+
+    /** The length in bytes of the next message to {@code peer} if it may go now, or -1. */
+    public abstract int nextLength(int peer);
+
+    /** Fills the message {@link #nextLength} announced for {@code peer}; returns its sub-stream tag (0..15). */
+    public abstract int produce(int peer, Region payload);
+
+    /** Local work once every message has moved, before the next phase. */
+    public void end() {
+    }
+
+    /** What this phase waits for when it cannot move, for the no-progress error, e.g. "a message from rank 3". */
+    public abstract String awaiting();
+
+    /** The peer named by {@link #awaiting()}, or -1. */
+    public abstract int awaitedPeer();
+}
