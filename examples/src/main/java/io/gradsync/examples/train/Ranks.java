@@ -34,7 +34,7 @@ public final class Ranks {
 
     /** {@code n} ranks as threads over the in-JVM transport; returns each rank's result in rank order. */
     public static <R> List<R> threads(int n, Body<R> body) throws Exception {
-        try (LocalTransport job = LocalTransport.create(n)) {
+        try (LocalTransport job = LocalTransport.create(n, io.gradsync.core.GradSyncConfiguration.transportOptions())) {
             ExecutorService pool = Executors.newFixedThreadPool(n);
             try {
                 List<Future<R>> futures = new ArrayList<>();

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
@@ -35,7 +34,7 @@ class GradientBucketsTest {
 
     /** Runs {@code body} on {@code n} ranks (threads) and returns each rank's result or error. */
     static <R> List<Object> job(int n, Body<R> body) throws Exception {
-        try (LocalTransport transport = LocalTransport.create(n)) {
+        try (LocalTransport transport = LocalTransport.create(n, io.gradsync.core.GradSyncConfiguration.transportOptions())) {
             ExecutorService threads = Executors.newFixedThreadPool(n);
             try {
                 List<Communicator> comms = new ArrayList<>();
