@@ -73,6 +73,12 @@ import reactor.core.publisher.Mono;
  * {@link #awaitIdle} before writing into the views again). Cancelling the first step fails the layout
  * check on every rank.
  *
+ * <p>As with the communicator's operator, a step's collectives are numbered when {@link #reduce()} is
+ * applied ({@code transform}), in program order, so apply it once per step and subscribe the result once.
+ * A step that is assembled but never subscribed on some rank ({@code take(0)}, a skipped
+ * {@code blockLast}) is ended when the next step is assembled (or at {@link #close()}), as a cancel before
+ * its first gradient: peers fail it with {@code StreamEndedException}, and later steps stay aligned.
+ *
  * <h2>Timeline</h2>
  * With a {@link Timeline} on ({@code GRADSYNC_TRACE=DIR}), each bucket is a collective event from
  * submission to result, with its bytes; the wait at the end of each step (from the last gradient in to
@@ -98,6 +104,11 @@ public final class GradientBuckets implements AutoCloseable {
     volatile boolean accumulated;
     /** Completes when the last step's bucket stream has terminated (its buckets are no longer in use). */
     volatile CompletableFuture<Void> idle = CompletableFuture.completedFuture(null);
+    /** Steps assembled so far, and the last one (retired at the next assembly if never subscribed). */
+    private int preparedSteps;
+    private ReduceStep<?> lastPrepared;
+    /** Why the first step's layout check failed, if it did. */
+    volatile Throwable firstStepFailure;
     /** Per gradient, reused every step: the items and their buffers of the current step. */
     Object[] items;
     GradientBuffer[] grads;
@@ -141,16 +152,58 @@ public final class GradientBuckets implements AutoCloseable {
      */
     public <T> Function<Flux<T>, Flux<T>> reduce(Function<? super T, GradientBuffer> gradientOf) {
         Objects.requireNonNull(gradientOf, "gradientOf");
-        return upstream -> Flux.defer(() -> {
-            CompletableFuture<Void> previous = idle;
-            ReduceStep<T> step = new ReduceStep<>(this, upstream, gradientOf);
-            idle = step.quiet;
-            Flux<T> run = Flux.create(step::start, FluxSink.OverflowStrategy.BUFFER);
-            if (previous.isDone()) {
-                return run;
+        return upstream -> {
+            ReduceStep<T> step = prepare(upstream, gradientOf);
+            return Flux.defer(() -> {
+                synchronized (this) {
+                    if (step.started || step.retired) {
+                        return Flux.error(new IllegalStateException("a bucketed step is subscribed once: apply "
+                                + "reduce() again for the next step"));
+                    }
+                    step.started = true;
+                }
+                CompletableFuture<Void> previous = idle;
+                idle = step.quiet;
+                Flux<T> run = Flux.create(step::start, FluxSink.OverflowStrategy.BUFFER);
+                if (previous.isDone()) {
+                    return run;
+                }
+                return Mono.fromFuture(previous).thenMany(run).doOnCancel(step::abandon);
+            });
+        };
+    }
+
+    /** Assembles a step (its collectives numbered now), retiring the previous one if it was never subscribed. */
+    private synchronized <T> ReduceStep<T> prepare(Flux<? extends T> upstream, Function<? super T, GradientBuffer> gradientOf) {
+        retireUnstarted();
+        ReduceStep<T> step = new ReduceStep<>(this, upstream, gradientOf, preparedSteps++ == 0);
+        lastPrepared = step;
+        return step;
+    }
+
+    /**
+     * The last assembled step was never subscribed on this rank (say {@code take(0)}): end it as a cancel
+     * before its first gradient would. A later step's bucket stream ends at once (peers fail it with
+     * {@code StreamEndedException}); the first step's layout check runs as failed, so that every rank fails
+     * it alike (this waits for the check, up to the communicator's timeout).
+     */
+    private void retireUnstarted() {
+        ReduceStep<?> last = lastPrepared;
+        if (last == null || last.started || last.retired) {
+            return;
+        }
+        last.retireUnstarted();
+        if (last.first) {
+            try {
+                check(last.checkCall, last.checkValues, 0, encode(null, false), "its first step was never subscribed")
+                        .toFuture().get();
+            } catch (java.util.concurrent.ExecutionException e) {
+                firstStepFailure = e.getCause();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException(e);
             }
-            return Mono.fromFuture(previous).thenMany(run).doOnCancel(step::abandon);
-        });
+        }
     }
 
     /** {@code no_sync}: the gradients are summed into the buckets locally and emitted at once. */
@@ -326,15 +379,19 @@ public final class GradientBuckets implements AutoCloseable {
      */
     @Override
     public void close() {
+        synchronized (this) {
+            retireUnstarted();
+        }
         if (ownsTimeline) {
             timeline.close();
         }
     }
 
     /** Builds the layout check: a fingerprint all-reduced with MAX (max and ~min in one call). */
-    Mono<Void> check(long fingerprint, long[] encoded, String localProblem) {
-        long[] v = {fingerprint, ~fingerprint};
-        return comm.allReduce(GradientBuffer.wrap(v), ReduceOp.MAX).flatMap(x -> {
+    Mono<Void> check(Mono<GradientBuffer> call, long[] v, long fingerprint, long[] encoded, String localProblem) {
+        v[0] = fingerprint;
+        v[1] = ~fingerprint;
+        return call.flatMap(x -> {
             if (v[0] == ~v[1] && fingerprint != 0) {
                 return Mono.<Void>empty();
             }

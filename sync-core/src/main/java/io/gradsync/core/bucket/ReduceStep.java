@@ -37,7 +37,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
     private List<GradientBuffer> firstGrads;
     private String localProblem;
     // bucket stream
-    private Sinks.Many<Layout.Bucket> bucketSink;
+    private final Sinks.Many<Layout.Bucket> bucketSink;
     private boolean bucketStreamOpen;
     private final Object sinkLock = new Object();
     private volatile boolean cancelled;
@@ -50,11 +50,53 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
     private volatile Throwable failure;
     private long upstreamDoneNanos;
 
-    ReduceStep(GradientBuckets owner, Flux<? extends T> upstream, Function<? super T, GradientBuffer> gradientOf) {
+    /** True for the first step applied: it checks the layout. */
+    final boolean first;
+    /** The layout check's values and call (first step only), and the bucket stream: numbered at assembly. */
+    final long[] checkValues;
+    final reactor.core.publisher.Mono<GradientBuffer> checkCall;
+    private final Flux<Layout.Bucket> bucketFlux;
+    /** Subscribed (started) or retired unstarted: guarded by the owner. */
+    boolean started;
+    boolean retired;
+
+    /**
+     * Assembles the step: its collectives (the layout check of the first step, the bucket stream) are numbered
+     * now, in program order, as the communicator's own operator and calls are, so that a step one rank never
+     * subscribes ({@code take(0)}) cannot shift the numbering of later collectives.
+     */
+    ReduceStep(GradientBuckets owner, Flux<? extends T> upstream, Function<? super T, GradientBuffer> gradientOf,
+               boolean first) {
         this.owner = owner;
         this.upstream = upstream;
         this.gradientOf = gradientOf;
         this.timeline = owner.timeline;
+        this.first = first;
+        if (first) {
+            checkValues = new long[2];
+            checkCall = owner.comm.allReduce(GradientBuffer.wrap(checkValues), io.gradsync.core.ReduceOp.MAX);
+        } else {
+            checkValues = null;
+            checkCall = null;
+        }
+        bucketSink = Sinks.many().unicast().onBackpressureBuffer();
+        bucketFlux = bucketSink.asFlux()
+                .transform(owner.comm.allReduce(owner.op, Layout.Bucket::buffer))
+                .doOnDiscard(Layout.Bucket.class, b -> settle());
+    }
+
+    /** Ends a step that was never subscribed, as a cancel before its first gradient would (see the owner). */
+    void retireUnstarted() {
+        retired = true;
+        quiet.complete(null);
+        if (!first) {
+            bucketFlux.subscribe(new BaseSubscriber<Layout.Bucket>() {
+                @Override
+                protected void hookOnSubscribe(Subscription subscription) {
+                    dispose(); // ends the stream at once: peers fail its buckets with StreamEndedException
+                }
+            });
+        }
     }
 
     /** Subscribed: runs the step. */
@@ -64,6 +106,13 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
         sink.onCancel(this::cancel);
         layout = owner.layout;
         checked = owner.checked;
+        if (!first && !checked) {
+            // the first step's layout check failed (on every rank alike): nothing to reduce with
+            quiet.complete(null);
+            sink.error(new IllegalStateException("rank " + owner.comm.rank() + ": the gradient layout was not agreed in "
+                    + "the first step" + (owner.firstStepFailure == null ? "" : ": " + owner.firstStepFailure.getMessage())));
+            return;
+        }
         add = owner.accumulated;
         owner.accumulated = false;
         if (layout != null) {
@@ -198,7 +247,8 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
         layout = l;
         long fingerprint = ok ? l.fingerprint() : 0;
         String problem = localProblem != null ? localProblem : failure != null ? String.valueOf(failure) : null;
-        owner.check(fingerprint, GradientBuckets.encode(l, ok), problem).subscribe(null, error -> {
+        owner.check(checkCall, checkValues, fingerprint, GradientBuckets.encode(l, ok), problem).subscribe(null, error -> {
+            owner.firstStepFailure = error;
             if (failure == null) {
                 failure = error;
             }
@@ -216,7 +266,6 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
     }
 
     private void openBucketStream() {
-        bucketSink = Sinks.many().unicast().onBackpressureBuffer();
         bucketStreamOpen = true;
         bucketSubscriber = new BaseSubscriber<Layout.Bucket>() {
             @Override
@@ -244,10 +293,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
                 terminate(error);
             }
         };
-        bucketSink.asFlux()
-                .transform(owner.comm.allReduce(owner.op, Layout.Bucket::buffer))
-                .doOnDiscard(Layout.Bucket.class, b -> settle())
-                .subscribe(bucketSubscriber);
+        bucketFlux.subscribe(bucketSubscriber);
     }
 
     /** A handed bucket is done with: reduced, or dropped by the operator after a cancel. */
@@ -278,7 +324,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
         if (bucketSubscriber != null) {
             bucketSubscriber.dispose();
         }
-        if (bucketSink == null) {
+        if (bucketSubscriber == null) {
             if (quiet.complete(null)) {
                 terminate(null);
             }

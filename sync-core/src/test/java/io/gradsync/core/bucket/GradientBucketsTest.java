@@ -369,6 +369,61 @@ class GradientBucketsTest {
     }
 
     @Test
+    void randomCancelsOnEveryRankNeverEmitWrongValues() throws Exception {
+        int n = 3;
+        int trials = 40;
+        int[] sizes = {16, 16, 16, 16, 16, 16};
+        long seed = 20261123L;
+        List<Object> results = job(n, comm -> {
+            GradientBuckets buckets = GradientBuckets.builder(comm).bucketBytes(64).firstBucketBytes(64)
+                    .timeline(Timeline.OFF).build();
+            java.util.Random random = new java.util.Random(seed); // same draws on every rank
+            int ended = 0;
+            int step = 0;
+            for (int t = 0; t < trials; t++) {
+                int[] cancelAfter = new int[n];
+                for (int r = 0; r < n; r++) {
+                    cancelAfter[r] = random.nextInt(sizes.length + 3); // >= sizes.length: no cancel
+                }
+                for (int phase = 0; phase < 2; phase++, step++) {
+                    float[][] g = gradients(sizes, comm.rank(), step);
+                    float[][] original = gradients(sizes, comm.rank(), step);
+                    Flux<GradientBuffer> reduced = Flux.range(0, sizes.length)
+                            .concatMap(p -> Mono.delay(Duration.ofMillis(1)).thenReturn(GradientBuffer.wrap(g[p])))
+                            .transform(buckets.reduce());
+                    boolean cancelling = phase == 0 && cancelAfter[comm.rank()] < sizes.length;
+                    if (cancelling) {
+                        reduced = reduced.take(cancelAfter[comm.rank()]);
+                    }
+                    List<GradientBuffer> emitted = new ArrayList<>();
+                    try {
+                        reduced.doOnNext(emitted::add).blockLast(Duration.ofSeconds(30));
+                    } catch (StreamEndedException e) {
+                        ended++;
+                    }
+                    for (int p = 0; p < sizes.length; p++) {
+                        boolean wasEmitted = false;
+                        for (GradientBuffer e : emitted) {
+                            wasEmitted |= e.region().base() == g[p];
+                        }
+                        for (int i = 0; i < sizes[p]; i++) {
+                            float want = wasEmitted ? expectedAvg(n, step, p, i) : original[p][i];
+                            assertEquals(want, g[p][i], 1e-3, "rank " + comm.rank() + " trial " + t + " phase " + phase
+                                    + " gradient " + p + (wasEmitted ? " (emitted)" : " (not emitted)"));
+                        }
+                    }
+                    if (phase == 1) {
+                        assertEquals(sizes.length, emitted.size(), "trial " + t + ": the step after the cancels is complete");
+                    }
+                    buckets.awaitIdle(Duration.ofSeconds(10));
+                }
+            }
+            return ended;
+        });
+        assertAllOk(results);
+    }
+
+    @Test
     void traceFileParsesBackWithBucketsAndStragglers(@TempDir Path dir) throws Exception {
         int n = 2;
         int[] sizes = {100, 200, 300};
