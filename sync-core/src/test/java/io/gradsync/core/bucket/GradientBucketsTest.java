@@ -264,6 +264,42 @@ class GradientBucketsTest {
     }
 
     @Test
+    void aFirstStepNeverSubscribedOnOneRankFailsTheLayoutCheckEverywhere() throws Exception {
+        List<Object> results = job(3, comm -> {
+            GradientBuckets buckets = GradientBuckets.builder(comm).timeline(Timeline.OFF).build();
+            List<String> outcome = new ArrayList<>();
+            for (int s = 0; s < 2; s++) {
+                Flux<GradientBuffer> step = Flux.just(GradientBuffer.wrap(new float[8]), GradientBuffer.wrap(new float[4]))
+                        .transform(buckets.reduce());
+                if (s == 0 && comm.rank() == 0) {
+                    step = step.take(0); // never subscribes: retired when the next step is assembled
+                }
+                try {
+                    step.blockLast(Duration.ofSeconds(30));
+                    outcome.add("ok");
+                } catch (RuntimeException e) {
+                    outcome.add(e.getClass().getSimpleName() + ": " + e.getMessage());
+                }
+            }
+            return outcome;
+        });
+        assertAllOk(results);
+        @SuppressWarnings("unchecked")
+        List<String> rank0 = (List<String>) results.get(0);
+        assertEquals("ok", rank0.get(0), "take(0) completes at once");
+        for (int r = 0; r < 3; r++) {
+            @SuppressWarnings("unchecked")
+            List<String> outcome = (List<String>) results.get(r);
+            if (r > 0) {
+                assertTrue(outcome.get(0).startsWith("LayoutMismatchException") && outcome.get(0).contains("rank 0's first step"),
+                        "rank " + r + ": " + outcome.get(0));
+            }
+            assertTrue(outcome.get(1).contains("the gradient layout was not agreed in the first step"),
+                    "rank " + r + ": " + outcome.get(1));
+        }
+    }
+
+    @Test
     void laterStepWithAnotherGradientFailsNamingIt() throws Exception {
         List<Object> results = job(2, comm -> {
             GradientBuckets buckets = GradientBuckets.builder(comm).timeline(Timeline.OFF).build();
