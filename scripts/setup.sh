@@ -31,6 +31,9 @@ done
 for _pkg in openmpi-bin slurm-wlm munge python3-torch; do
   installed "$_pkg" || need+=("$_pkg")
 done
+# Fashion-MNIST (IDX files under /usr/share/datasets/fashion-mnist/) for examples' DJL training test and
+# examples/bin/train-fashion-mnist.
+installed dataset-fashion-mnist || need+=(dataset-fashion-mnist)
 unset _pkg
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -1,0 +1,402 @@
+package io.gradsync.examples.train;
+
+import ai.djl.Model;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.index.NDIndex;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Blocks;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Conv2d;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.pooling.Pool;
+import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.Trainer;
+import ai.djl.training.loss.Loss;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.Tracker;
+import ai.djl.util.Pair;
+import io.gradsync.core.Communicator;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.bucket.GradientBuckets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Random;
+import java.util.concurrent.locks.ReentrantLock;
+import reactor.core.publisher.Flux;
+
+/**
+ * Data-parallel LeNet-5 on Fashion-MNIST with DJL's PyTorch engine on CPU. Every rank holds a replica
+ * (rank 0's initial parameters broadcast), trains on its shard of each global batch (global batch
+ * {@code B}, rank {@code r} takes samples {@code [r B/N, (r+1) B/N)} of it, from one shuffled order that
+ * every rank draws with the same seed), and the gradients (fed last layer first) are bucketed and averaged
+ * with {@link GradientBuckets} before the optimizer step, so that N ranks at global batch B follow the
+ * one-process run at batch B up to rounding. Every {@code --check-every} steps (and at each epoch's end) a
+ * checksum collective (hash of every parameter's bits, all-reduced with MAX over the hash and its
+ * complement) proves the replicas identical.
+ *
+ * <pre>
+ * gradsync-run -n N -- train-fashion-mnist [--epochs 2] [--global-batch 64] [--lr 0.01] [--momentum 0.9]
+ *     [--check-every 20] [--max-steps S] [--data /usr/share/datasets/fashion-mnist] [--transport aeron-ipc]
+ * train-fashion-mnist --threads N ...     (ranks as threads of one JVM; their PyTorch calls take turns)
+ * </pre>
+ * Prints per epoch (rank 0): mean training loss, test accuracy, step time, exposed communication time
+ * (DJL's backward is one native call, so every bucket is reduced after it: all communication is exposed).
+ */
+public final class TrainFashionMnist {
+    int epochs = 2;
+    int globalBatch = 64;
+    float lr = 0.01f;
+    float momentum = 0.9f;
+    int checkEvery = 20;
+    int maxSteps = Integer.MAX_VALUE;
+    Path data = FashionMnist.DEFAULT_DIR;
+    String transport = "aeron-ipc";
+    int threads = 0;
+    long seed = 42;
+    boolean quiet;
+    /** In threads mode: DJL's PyTorch GradientCollector is one per JVM, so the ranks' PyTorch calls take turns. */
+    private final ReentrantLock torch = new ReentrantLock();
+    private volatile FashionMnist.Split train;
+    private volatile FashionMnist.Split test;
+
+    /** One epoch as rank 0 reports it. */
+    public record Epoch(int epoch, int steps, double loss, double accuracy, double stepMs, double exposedMs,
+                        int checks, boolean identical) {
+    }
+
+    /** What a rank returns: its epochs, first and last logged losses, and its final checksum. */
+    public record Result(int rank, List<Epoch> epochs, double firstLoss, double lastLoss, long checksum,
+                         int bucketsPerStep, int gradientsPerStep) {
+    }
+
+    static SequentialBlock lenet5() {
+        return new SequentialBlock()
+                .add(Conv2d.builder().setKernelShape(new Shape(5, 5)).optPadding(new Shape(2, 2)).setFilters(6).build())
+                .add(Activation::relu)
+                .add(Pool.maxPool2dBlock(new Shape(2, 2), new Shape(2, 2)))
+                .add(Conv2d.builder().setKernelShape(new Shape(5, 5)).setFilters(16).build())
+                .add(Activation::relu)
+                .add(Pool.maxPool2dBlock(new Shape(2, 2), new Shape(2, 2)))
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(120).build())
+                .add(Activation::relu)
+                .add(Linear.builder().setUnits(84).build())
+                .add(Activation::relu)
+                .add(Linear.builder().setUnits(10).build());
+    }
+
+    static void configureDjl(int torchThreads) {
+        setIfAbsent("ai.djl.offline", "true");
+        setIfAbsent("ai.djl.default_engine", "PyTorch");
+        setIfAbsent("ai.djl.pytorch.num_threads", Integer.toString(torchThreads));
+        setIfAbsent("ai.djl.pytorch.num_interop_threads", "1");
+    }
+
+    private static void setIfAbsent(String key, String value) {
+        if (System.getProperty(key) == null) {
+            System.setProperty(key, value);
+        }
+    }
+
+    private void load() throws Exception {
+        synchronized (this) {
+            if (train == null) {
+                train = FashionMnist.train(data);
+                test = FashionMnist.test(data);
+            }
+        }
+    }
+
+    Result runRank(Communicator comm) throws Exception {
+        load();
+        int n = comm.size();
+        int rank = comm.rank();
+        if (globalBatch % n != 0) {
+            throw new IllegalArgumentException("global batch " + globalBatch + " is not a multiple of " + n + " ranks");
+        }
+        int local = globalBatch / n;
+        boolean shared = threads > 0;
+        List<Epoch> epochList = new ArrayList<>();
+        double firstLoss = Double.NaN;
+        double lastLoss = Double.NaN;
+        try (Model model = Model.newInstance("lenet5-rank" + rank, "PyTorch")) {
+            model.setBlock(lenet5());
+            DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                    .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(lr)).optMomentum(momentum).build());
+            Trainer trainer;
+            List<Parameter> params = new ArrayList<>();
+            lock(shared);
+            try {
+                ai.djl.engine.Engine.getEngine("PyTorch").setRandomSeed((int) seed);
+                trainer = model.newTrainer(config);
+                trainer.initialize(new Shape(local, 1, 28, 28));
+                for (Pair<String, Parameter> p : model.getBlock().getParameters()) {
+                    params.add(p.getValue());
+                }
+            } finally {
+                unlock(shared);
+            }
+            // identical replicas from the start: rank 0's initial parameters everywhere
+            for (Parameter p : params) {
+                float[] v = withTorch(shared, () -> p.getArray().toFloatArray());
+                comm.broadcastBlocking(GradientBuffer.wrap(v), 0);
+                withTorch(shared, () -> {
+                    p.getArray().set(v);
+                    return null;
+                });
+            }
+            int tensors = params.size();
+            float[][] grads = new float[tensors][];
+            GradientBuffer[] gradBuffers = new GradientBuffer[tensors];
+            Integer[] backwardOrder = new Integer[tensors];
+            for (int i = 0; i < tensors; i++) {
+                backwardOrder[i] = tensors - 1 - i;
+            }
+            GradientBuckets buckets = GradientBuckets.create(comm);
+            int stepsPerEpoch = Math.min(train.count() / globalBatch, maxSteps);
+            float[] xs = new float[local * FashionMnist.PIXELS];
+            float[] ys = new float[local];
+            int step = 0;
+            int checks = 0;
+            for (int epoch = 0; epoch < epochs; epoch++) {
+                int[] order = permutation(train.count(), new Random(seed + epoch));
+                double lossSum = 0;
+                long stepNanos = 0;
+                long exposedNanos = 0;
+                boolean identical = true;
+                for (int s = 0; s < stepsPerEpoch; s++, step++) {
+                    long t0 = System.nanoTime();
+                    int base = s * globalBatch + rank * local;
+                    for (int i = 0; i < local; i++) {
+                        int idx = order[base + i];
+                        System.arraycopy(train.images(), idx * FashionMnist.PIXELS, xs, i * FashionMnist.PIXELS, FashionMnist.PIXELS);
+                        ys[i] = train.labels()[idx];
+                    }
+                    float loss;
+                    lock(shared);
+                    try (NDManager m = trainer.getManager().newSubManager()) {
+                        NDArray x = m.create(xs, new Shape(local, 1, 28, 28));
+                        NDArray y = m.create(ys, new Shape(local));
+                        try (GradientCollector gc = trainer.newGradientCollector()) {
+                            NDList pred = trainer.forward(new NDList(x));
+                            NDArray l = trainer.getLoss().evaluate(new NDList(y), pred);
+                            loss = l.getFloat();
+                            gc.backward(l);
+                        }
+                        for (int i = 0; i < tensors; i++) {
+                            try (NDArray g = params.get(i).getArray().getGradient()) {
+                                grads[i] = g.toFloatArray();
+                            }
+                            gradBuffers[i] = GradientBuffer.wrap(grads[i]);
+                        }
+                    } finally {
+                        unlock(shared);
+                    }
+                    long c0 = System.nanoTime();
+                    Flux.fromArray(backwardOrder).transform(buckets.reduce(i -> gradBuffers[i])).blockLast();
+                    long c1 = System.nanoTime();
+                    lock(shared);
+                    try (NDManager m = trainer.getManager().newSubManager()) {
+                        for (int i = 0; i < tensors; i++) {
+                            NDArray weight = params.get(i).getArray();
+                            // in place: NDArray.set(Buffer) may swap the handle's tensor instead of writing into it
+                            try (NDArray g = weight.getGradient()) {
+                                g.set(new NDIndex(":"), m.create(grads[i], weight.getShape()));
+                            }
+                            if (step == 0) {
+                                try (NDArray fresh = weight.getGradient()) {
+                                    float[] back = fresh.toFloatArray();
+                                    if (!java.util.Arrays.equals(back, grads[i])) {
+                                        throw new IllegalStateException("the averaged gradient of parameter " + i
+                                                + " did not reach DJL's gradient tensor");
+                                    }
+                                }
+                            }
+                        }
+                        trainer.step();
+                    } finally {
+                        unlock(shared);
+                    }
+                    long t1 = System.nanoTime();
+                    stepNanos += t1 - t0;
+                    exposedNanos += c1 - c0;
+                    lossSum += loss;
+                    if (Double.isNaN(firstLoss)) {
+                        firstLoss = loss;
+                    }
+                    lastLoss = loss;
+                    if (checkEvery > 0 && (step + 1) % checkEvery == 0) {
+                        identical &= sameEverywhere(comm, checksum(params, shared));
+                        checks++;
+                    }
+                }
+                identical &= sameEverywhere(comm, checksum(params, shared));
+                checks++;
+                double[] lossMean = {lossSum / stepsPerEpoch};
+                comm.allReduceBlocking(GradientBuffer.wrap(lossMean), ReduceOp.AVG);
+                double accuracy = evaluate(comm, trainer, shared);
+                Epoch e = new Epoch(epoch + 1, stepsPerEpoch, lossMean[0], accuracy, stepNanos / 1e6 / stepsPerEpoch,
+                        exposedNanos / 1e6 / stepsPerEpoch, checks, identical);
+                epochList.add(e);
+                if (rank == 0 && !quiet) {
+                    System.out.printf(Locale.ROOT, "epoch %d: %d steps of global batch %d on %d ranks, loss %.4f, "
+                                    + "test accuracy %.2f%%, step %.2f ms, exposed comm %.2f ms/step, %d buckets for %d "
+                                    + "gradient tensors, replicas %s (%d checksum collectives so far)%n",
+                            e.epoch(), e.steps(), globalBatch, n, e.loss(), 100 * e.accuracy(), e.stepMs(), e.exposedMs(),
+                            buckets.bucketCount(), tensors, e.identical() ? "identical" : "DIFFER", checks);
+                }
+                if (!identical) {
+                    throw new IllegalStateException("replicas differ after epoch " + (epoch + 1));
+                }
+            }
+            long sum = checksum(params, shared);
+            int bucketCount = buckets.bucketCount();
+            buckets.close();
+            withTorch(shared, () -> {
+                trainer.close();
+                return null;
+            });
+            return new Result(rank, epochList, firstLoss, lastLoss, sum, bucketCount, tensors);
+        }
+    }
+
+    /** Test accuracy, each rank evaluating its share of the test set. */
+    private double evaluate(Communicator comm, Trainer trainer, boolean shared) {
+        int n = comm.size();
+        int per = (test.count() + n - 1) / n;
+        int from = comm.rank() * per;
+        int to = Math.min(test.count(), from + per);
+        long correct = 0;
+        int chunk = 500;
+        for (int start = from; start < to; start += chunk) {
+            int b = Math.min(chunk, to - start);
+            float[] x = new float[b * FashionMnist.PIXELS];
+            System.arraycopy(test.images(), start * FashionMnist.PIXELS, x, 0, x.length);
+            lock(shared);
+            try (NDManager m = trainer.getManager().newSubManager()) {
+                NDArray logits = trainer.evaluate(new NDList(m.create(x, new Shape(b, 1, 28, 28)))).singletonOrThrow();
+                long[] predicted = logits.argMax(1).toLongArray();
+                for (int i = 0; i < b; i++) {
+                    if (predicted[i] == (long) test.labels()[start + i]) {
+                        correct++;
+                    }
+                }
+            } finally {
+                unlock(shared);
+            }
+        }
+        long[] counts = {correct, Math.max(0, to - from)};
+        comm.allReduceBlocking(GradientBuffer.wrap(counts), ReduceOp.SUM);
+        return counts[0] / (double) counts[1];
+    }
+
+    private long checksum(List<Parameter> params, boolean shared) throws Exception {
+        return withTorch(shared, () -> {
+            long h = 1125899906842597L;
+            for (Parameter p : params) {
+                for (float v : p.getArray().toFloatArray()) {
+                    h = 31 * h + Float.floatToRawIntBits(v);
+                }
+            }
+            return h;
+        });
+    }
+
+    /** The checksum collective: true when every rank has the same {@code h}. */
+    static boolean sameEverywhere(Communicator comm, long h) {
+        long[] v = {h, ~h};
+        comm.allReduceBlocking(GradientBuffer.wrap(v), ReduceOp.MAX);
+        return v[0] == h && v[1] == ~h;
+    }
+
+    static int[] permutation(int n, Random random) {
+        int[] p = new int[n];
+        for (int i = 0; i < n; i++) {
+            p[i] = i;
+        }
+        for (int i = n - 1; i > 0; i--) {
+            int j = random.nextInt(i + 1);
+            int t = p[i];
+            p[i] = p[j];
+            p[j] = t;
+        }
+        return p;
+    }
+
+    private interface TorchCall<V> {
+        V call() throws Exception;
+    }
+
+    private <V> V withTorch(boolean shared, TorchCall<V> call) throws Exception {
+        lock(shared);
+        try {
+            return call.call();
+        } finally {
+            unlock(shared);
+        }
+    }
+
+    private void lock(boolean shared) {
+        if (shared) {
+            torch.lock();
+        }
+    }
+
+    private void unlock(boolean shared) {
+        if (shared) {
+            torch.unlock();
+        }
+    }
+
+    /** Runs the configured job: threads of this JVM, or this process's rank. Returns rank 0's result first. */
+    public List<Result> run() throws Exception {
+        configureDjl(1);
+        if (threads > 0 || !Ranks.launched()) {
+            return Ranks.threads(Math.max(1, threads), this::runRank);
+        }
+        return List.of(Ranks.process(transport, this::runRank));
+    }
+
+    public static void main(String[] args) throws Exception {
+        TrainFashionMnist t = new TrainFashionMnist();
+        for (int i = 0; i < args.length; i++) {
+            String v = i + 1 < args.length ? args[i + 1] : null;
+            switch (args[i]) {
+                case "--epochs" -> t.epochs = Integer.parseInt(v);
+                case "--global-batch" -> t.globalBatch = Integer.parseInt(v);
+                case "--lr" -> t.lr = Float.parseFloat(v);
+                case "--momentum" -> t.momentum = Float.parseFloat(v);
+                case "--check-every" -> t.checkEvery = Integer.parseInt(v);
+                case "--max-steps" -> t.maxSteps = Integer.parseInt(v);
+                case "--data" -> t.data = Path.of(v);
+                case "--transport" -> t.transport = v;
+                case "--threads" -> t.threads = Integer.parseInt(v);
+                case "--seed" -> t.seed = Long.parseLong(v);
+                default -> {
+                    System.err.println("unknown option " + args[i] + " (see TrainFashionMnist's class comment)");
+                    System.exit(2);
+                }
+            }
+            i++;
+        }
+        List<Result> results = t.run();
+        boolean ok = true;
+        for (Result r : results) {
+            for (Epoch e : r.epochs()) {
+                ok &= e.identical();
+            }
+            if (r.checksum() != results.get(0).checksum()) {
+                ok = false;
+            }
+        }
+        System.exit(ok ? 0 : 1);
+    }
+}

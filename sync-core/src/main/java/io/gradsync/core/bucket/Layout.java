@@ -1,0 +1,241 @@
+package io.gradsync.core.bucket;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * The gradients of a step (types and counts in arrival order) and the buckets they are packed into.
+ * Fixed once; reused every step. Buckets are filled per type in arrival order: the first bucket of each
+ * type holds up to {@code firstBucketBytes}, later ones up to {@code bucketBytes}; a gradient larger
+ * than the cap gets a bucket of its own.
+ */
+final class Layout {
+    final DataType[] types;
+    final int[] counts;
+    final long firstBucketBytes;
+    final long bucketBytes;
+    /** Per gradient: its bucket and its byte offset in it. */
+    final int[] bucketOf;
+    final long[] offsetOf;
+    final Bucket[] buckets;
+    /** Bucket ids in the order they become full (the order of their last gradient). */
+    final int[] readyOrder;
+    /** Per gradient: a view of its place in its bucket. */
+    final GradientBuffer[] views;
+
+    /** One bucket: off-heap memory for gradients of one type. */
+    static final class Bucket {
+        final int id;
+        final DataType type;
+        final int[] gradients;
+        final GradientBuffer buffer;
+        final long bytes;
+        /** Gradients of the current step copied in (touched by the step's upstream thread only). */
+        int arrived;
+        /** When it was handed to the communicator this step (Timeline time). */
+        long submitNanos;
+        int traceName;
+
+        Bucket(int id, DataType type, int[] gradients, GradientBuffer buffer) {
+            this.id = id;
+            this.type = type;
+            this.gradients = gradients;
+            this.buffer = buffer;
+            this.bytes = buffer.byteSize();
+        }
+
+        GradientBuffer buffer() {
+            return buffer;
+        }
+    }
+
+    private Layout(DataType[] types, int[] counts, long firstBucketBytes, long bucketBytes) {
+        this.types = types;
+        this.counts = counts;
+        this.firstBucketBytes = firstBucketBytes;
+        this.bucketBytes = bucketBytes;
+        int n = types.length;
+        bucketOf = new int[n];
+        offsetOf = new long[n];
+        views = new GradientBuffer[n];
+        // assign
+        Map<DataType, Integer> open = new EnumMap<>(DataType.class);
+        Map<DataType, Long> openBytes = new EnumMap<>(DataType.class);
+        List<List<Integer>> members = new ArrayList<>();
+        List<DataType> bucketTypes = new ArrayList<>();
+        List<Long> caps = new ArrayList<>();
+        for (int p = 0; p < n; p++) {
+            DataType t = types[p];
+            long bytes = (long) counts[p] * t.bytes();
+            Integer b = open.get(t);
+            if (b != null && openBytes.get(t) + bytes > caps.get(b) && openBytes.get(t) > 0) {
+                b = null;
+            }
+            if (b == null) {
+                b = members.size();
+                caps.add(open.containsKey(t) || hasBucketOf(bucketTypes, t) ? bucketBytes : firstBucketBytes);
+                members.add(new ArrayList<>());
+                bucketTypes.add(t);
+                open.put(t, b);
+                openBytes.put(t, 0L);
+            }
+            bucketOf[p] = b;
+            offsetOf[p] = openBytes.get(t);
+            openBytes.put(t, openBytes.get(t) + bytes);
+            members.get(b).add(p);
+        }
+        buckets = new Bucket[members.size()];
+        int[] last = new int[buckets.length];
+        for (int b = 0; b < buckets.length; b++) {
+            DataType t = bucketTypes.get(b);
+            List<Integer> m = members.get(b);
+            long total = 0;
+            for (int p : m) {
+                total += (long) counts[p] * t.bytes();
+            }
+            if (total > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException("bucket of " + total + " bytes exceeds 2 GiB");
+            }
+            ByteBuffer memory = ByteBuffer.allocateDirect((int) total).order(ByteOrder.nativeOrder());
+            int[] g = m.stream().mapToInt(Integer::intValue).toArray();
+            buckets[b] = new Bucket(b, t, g, GradientBuffer.wrap(memory, t));
+            for (int p : g) {
+                ByteBuffer slice = memory.slice((int) offsetOf[p], counts[p] * t.bytes()).order(ByteOrder.nativeOrder());
+                views[p] = GradientBuffer.wrap(slice, t);
+            }
+            last[b] = g[g.length - 1];
+        }
+        Integer[] order = new Integer[buckets.length];
+        for (int b = 0; b < order.length; b++) {
+            order[b] = b;
+        }
+        Arrays.sort(order, (x, y) -> Integer.compare(last[x], last[y]));
+        readyOrder = Arrays.stream(order).mapToInt(Integer::intValue).toArray();
+    }
+
+    private static boolean hasBucketOf(List<DataType> bucketTypes, DataType t) {
+        return bucketTypes.contains(t);
+    }
+
+    static Layout of(DataType[] types, int[] counts, long firstBucketBytes, long bucketBytes) {
+        if (types.length != counts.length) {
+            throw new IllegalArgumentException(types.length + " types but " + counts.length + " counts");
+        }
+        for (int p = 0; p < types.length; p++) {
+            if (types[p] == null) {
+                throw new NullPointerException("type of gradient #" + p);
+            }
+            if (counts[p] < 0) {
+                throw new IllegalArgumentException("gradient #" + p + " has count " + counts[p]);
+            }
+        }
+        return new Layout(types.clone(), counts.clone(), firstBucketBytes, bucketBytes);
+    }
+
+    int size() {
+        return types.length;
+    }
+
+    boolean matches(int p, GradientBuffer g) {
+        return p < types.length && g.dataType() == types[p] && g.count() == counts[p];
+    }
+
+    /** True when {@code g} is the view of gradient {@code p} (zero-copy: nothing to move). */
+    boolean isView(int p, GradientBuffer g) {
+        if (g == views[p]) {
+            return true;
+        }
+        Region a = g.region();
+        Region v = views[p].region();
+        return a.base() == v.base() && a.offset() == v.offset() && a.byteLength() == v.byteLength();
+    }
+
+    /** Copies (or, when {@code add}, adds) gradient {@code p} into its bucket. */
+    void copyIn(int p, GradientBuffer g, boolean add) {
+        if (isView(p, g) || counts[p] == 0) {
+            return;
+        }
+        Region dst = views[p].region();
+        Region src = g.region();
+        if (add) {
+            Kernels.reduce(types[p], ReduceOp.SUM, dst.base(), dst.offset(), src.base(), src.offset(),
+                    dst.base(), dst.offset(), counts[p]);
+        } else {
+            Kernels.copy(src.base(), src.offset(), dst.base(), dst.offset(), dst.byteLength());
+        }
+    }
+
+    /** Copies gradient {@code p}'s reduced value from its bucket into {@code g}. */
+    void copyOut(int p, GradientBuffer g) {
+        if (isView(p, g) || counts[p] == 0) {
+            return;
+        }
+        Region src = views[p].region();
+        Region dst = g.region();
+        Kernels.copy(src.base(), src.offset(), dst.base(), dst.offset(), src.byteLength());
+    }
+
+    /** A hash of the gradient sequence and the bucket sizes; never 0 (0 marks a failed step). */
+    long fingerprint() {
+        long h = 0xcbf29ce484222325L;
+        h = mix(h, types.length);
+        h = mix(h, firstBucketBytes);
+        h = mix(h, bucketBytes);
+        for (int p = 0; p < types.length; p++) {
+            h = mix(h, types[p].ordinal());
+            h = mix(h, counts[p]);
+        }
+        return h == 0 ? 1 : h;
+    }
+
+    private static long mix(long h, long v) {
+        for (int i = 0; i < 8; i++) {
+            h ^= (v >>> (8 * i)) & 0xFF;
+            h *= 0x100000001b3L;
+        }
+        return h;
+    }
+
+    /** One gradient's description, e.g. {@code float32[4096]}. */
+    static String describe(DataType type, int count) {
+        return type.name().toLowerCase(Locale.ROOT) + "[" + count + "]";
+    }
+
+    /** Gradient {@code p} packed as a long: type in the top bits, count below. */
+    static long encode(DataType type, int count) {
+        return ((long) (type.ordinal() + 1) << 40) | (count & 0xFFFFFFFFL);
+    }
+
+    static String decode(long e) {
+        int t = (int) (e >>> 40) - 1;
+        if (t < 0 || t >= DataType.values().length) {
+            return "?";
+        }
+        return describe(DataType.values()[t], (int) (e & 0xFFFFFFFFL));
+    }
+
+    String summary() {
+        StringBuilder b = new StringBuilder();
+        b.append(types.length).append(" gradients in ").append(buckets.length).append(" buckets (");
+        for (int i = 0; i < buckets.length; i++) {
+            if (i > 0) {
+                b.append(", ");
+            }
+            Bucket k = buckets[i];
+            b.append(k.type.name().toLowerCase(Locale.ROOT)).append(' ').append(k.gradients.length).append(" grads ")
+                    .append(k.bytes).append(" B");
+        }
+        return b.append(')').toString();
+    }
+}
