@@ -6,5 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-mvn -B verify "$@"
+# -Dgradsync.native.required=true: here a libdisni that cannot be built is an error, not a warning
+mvn -B -Dgradsync.native.required=true verify "$@"
 exec rdma-transport/softroce/run-tests --no-build
