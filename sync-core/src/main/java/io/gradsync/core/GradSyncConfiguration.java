@@ -2,6 +2,7 @@ package io.gradsync.core;
 
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Settings read from system properties, each with its default. Like Aeron's {@code Configuration}
@@ -12,7 +13,8 @@ public final class GradSyncConfiguration {
 
     /**
      * Chunk size in bytes: the unit of pipelining, and the size of one transport receive slot. Smaller
-     * chunks start the pipeline sooner; larger ones pay the per-message cost less often.
+     * chunks start the pipeline sooner; larger ones pay the per-message cost less often. Units accepted:
+     * {@code 256K}, {@code 1M} (see {@link Settings}).
      */
     public static final String CHUNK_BYTES_PROP = "gradsync.chunk.bytes";
     public static final int CHUNK_BYTES_DEFAULT = 256 * 1024;
@@ -28,7 +30,8 @@ public final class GradSyncConfiguration {
     /**
      * How long a collective may go without moving a single message before it fails, in milliseconds.
      * It is a no-progress deadline, not a deadline for the whole collective, so large messages on slow
-     * links do not fail while a dead or missing peer is still caught.
+     * links do not fail while a dead or missing peer is still caught. A unit may be given instead:
+     * {@code 30s}, {@code 500ms}, {@code 2m} (see {@link Settings}).
      */
     public static final String TIMEOUT_MS_PROP = "gradsync.timeout.ms";
     public static final long TIMEOUT_MS_DEFAULT = 60_000;
@@ -84,7 +87,8 @@ public final class GradSyncConfiguration {
 
     /**
      * How long ranks wait for each other at the rendezvous, in milliseconds (all ranks must arrive within
-     * it); also bounds the rendezvous' all-gathers and the wait for all ranks to leave at close.
+     * it); also bounds the rendezvous' all-gathers and the wait for all ranks to leave at close. A unit may
+     * be given instead: {@code 2m}, {@code 90s}.
      */
     public static final String RENDEZVOUS_TIMEOUT_MS_PROP = "gradsync.rendezvous.timeout.ms";
     public static final long RENDEZVOUS_TIMEOUT_MS_DEFAULT = 120_000;
@@ -92,20 +96,53 @@ public final class GradSyncConfiguration {
     private GradSyncConfiguration() {
     }
 
+    /**
+     * {@value #CHUNK_BYTES_PROP}: a byte size with an optional unit ({@code 262144}, {@code 256K}, {@code 1M}).
+     *
+     * @return the chunk size in bytes, at least 1
+     * @throws IllegalArgumentException for a malformed or non-positive value, naming the property
+     */
     public static int chunkBytes() {
-        return Integer.getInteger(CHUNK_BYTES_PROP, CHUNK_BYTES_DEFAULT);
+        return positive(CHUNK_BYTES_PROP, Settings.bytes(CHUNK_BYTES_PROP, CHUNK_BYTES_DEFAULT));
     }
 
+    /**
+     * {@value #PIPELINE_DEPTH_PROP}: a whole number.
+     *
+     * @return the depth, at least 1
+     * @throws IllegalArgumentException for a malformed or non-positive value, naming the property
+     */
     public static int pipelineDepth() {
-        return Integer.getInteger(PIPELINE_DEPTH_PROP, PIPELINE_DEPTH_DEFAULT);
+        return positive(PIPELINE_DEPTH_PROP, Settings.integer(PIPELINE_DEPTH_PROP, PIPELINE_DEPTH_DEFAULT));
     }
 
+    /**
+     * {@value #TIMEOUT_MS_PROP}: milliseconds, or a duration with a unit ({@code 30s}, {@code 500ms}, {@code 2m}).
+     *
+     * @return the no-progress deadline
+     * @throws IllegalArgumentException for a malformed value, naming the property
+     */
     public static Duration timeout() {
-        return Duration.ofMillis(Long.getLong(TIMEOUT_MS_PROP, TIMEOUT_MS_DEFAULT));
+        return Settings.duration(TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS, Duration.ofMillis(TIMEOUT_MS_DEFAULT));
     }
 
+    /**
+     * {@value #RENDEZVOUS_TIMEOUT_MS_PROP}: milliseconds, or a duration with a unit ({@code 2m}, {@code 90s}).
+     *
+     * @return the rendezvous deadline
+     * @throws IllegalArgumentException for a malformed value, naming the property
+     */
     public static Duration rendezvousTimeout() {
-        return Duration.ofMillis(Long.getLong(RENDEZVOUS_TIMEOUT_MS_PROP, RENDEZVOUS_TIMEOUT_MS_DEFAULT));
+        return Settings.duration(RENDEZVOUS_TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS,
+                Duration.ofMillis(RENDEZVOUS_TIMEOUT_MS_DEFAULT));
+    }
+
+    private static int positive(String property, int value) {
+        if (value < 1) {
+            throw new IllegalArgumentException("-D" + property + "=" + System.getProperty(property)
+                    + " is not valid: expected at least 1");
+        }
+        return value;
     }
 
     public static String allReduceAlgorithm() {
