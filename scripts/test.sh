@@ -5,7 +5,7 @@
 # inside a throw-away soft-RoCE VM (rdma-transport/softroce/run-tests; see rdma-transport/softroce/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/setup.sh
+source scripts/setup.sh test
 # -Dgradsync.native.required=true: here a libdisni that cannot be built is an error, not a warning
 mvn -B -Dgradsync.native.required=true verify "$@"
 exec rdma-transport/softroce/run-tests --no-build
