@@ -5,8 +5,8 @@
 # processes with a torchrun-style environment. Exit status 0 when both ranks report a correct result.
 #
 # The private repository ($work/m2) keeps the machine's ~/.m2 untouched (no gradsync snapshot is installed
-# there). Third-party artifacts come from the user's local repository (~/.m2/repository, used as a file://
-# mirror, so this runs offline once the build has run), or from Maven Central with GRADSYNC_CONSUMER_ONLINE=1.
+# there). Third-party artifacts come from the user's local repository (~/.m2/repository, or GRADSYNC_USER_REPO,
+# used as a file:// repository ahead of Maven Central, so this runs offline once the build has run).
 #   scripts/check-consumer.sh [work dir, default: a temporary directory removed at exit]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,17 +20,25 @@ mkdir -p "$work"
 repo="$work/m2"
 user_repo=${GRADSYNC_USER_REPO:-$HOME/.m2/repository}
 settings="$work/settings.xml"
-if [ "${GRADSYNC_CONSUMER_ONLINE:-0}" = 1 ]; then
-  echo '<settings/>' > "$settings"
-else
-  cat > "$settings" <<XML
+# The user's local repository as a repository consulted before Maven Central (so this runs offline once the
+# build has run; what is missing there, such as the install plugin on a machine that never ran install, comes
+# from Central).
+cat > "$settings" <<XML
 <settings>
-  <mirrors>
-    <mirror><id>user-local</id><mirrorOf>*</mirrorOf><url>file://$user_repo</url></mirror>
-  </mirrors>
+  <profiles>
+    <profile>
+      <id>user-local</id>
+      <repositories>
+        <repository><id>user-local</id><url>file://$user_repo</url></repository>
+      </repositories>
+      <pluginRepositories>
+        <pluginRepository><id>user-local</id><url>file://$user_repo</url></pluginRepository>
+      </pluginRepositories>
+    </profile>
+  </profiles>
+  <activeProfiles><activeProfile>user-local</activeProfile></activeProfiles>
 </settings>
 XML
-fi
 mvn=(mvn -B -ntp -s "$settings" -Dmaven.repo.local="$repo")
 
 echo "check-consumer: installing gradsync into $repo" >&2
