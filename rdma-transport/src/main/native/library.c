@@ -18,6 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* glibc 2.34 moved dlopen, dladdr and dlerror from libdl into libc under the new version GLIBC_2.34; binding
+ * them to their original x86-64 version keeps the library loadable on glibc older than 2.34 (RHEL 8, Ubuntu
+ * 20.04), where libdl.so.2 defines them (the Makefile keeps it NEEDED); see rdma-transport/README.md, glibc baseline. */
+#if defined(__x86_64__) && defined(__GLIBC__)
+__asm__(".symver dlopen,dlopen@GLIBC_2.2.5");
+__asm__(".symver dladdr,dladdr@GLIBC_2.2.5");
+__asm__(".symver dlerror,dlerror@GLIBC_2.2.5");
+#endif
+
 /* The RTLD_GLOBAL reference to ourselves; never closed, which also pins the library in memory. */
 static void *global_self;
 static int global_error_set;

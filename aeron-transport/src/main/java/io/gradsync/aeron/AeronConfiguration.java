@@ -1,5 +1,9 @@
 package io.gradsync.aeron;
 
+import io.gradsync.core.Settings;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+
 /**
  * Settings of the Aeron transport, read from system properties, each with its default.
  */
@@ -54,8 +58,8 @@ public final class AeronConfiguration {
 
     /** The MTU for messages of up to {@code messageBytes}: one frame per message, capped at 65504. */
     static int mtu(int messageBytes) {
-        Integer configured = Integer.getInteger(MTU_PROP);
-        int mtu = configured != null ? configured
+        int configured = Settings.bytes(MTU_PROP, -1);
+        int mtu = configured >= 0 ? configured
                 : Math.max(128, Math.min(MTU_MAX, align(messageBytes + AeronLink.FRAME_OVERHEAD, 32)));
         if (mtu % 32 != 0 || mtu < 128 || mtu > MTU_MAX) {
             throw new IllegalArgumentException(MTU_PROP + "=" + mtu + ": must be a multiple of 32 in 128.." + MTU_MAX);
@@ -76,11 +80,12 @@ public final class AeronConfiguration {
     }
 
     static int socketBuffer() {
-        return Integer.getInteger(SOCKET_BUFFER_PROP, SOCKET_BUFFER_DEFAULT);
+        return Settings.bytes(SOCKET_BUFFER_PROP, SOCKET_BUFFER_DEFAULT);
     }
 
     static long connectTimeoutMs() {
-        return Long.getLong(CONNECT_TIMEOUT_MS_PROP, CONNECT_TIMEOUT_MS_DEFAULT);
+        return Settings.duration(CONNECT_TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS,
+                Duration.ofMillis(CONNECT_TIMEOUT_MS_DEFAULT)).toMillis();
     }
 
     static int align(int value, int alignment) {

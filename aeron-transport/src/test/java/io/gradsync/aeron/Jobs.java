@@ -51,6 +51,11 @@ final class Jobs {
                 } catch (IOException e) {
                     return "(output lost: " + e + ")";
                 }
+            }, task -> {
+                // a thread per process, not the common pool: on JDK 25 with 2 CPUs it runs these one at a time
+                Thread reader = new Thread(task, "process-output");
+                reader.setDaemon(true);
+                reader.start();
             });
         }
 

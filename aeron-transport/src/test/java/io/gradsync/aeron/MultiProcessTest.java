@@ -236,7 +236,7 @@ class MultiProcessTest {
             } catch (Exception e) {
                 throw new IllegalStateException(e);
             }
-        });
+        }, task -> new Thread(task, "launch").start()); // not the common pool: one thread on JDK 25 with 2 CPUs
         // A stranger connects while the job is running and tries to join as rank 1 with a wrong MAC.
         String refusal = strangerKnocks(port);
         Job job = running.get(120, TimeUnit.SECONDS);

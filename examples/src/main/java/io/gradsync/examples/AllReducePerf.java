@@ -34,7 +34,9 @@ import picocli.CommandLine.Option;
  * Collective bandwidth test in the manner of nccl-tests' {@code all_reduce_perf} (and its siblings,
  * chosen with {@code --collective}): a sweep of message sizes, each timed out of place and in place,
  * with algbw = bytes / time, busbw = algbw times the collective's factor ({@link PerfCollective}) and
- * the number of wrong elements found by checking every rank after every iteration.
+ * the number of wrong elements found by checking every rank after every iteration. Flags, columns and
+ * summary lines follow nccl-tests (docs/nccl-tests-parity.md): {@code -r} is the root, the time is the
+ * ranks' average ({@code -a}), {@code #wrong} is {@code N/A} when nothing was checked ({@code -c 0}).
  */
 @Command(name = "allreduce-perf", mixinStandardHelpOptions = true, sortOptions = false,
         description = "Collective bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
@@ -50,8 +52,13 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             description = "Largest size (default ${DEFAULT-VALUE}).")
     long maxBytes;
 
-    @Option(names = {"-f", "--stepfactor"}, defaultValue = "2", description = "Size multiplier between rows (default ${DEFAULT-VALUE}).")
+    @Option(names = {"-f", "--stepfactor"}, defaultValue = "1", description = "Size multiplier between rows; 1: add --stepbytes "
+            + "instead, as nccl-tests does (default ${DEFAULT-VALUE}).")
     int stepFactor;
+
+    @Option(names = {"-i", "--stepbytes"}, defaultValue = "1M", converter = SizeConverter.class,
+            description = "Size increment between rows when --stepfactor is 1 (default ${DEFAULT-VALUE}).")
+    long stepBytes;
 
     @Option(names = {"-n", "--iters"}, defaultValue = "20", description = "Timed iterations per size (default ${DEFAULT-VALUE}).")
     int iterations;
@@ -65,9 +72,18 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Option(names = {"-d", "--datatype"}, defaultValue = "float", description = "float, double, int32, int64, bfloat16 or half (default ${DEFAULT-VALUE}).")
     String datatype;
 
-    @Option(names = {"-r", "--ranks"}, defaultValue = "4", description = "Ranks, as threads of this JVM, for --transport local (default ${DEFAULT-VALUE}). "
+    @Option(names = {"-t", "--nthreads", "--ranks"}, defaultValue = "4", description = "Ranks, as threads of this JVM, for --transport local "
+                    + "(nccl-tests' -t: one rank per thread) (default ${DEFAULT-VALUE}). "
                     + "Other transports run one rank per process, started by a launcher such as gradsync-run.")
     int ranks;
+
+    @Option(names = {"-g", "--ngpus"}, defaultValue = "1", description = "Devices per thread: 1 (gradsync's ranks have one "
+            + "host buffer each) (default ${DEFAULT-VALUE}).")
+    int gpus;
+
+    @Option(names = {"-a", "--average"}, defaultValue = "1", description = "Time reported: 0 rank 0's, 1 the ranks' average, "
+            + "2 the minimum, 3 the maximum, as nccl-tests (default ${DEFAULT-VALUE}).")
+    int average;
 
     @Option(names = "--transport", defaultValue = "local", description = "Transport: local (ranks as threads of this JVM), aeron-ipc, aeron-udp, auto "
                     + "(Aeron IPC inside a host, UDP between hosts), or rdma (RDMA verbs: InfiniBand, RoCE) (default ${DEFAULT-VALUE}).")
@@ -78,7 +94,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                     + "Sizes are the larger side of the call, as in nccl-tests.")
     String collectiveName;
 
-    @Option(names = "--root", defaultValue = "0", description = "Root rank of broadcast and reduce (default ${DEFAULT-VALUE}).")
+    @Option(names = {"-r", "--root"}, defaultValue = "0", description = "Root rank of broadcast and reduce (default ${DEFAULT-VALUE}).")
     int root;
 
     @Option(names = "--algo", defaultValue = "auto", description = "AllReduce algorithm: auto (chosen per size by the cost model; "
@@ -103,11 +119,11 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     String idle;
 
     @Option(names = {"-c", "--check"}, defaultValue = "1",
-            description = "1: check every rank after every iteration, iterations aligned by a barrier; "
-                    + "0: no check, iterations back to back (default ${DEFAULT-VALUE}).")
+            description = "1 (or more): check every rank after every iteration, iterations aligned by a barrier; "
+                    + "0: no check (#wrong N/A), iterations back to back (default ${DEFAULT-VALUE}).")
     int check;
 
-    @Option(names = "--timeout", defaultValue = "60", description = "Seconds a collective may go without progress (default ${DEFAULT-VALUE}).")
+    @Option(names = {"-T", "--timeout"}, defaultValue = "60", description = "Seconds a collective may go without progress (default ${DEFAULT-VALUE}).")
     long timeoutSeconds;
 
     @Option(names = "--csv", description = "Also write the rows to this CSV file (rank 0).")
@@ -133,16 +149,21 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         if (calibrate) {
             return calibrate();
         }
-        if (ranks < 1 || iterations < 1 || warmup < 0 || stepFactor < 2 || minBytes < 0 || maxBytes < minBytes || depth < 1
-                || root < 0) {
-            throw new CommandLine.ParameterException(new CommandLine(this),
-                    "need ranks >= 1, iters >= 1, warmup_iters >= 0, stepfactor >= 2, 0 <= minbytes <= maxbytes, depth >= 1, root >= 0");
+        if (ranks < 1 || iterations < 1 || warmup < 0 || stepFactor < 1 || (stepFactor == 1 && stepBytes < 1) || minBytes < 0
+                || maxBytes < minBytes || depth < 1 || root < 0 || average < 0 || average > 3 || check < 0) {
+            throw new CommandLine.ParameterException(new CommandLine(this), "need nthreads (ranks) >= 1, iters >= 1, "
+                    + "warmup_iters >= 0, stepfactor >= 1 (stepbytes >= 1 with stepfactor 1), 0 <= minbytes <= maxbytes, "
+                    + "depth >= 1, root >= 0, average 0..3, check >= 0");
+        }
+        if (gpus != 1) {
+            throw new CommandLine.ParameterException(new CommandLine(this), "-g " + gpus + ": gradsync's ranks have one buffer "
+                    + "each; run more ranks with -t (threads of this JVM) or a launcher (processes)");
         }
         if ("local".equals(transport) && root >= ranks) {
             throw new CommandLine.ParameterException(new CommandLine(this), "--root " + root + " is not one of the " + ranks + " ranks");
         }
         List<Long> sizes = new ArrayList<>();
-        for (long s = minBytes; s <= maxBytes; s = s == 0 ? type.bytes() : s * stepFactor) {
+        for (long s = minBytes; s <= maxBytes; s = s == 0 && stepFactor > 1 ? type.bytes() : stepFactor > 1 ? s * stepFactor : s + stepBytes) {
             sizes.add(s / type.bytes() * type.bytes());
         }
         Row[] rows = new Row[sizes.size()];
@@ -163,18 +184,29 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                 }
             }
         }
-        long totalWrong = 0;
+        // nccl-tests' summary: the number of checks (size, placement, rank) that found wrong elements, and busbw
+        // averaged over every row and placement timed.
+        long errors = 0;
         double busSum = 0;
+        int busCount = 0;
         for (Row row : rows) {
-            totalWrong += row.wrongOut + row.wrongIn;
-            busSum += collective.outOfPlace ? row.busbwOut : row.busbwIn;
+            errors += row.failures;
+            for (double busbw : new double[] {row.busbwOut, row.busbwIn}) {
+                if (!Double.isNaN(busbw)) {
+                    busSum += busbw;
+                    busCount++;
+                }
+            }
         }
-        System.out.printf(Locale.ROOT, "# Out of bounds values : %d %s%n", totalWrong, totalWrong == 0 ? "OK" : "FAILED");
-        System.out.printf(Locale.ROOT, "# Avg bus bandwidth    : %.4f %n#%n", busSum / rows.length);
+        System.out.printf(Locale.ROOT, "# Out of bounds values : %d %s%n", errors, errors == 0 ? "OK" : "FAILED");
+        System.out.printf(Locale.ROOT, "# Avg bus bandwidth    : %s %n#%n", formatG(busCount == 0 ? 0 : busSum / busCount));
+        if (check == 0) {
+            System.out.println("# (-c 0: results were not checked)");
+        }
         if (csv != null) {
             writeCsv(rows, type, reduceOp);
         }
-        return totalWrong == 0 ? 0 : 1;
+        return errors == 0 ? 0 : 1;
     }
 
     private Communicator.Builder configure(Communicator.Builder builder) {
@@ -232,8 +264,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         int bytes = Math.multiplyExact(maxCount, type.bytes());
         ByteBuffer inMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
         ByteBuffer outMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
-        long[] nanos = new long[2];
-        long[] wrong = new long[2];
+        double[] nanos = new double[2];
+        long[] wrong = new long[4];
         if (rank == 0) {
             jobSize = n;
             jobTransport = comm.transportName();
@@ -251,6 +283,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             for (int inPlace = 0; inPlace < 2; inPlace++) {
                 nanos[inPlace] = -1;
                 wrong[inPlace] = 0;
+                wrong[2 + inPlace] = 0;
                 if (!collective.supports(inPlace == 1)) {
                     continue;
                 }
@@ -258,7 +291,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                 collective.prepare(call, reduceOp, n, rank, root);
                 long timed = 0;
                 long wrongHere = 0;
-                if (check == 1) {
+                if (check >= 1) {
                     // Every iteration checked on every rank; a barrier keeps the checks out of the timing.
                     for (int i = 0; i < warmup + iterations; i++) {
                         if (i > 0) {
@@ -285,11 +318,12 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                     }
                     timed = System.nanoTime() - t0;
                 }
-                nanos[inPlace] = timed / iterations;
+                nanos[inPlace] = (double) timed / iterations;
                 wrong[inPlace] = wrongHere;
+                wrong[2 + inPlace] = wrongHere > 0 ? 1 : 0;
             }
-            // The slowest rank's mean iteration time is the time every rank waited for the result.
-            comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX);
+            // Each rank's mean iteration time, combined over ranks as nccl-tests' -a says (default: the average).
+            combineTimes(comm, nanos, n);
             comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
             if (rank == 0) {
                 rows[s] = row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong,
@@ -299,18 +333,38 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         }
     }
 
-    /** A row; a placement the collective does not have ({@code worst < 0}) gets NaN times and bandwidths. */
-    private static Row row(long size, int count, double busFactor, int n, long[] worst, long[] wrong, AllReduceChoice choice) {
-        double factor = n == 1 ? 0 : busFactor;
-        double algOut = worst[0] <= 0 ? (worst[0] < 0 ? Double.NaN : 0) : size / (double) worst[0];
-        double algIn = worst[1] <= 0 ? (worst[1] < 0 ? Double.NaN : 0) : size / (double) worst[1];
-        return new Row(size, count, worst[0] < 0 ? Double.NaN : worst[0] / 1e3, algOut, algOut * factor, wrong[0],
-                worst[1] < 0 ? Double.NaN : worst[1] / 1e3, algIn, algIn * factor, wrong[1], choice);
+    /**
+     * Combines the ranks' mean iteration times (nanoseconds; negative for a placement not run) as nccl-tests'
+     * {@code -a}: 0 rank 0's, 1 the average, 2 the minimum, 3 the maximum.
+     */
+    private void combineTimes(Communicator comm, double[] nanos, int n) {
+        switch (average) {
+            case 0: comm.broadcastBlocking(GradientBuffer.wrap(nanos), 0); break;
+            case 2: comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MIN); break;
+            case 3: comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX); break;
+            default:
+                comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.SUM);
+                for (int i = 0; i < nanos.length; i++) {
+                    nanos[i] /= n;
+                }
+        }
     }
 
-    /** {@code choice}: how an allreduce row ran; null for the other collectives. */
+    /** A row; a placement the collective does not have ({@code time < 0}) gets NaN times and bandwidths. */
+    private static Row row(long size, int count, double busFactor, int n, double[] time, long[] wrong, AllReduceChoice choice) {
+        double factor = n == 1 ? 0 : busFactor;
+        double algOut = time[0] <= 0 ? (time[0] < 0 ? Double.NaN : 0) : size / time[0];
+        double algIn = time[1] <= 0 ? (time[1] < 0 ? Double.NaN : 0) : size / time[1];
+        return new Row(size, count, time[0] < 0 ? Double.NaN : time[0] / 1e3, algOut, algOut * factor, wrong[0],
+                time[1] < 0 ? Double.NaN : time[1] / 1e3, algIn, algIn * factor, wrong[1], wrong[2] + wrong[3], choice);
+    }
+
+    /**
+     * {@code choice}: how an allreduce row ran; null for the other collectives. {@code failures}: checks (rank and
+     * placement) that found wrong elements, what nccl-tests' "Out of bounds values" counts.
+     */
     record Row(long size, int count, double usOut, double algbwOut, double busbwOut, long wrongOut,
-               double usIn, double algbwIn, double busbwIn, long wrongIn, AllReduceChoice choice) {
+               double usIn, double algbwIn, double busbwIn, long wrongIn, long failures, AllReduceChoice choice) {
     }
 
     /** In auto mode, the algorithm column shows what each allreduce row ran. */
@@ -319,44 +373,79 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     }
 
     private void printHeader(DataType type, Communicator comm) {
+        // nccl-tests' first line, then gradsync's own
+        System.out.printf(Locale.ROOT, "# nThread %d nGpus 1 minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d "
+                        + "agg iters: 1 validation: %d graph: 0%n#%n", "local".equals(transport) ? ranks : 1, minBytes, maxBytes,
+                stepFactor > 1 ? stepFactor + "(factor)" : stepBytes + "(bytes)", warmup, iterations, check);
         System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: collective %s%s, ranks %d (%d per host), transport %s, algorithm %s, chunk %d B, depth %d, idle %s%n",
                 collective.label(), collective == PerfCollective.BROADCAST || collective == PerfCollective.REDUCE ? " root " + root : "",
                 comm.size(), comm.localSize(), comm.transportName(), algorithm, chunkBytes, depth, idle);
         System.out.printf(Locale.ROOT, "# java %s, %s, %d cores; iters %d, warmup %d, check %s%n#%n",
                 System.getProperty("java.version"), System.getProperty("os.arch"),
-                Runtime.getRuntime().availableProcessors(), iterations, warmup, check == 1 ? "every iteration" : "off");
-        System.out.println("#                                              out-of-place                       in-place          ");
-        System.out.println("#       size         count      type   redop     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+                Runtime.getRuntime().availableProcessors(), iterations, warmup, check >= 1 ? "every iteration" : "off");
+        System.out.printf(Locale.ROOT, "# time: %s over ranks (-a %d)%n#%n",
+                new String[] {"rank 0's", "average", "minimum", "maximum"}[average], average);
+        System.out.println("#                                                              out-of-place                       in-place          ");
+        System.out.println("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
                 + (showChoice() ? "  algorithm" : ""));
-        System.out.println("#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "
+        System.out.println("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "
                 + (showChoice() ? "    (chunk)" : ""));
+    }
+
+    /** The root column: nccl-tests prints -1 for collectives without a root. */
+    private int rootColumn() {
+        return collective == PerfCollective.BROADCAST || collective == PerfCollective.REDUCE ? root : -1;
     }
 
     private void printRow(Row r, DataType type, ReduceOp op) {
         String choice = showChoice() ? "  " + r.choice.algorithmName() + "/" + r.choice.chunkBytes() : "";
-        System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %s  %s%s%n", r.size, r.count, type.shortName(), op.shortName(),
-                placement(r.usOut, r.algbwOut, r.busbwOut, r.wrongOut), placement(r.usIn, r.algbwIn, r.busbwIn, r.wrongIn), choice);
+        System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %6d%s%s%s%n", r.size, r.count, type.shortName(), op.shortName(),
+                rootColumn(), placement(r.usOut, r.algbwOut, r.busbwOut, r.wrongOut),
+                placement(r.usIn, r.algbwIn, r.busbwIn, r.wrongIn), choice);
         System.out.flush();
     }
 
-    /** One placement's columns, or n/a for a placement the collective does not have. */
-    private static String placement(double us, double algbw, double busbw, long wrong) {
+    /** One placement's columns as nccl-tests prints them, or n/a for a placement the collective does not have. */
+    private String placement(double us, double algbw, double busbw, long wrong) {
         if (Double.isNaN(us)) {
-            return String.format(Locale.ROOT, "%8s  %6s  %6s  %5s", "n/a", "n/a", "n/a", "n/a");
+            return String.format(Locale.ROOT, "  %7s  %6s  %6s  %5s", "n/a", "n/a", "n/a", "n/a");
         }
-        return String.format(Locale.ROOT, "%8.1f  %6.2f  %6.2f  %5d", us, algbw, busbw, wrong);
+        return String.format(Locale.ROOT, "  %7s  %6.2f  %6.2f  %5s", formatTime(us), algbw, busbw,
+                check >= 1 ? Long.toString(wrong) : "N/A");
+    }
+
+    /** nccl-tests' time column: fewer decimals as the time grows. */
+    static String formatTime(double us) {
+        return String.format(Locale.ROOT, us >= 10_000 ? "%7.0f" : us >= 100 ? "%7.1f" : "%7.2f", us);
+    }
+
+    /** C's {@code %g}, which nccl-tests prints the average bus bandwidth with: 6 significant digits, no trailing zeros. */
+    static String formatG(double value) {
+        if (value == 0 || Double.isNaN(value) || Double.isInfinite(value)) {
+            return value == 0 ? "0" : Double.toString(value);
+        }
+        java.math.BigDecimal d = new java.math.BigDecimal(value).round(new java.math.MathContext(6));
+        int exponent = d.precision() - d.scale() - 1;
+        if (exponent < -4 || exponent >= 6) {
+            String mantissa = d.movePointLeft(exponent).stripTrailingZeros().toPlainString();
+            return String.format(Locale.ROOT, "%se%s%02d", mantissa, exponent < 0 ? "-" : "+", Math.abs(exponent));
+        }
+        return d.stripTrailingZeros().toPlainString();
     }
 
     private void writeCsv(Row[] rows, DataType type, ReduceOp op) throws IOException {
         try (PrintWriter w = new PrintWriter(Files.newBufferedWriter(csv, StandardCharsets.UTF_8))) {
             w.println("ranks,transport,algorithm,chunk_bytes,depth,size_bytes,count,type,redop,"
-                    + "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong,collective");
+                    + "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong,collective,"
+                    + "root,checked,time_over_ranks");
             for (Row r : rows) {
                 // A placement the collective does not have prints as NaN.
-                w.printf(Locale.ROOT, "%d,%s,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%s%n", jobSize, jobTransport,
+                // wrong is 0 where nothing was checked: see the checked column
+                w.printf(Locale.ROOT, "%d,%s,%s,%d,%d,%d,%d,%s,%s,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%s,%d,%d,%s%n", jobSize, jobTransport,
                         r.choice != null ? r.choice.algorithmName() : algorithm,
                         r.choice != null ? r.choice.chunkBytes() : chunkBytes, depth, r.size, r.count, type.shortName(), op.shortName(), r.usOut, r.algbwOut,
-                        r.busbwOut, r.wrongOut, r.usIn, r.algbwIn, r.busbwIn, r.wrongIn, collective.label());
+                        r.busbwOut, r.wrongOut, r.usIn, r.algbwIn, r.busbwIn, r.wrongIn, collective.label(), rootColumn(),
+                        check >= 1 ? 1 : 0, new String[] {"rank0", "avg", "min", "max"}[average]);
             }
         }
     }

@@ -25,7 +25,7 @@ class AllReducePerfTest {
         int exit;
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-            exit = new CommandLine(new AllReducePerf()).execute("-r", "3", "-b", "4", "-e", "1M", "-f", "4",
+            exit = new CommandLine(new AllReducePerf()).execute("-t", "3", "-b", "4", "-e", "1M", "-f", "4",
                     "-n", "2", "-w", "1", "-d", "int64", "-o", "prod", "--chunk", "4K", "--depth", "2", "--csv", csv.toString());
         } finally {
             System.setOut(original);
@@ -48,7 +48,7 @@ class AllReducePerfTest {
         int exit;
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-            exit = new CommandLine(new AllReducePerf()).execute("--collective", collective, "--root", "2", "-r", "3",
+            exit = new CommandLine(new AllReducePerf()).execute("--collective", collective, "-r", "2", "--ranks", "3",
                     "-b", "0", "-e", "12K", "-f", "4", "-n", "2", "-w", "1", "-d", "half", "-o", "max", "--chunk", "256",
                     "--depth", "2");
         } finally {
@@ -65,6 +65,9 @@ class AllReducePerfTest {
         String last = rows.get(rows.size() - 1).trim();
         assertTrue(last.startsWith(blocked ? "8190          4095" : "8192          4096"), out);
         assertEquals(collective.equals("broadcast") || collective.equals("alltoall"), last.contains("n/a"), out); // one placement only
+        // nccl-tests' root column: the root for broadcast and reduce, -1 for the others
+        boolean rooted = collective.equals("broadcast") || collective.equals("reduce");
+        assertTrue(last.matches("8(190|192) +409[56] +half +max +" + (rooted ? "2" : "-1") + " .*"), out);
     }
 
     @Test
@@ -76,7 +79,7 @@ class AllReducePerfTest {
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
             exit = new CommandLine(new AllReducePerf()).execute("--calibrate", "--calibration-file", file.toString(),
-                    "-r", "3", "-e", "4K", "-n", "3", "-w", "1", "--chunk", "4K");
+                    "-t", "3", "-e", "4K", "-n", "3", "-w", "1", "--chunk", "4K");
         } finally {
             System.setOut(original);
         }
@@ -89,6 +92,55 @@ class AllReducePerfTest {
         assertTrue(out.contains("# rms relative residual"), out);
         io.gradsync.core.select.CostModel model = io.gradsync.core.select.CostModelFile.load(file);
         assertEquals(io.gradsync.core.select.CostModel.INTER_DEFAULT, model.inter());
+    }
+
+    /** nccl-tests' layout: root column, -c 0 prints N/A, summary lines, -f 1 steps by -i bytes, -a picks the time. */
+    @Test
+    void outputMatchesNcclTests() {
+        ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        PrintStream original = System.out;
+        int exit;
+        try {
+            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            exit = new CommandLine(new AllReducePerf()).execute("-t", "2", "-b", "1K", "-e", "3K", "-i", "1K",
+                    "-n", "2", "-w", "1", "-c", "0", "-a", "3", "--algo", "ring", "--chunk", "4K");
+        } finally {
+            System.setOut(original);
+        }
+        String out = captured.toString(StandardCharsets.UTF_8);
+        assertEquals(0, exit, out);
+        assertTrue(out.startsWith("# nThread 2 nGpus 1 minBytes 1024 maxBytes 3072 step: 1024(bytes) warmup iters: 1 iters: 2 "
+                + "agg iters: 1 validation: 0 graph: 0\n"), out);
+        assertTrue(out.contains("# time: maximum over ranks (-a 3)"), out);
+        assertTrue(out.contains("#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
+                + "   algbw   busbw #wrong\n"), out);
+        List<String> rows = out.lines().filter(l -> !l.startsWith("#")).toList();
+        assertEquals(3, rows.size(), out); // 1K, 2K, 3K
+        for (String row : rows) {
+            // size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
+            String[] f = row.trim().split(" +");
+            assertEquals(13, f.length, row);
+            assertEquals("float", f[2]);
+            assertEquals("sum", f[3]);
+            assertEquals("-1", f[4]);
+            assertEquals("N/A", f[8], row);
+            assertEquals("N/A", f[12], row);
+        }
+        assertTrue(rows.get(2).trim().startsWith("3072           768"), out);
+        assertTrue(out.contains("# Out of bounds values : 0 OK\n"), out);
+        assertTrue(out.matches("(?s).*# Avg bus bandwidth    : [0-9.e+-]+ \n#\n# \\(-c 0: results were not checked\\)\n.*"), out);
+    }
+
+    @Test
+    void timesAndBandwidthsPrintLikeNcclTests() {
+        assertEquals("   9.85", AllReducePerf.formatTime(9.851));
+        assertEquals("  135.8", AllReducePerf.formatTime(135.8));
+        assertEquals("  12646", AllReducePerf.formatTime(12646.3));
+        assertEquals("70.742", AllReducePerf.formatG(70.742));
+        assertEquals("0.123457", AllReducePerf.formatG(0.1234567));
+        assertEquals("1.5e-05", AllReducePerf.formatG(0.000015));
+        assertEquals("1.23457e+06", AllReducePerf.formatG(1234567));
+        assertEquals("0", AllReducePerf.formatG(0));
     }
 
     @Test

@@ -3,6 +3,7 @@ package io.gradsync.rdma;
 import com.ibm.disni.verbs.RdmaProvider;
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -52,6 +53,8 @@ public final class NativeLibrary {
 
     static final String PLATFORM = "linux-x86_64";
     static final String RESOURCE = "/io/gradsync/rdma/native/" + PLATFORM + "/libdisni.so";
+    /** Present instead of {@link #RESOURCE} when the build skipped libdisni: what the build machine lacked. */
+    static final String MISSING_RESOURCE = "/io/gradsync/rdma/native/" + PLATFORM + "/libdisni.missing";
     /** What {@code NativeDispatcher._getVersion()} must return for DiSNI 2.1. */
     static final int DISNI_NATIVE_VERSION = 32;
     /** Where DiSNI's MemoryUtils finds DirectBuffer. */
@@ -184,9 +187,7 @@ public final class NativeLibrary {
         byte[] library;
         try (InputStream in = NativeLibrary.class.getResourceAsStream(RESOURCE)) {
             if (in == null) {
-                throw new RdmaUnavailableException("This gradsync-rdma-transport jar has no " + RESOURCE.substring(1)
-                        + ": it was built on a machine where the native library is not built (only "
-                        + PLATFORM + " builds it).");
+                throw new RdmaUnavailableException(missingLibraryMessage(buildSkipReason()));
             }
             library = in.readAllBytes();
         } catch (IOException e) {
@@ -369,6 +370,27 @@ public final class NativeLibrary {
             logger.setLevel(Level.WARNING);
         }
         disniLogger = logger;
+    }
+
+    /** What the build that made this jar lacked (build.sh writes it when it skips libdisni), or null. */
+    static String buildSkipReason() {
+        try (InputStream in = NativeLibrary.class.getResourceAsStream(MISSING_RESOURCE)) {
+            return in == null ? null : new String(in.readAllBytes(), StandardCharsets.UTF_8).strip();
+        } catch (IOException e) {
+            return null;
+        }
+    }
+
+    static String missingLibraryMessage(String skipReason) {
+        if (skipReason != null && !skipReason.isEmpty()) {
+            return "This gradsync-rdma-transport jar was built without its native library (" + RESOURCE.substring(1)
+                    + "): the machine that built it lacked " + skipReason + ". Rebuild rdma-transport where these "
+                    + "are installed (mvn -Dgradsync.native.required=true install makes a missing one an error), "
+                    + "or set " + PATH_PROPERTY + " to a libdisni.so built from rdma-transport/src/main/native.";
+        }
+        return "This gradsync-rdma-transport jar has no " + RESOURCE.substring(1)
+                + ": it was built on a machine where the native library is not built (only " + PLATFORM
+                + " builds it). Set " + PATH_PROPERTY + " to a libdisni.so built from rdma-transport/src/main/native.";
     }
 
     private static FileAttribute<Set<PosixFilePermission>> permissions(Set<PosixFilePermission> permissions) {

@@ -1,12 +1,15 @@
 package io.gradsync.rdma;
 
+import io.gradsync.core.Settings;
 import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.NetworkInterface;
 import java.net.SocketException;
 import java.net.UnknownHostException;
+import java.time.Duration;
 import java.util.Collections;
 import java.util.Locale;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Settings of the RDMA transport, read from system properties (and two environment variables), each with
@@ -129,7 +132,7 @@ public final class RdmaConfiguration {
     }
 
     static int port() {
-        int port = Integer.getInteger(PORT_PROP, PORT_DEFAULT);
+        int port = Settings.integer(PORT_PROP, PORT_DEFAULT);
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException(PORT_PROP + "=" + port + ": not a port");
         }
@@ -158,7 +161,7 @@ public final class RdmaConfiguration {
     }
 
     static int cqSize(int links, int window) {
-        int configured = Integer.getInteger(CQ_SIZE_PROP, CQ_SIZE_DEFAULT);
+        int configured = Settings.integer(CQ_SIZE_PROP, CQ_SIZE_DEFAULT);
         int needed = links * (3 * window + 8);
         if (configured == 0) {
             return needed;
@@ -180,11 +183,12 @@ public final class RdmaConfiguration {
     }
 
     static long connectTimeoutMs() {
-        return Long.getLong(CONNECT_TIMEOUT_MS_PROP, CONNECT_TIMEOUT_MS_DEFAULT);
+        return Settings.duration(CONNECT_TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS,
+                Duration.ofMillis(CONNECT_TIMEOUT_MS_DEFAULT)).toMillis();
     }
 
     static byte retryCount() {
-        int value = Integer.getInteger(RETRY_COUNT_PROP, RETRY_COUNT_DEFAULT);
+        int value = Settings.integer(RETRY_COUNT_PROP, RETRY_COUNT_DEFAULT);
         if (value < 0 || value > 7) {
             throw new IllegalArgumentException(RETRY_COUNT_PROP + "=" + value + ": expected 0..7");
         }

@@ -39,6 +39,7 @@ class NativeContractTest {
 
     @BeforeAll
     static void load() {
+        Natives.assumeBuilt();
         Natives.load();
     }
 

@@ -47,6 +47,11 @@ import org.junit.jupiter.params.provider.MethodSource;
 @Order(1)
 class NativeLibraryTest {
 
+    @org.junit.jupiter.api.BeforeAll
+    static void built() {
+        Natives.assumeBuilt();
+    }
+
     @Test
     void loadIsIdempotentAndSafeFromManyThreadsAtOnce() throws Exception {
         int threads = 8;

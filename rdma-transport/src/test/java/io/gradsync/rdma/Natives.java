@@ -17,6 +17,12 @@ final class Natives {
     private Natives() {
     }
 
+    /** Skips the calling test class when this build has no libdisni (built without gcc or rdma-core's headers). */
+    static void assumeBuilt() {
+        org.junit.jupiter.api.Assumptions.assumeTrue(NativeLibrary.class.getResource(NativeLibrary.RESOURCE) != null,
+                () -> NativeLibrary.missingLibraryMessage(NativeLibrary.buildSkipReason()));
+    }
+
     /** Loads libdisni and counts calls of DiSNI's natives from now on (for SoftRoceCoverageTest). */
     static void load() {
         NativeLibrary.load();

@@ -48,6 +48,16 @@ class RdmaTransportUnitTest {
         assertEquals(50_123, back.qpPort);
     }
 
+    /** A jar built without gcc or rdma-core's headers says at run time what its build machine lacked. */
+    @Test
+    void aJarWithoutLibdisniNamesWhatItsBuildLacked() {
+        String message = NativeLibrary.missingLibraryMessage("infiniband/verbs.h (apt-get install libibverbs-dev)");
+        assertTrue(message.contains("built without its native library"), message);
+        assertTrue(message.contains("lacked infiniband/verbs.h (apt-get install libibverbs-dev)"), message);
+        assertTrue(message.contains(NativeLibrary.PATH_PROPERTY), message);
+        assertTrue(NativeLibrary.missingLibraryMessage(null).contains(NativeLibrary.PATH_PROPERTY));
+    }
+
     @Test
     void slotsHoldTheHeaderAndAreCacheLineAligned() {
         assertEquals(64, VerbsLink.stride(0));

@@ -3,6 +3,7 @@ package io.gradsync.core;
 import io.gradsync.core.transport.TransportOptions;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Settings read from system properties, each with its default. Like Aeron's {@code Configuration}
@@ -13,7 +14,8 @@ public final class GradSyncConfiguration {
 
     /**
      * Chunk size in bytes: the unit of pipelining, and the size of one transport receive slot. Smaller
-     * chunks start the pipeline sooner; larger ones pay the per-message cost less often.
+     * chunks start the pipeline sooner; larger ones pay the per-message cost less often. Units accepted:
+     * {@code 256K}, {@code 1M} (see {@link Settings}).
      */
     public static final String CHUNK_BYTES_PROP = "gradsync.chunk.bytes";
     public static final int CHUNK_BYTES_DEFAULT = TransportOptions.DEFAULT.messageBytes();
@@ -37,7 +39,8 @@ public final class GradSyncConfiguration {
     /**
      * How long a collective may go without moving a single message before it fails, in milliseconds.
      * It is a no-progress deadline, not a deadline for the whole collective, so large messages on slow
-     * links do not fail while a dead or missing peer is still caught.
+     * links do not fail while a dead or missing peer is still caught. A unit may be given instead:
+     * {@code 30s}, {@code 500ms}, {@code 2m} (see {@link Settings}).
      */
     public static final String TIMEOUT_MS_PROP = "gradsync.timeout.ms";
     public static final long TIMEOUT_MS_DEFAULT = 60_000;
@@ -93,7 +96,8 @@ public final class GradSyncConfiguration {
 
     /**
      * How long ranks wait for each other at the rendezvous, in milliseconds (all ranks must arrive within
-     * it); also bounds the rendezvous' all-gathers and the wait for all ranks to leave at close.
+     * it); also bounds the rendezvous' all-gathers and the wait for all ranks to leave at close. A unit may
+     * be given instead: {@code 2m}, {@code 90s}.
      */
     public static final String RENDEZVOUS_TIMEOUT_MS_PROP = "gradsync.rendezvous.timeout.ms";
     public static final long RENDEZVOUS_TIMEOUT_MS_DEFAULT = 120_000;
@@ -101,12 +105,24 @@ public final class GradSyncConfiguration {
     private GradSyncConfiguration() {
     }
 
+    /**
+     * {@value #CHUNK_BYTES_PROP}: a byte size with an optional unit ({@code 262144}, {@code 256K}, {@code 1M}).
+     *
+     * @return the chunk size in bytes, at least 1
+     * @throws IllegalArgumentException for a malformed or non-positive value, naming the property
+     */
     public static int chunkBytes() {
-        return Integer.getInteger(CHUNK_BYTES_PROP, CHUNK_BYTES_DEFAULT);
+        return positive(CHUNK_BYTES_PROP, Settings.bytes(CHUNK_BYTES_PROP, CHUNK_BYTES_DEFAULT));
     }
 
+    /**
+     * {@value #PIPELINE_DEPTH_PROP}: a whole number.
+     *
+     * @return the depth, at least 1
+     * @throws IllegalArgumentException for a malformed or non-positive value, naming the property
+     */
     public static int pipelineDepth() {
-        return Integer.getInteger(PIPELINE_DEPTH_PROP, PIPELINE_DEPTH_DEFAULT);
+        return positive(PIPELINE_DEPTH_PROP, Settings.integer(PIPELINE_DEPTH_PROP, PIPELINE_DEPTH_DEFAULT));
     }
 
     /** The transport's chunk size and window as configured here. */
@@ -114,16 +130,43 @@ public final class GradSyncConfiguration {
         return new TransportOptions(chunkBytes(), pipelineDepth());
     }
 
+    /**
+     * {@value #MAX_IN_FLIGHT_PROP}: a whole number.
+     *
+     * @return the limit, at least 1
+     * @throws IllegalArgumentException for a malformed or non-positive value, naming the property
+     */
     public static int maxInFlight() {
-        return Integer.getInteger(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_DEFAULT);
+        return positive(MAX_IN_FLIGHT_PROP, Settings.integer(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_DEFAULT));
     }
 
+    /**
+     * {@value #TIMEOUT_MS_PROP}: milliseconds, or a duration with a unit ({@code 30s}, {@code 500ms}, {@code 2m}).
+     *
+     * @return the no-progress deadline
+     * @throws IllegalArgumentException for a malformed value, naming the property
+     */
     public static Duration timeout() {
-        return Duration.ofMillis(Long.getLong(TIMEOUT_MS_PROP, TIMEOUT_MS_DEFAULT));
+        return Settings.duration(TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS, Duration.ofMillis(TIMEOUT_MS_DEFAULT));
     }
 
+    /**
+     * {@value #RENDEZVOUS_TIMEOUT_MS_PROP}: milliseconds, or a duration with a unit ({@code 2m}, {@code 90s}).
+     *
+     * @return the rendezvous deadline
+     * @throws IllegalArgumentException for a malformed value, naming the property
+     */
     public static Duration rendezvousTimeout() {
-        return Duration.ofMillis(Long.getLong(RENDEZVOUS_TIMEOUT_MS_PROP, RENDEZVOUS_TIMEOUT_MS_DEFAULT));
+        return Settings.duration(RENDEZVOUS_TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS,
+                Duration.ofMillis(RENDEZVOUS_TIMEOUT_MS_DEFAULT));
+    }
+
+    private static int positive(String property, int value) {
+        if (value < 1) {
+            throw new IllegalArgumentException("-D" + property + "=" + System.getProperty(property)
+                    + " is not valid: expected at least 1");
+        }
+        return value;
     }
 
     public static String allReduceAlgorithm() {

@@ -1,5 +1,6 @@
 package io.gradsync.core.bootstrap;
 
+import io.gradsync.core.Settings;
 import java.io.EOFException;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -24,6 +25,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Rank 0's side of the rendezvous: admits each rank once (after it proves it knows the job secret, and
@@ -61,7 +63,8 @@ final class RendezvousServer implements AutoCloseable {
 
         /** The defaults, with {@value #HANDSHAKE_TIMEOUT_PROP} read now. */
         static Limits fromProperties() {
-            return new Limits(Duration.ofMillis(Long.getLong(HANDSHAKE_TIMEOUT_PROP, HANDSHAKE_TIMEOUT_MS_DEFAULT)),
+            return new Limits(Settings.duration(HANDSHAKE_TIMEOUT_PROP, TimeUnit.MILLISECONDS,
+                    Duration.ofMillis(HANDSHAKE_TIMEOUT_MS_DEFAULT)),
                     MAX_PENDING_DEFAULT, 2L * Wire.MAX_MESSAGE_BYTES, 8192);
         }
     }

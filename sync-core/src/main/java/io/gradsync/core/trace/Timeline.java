@@ -142,7 +142,7 @@ public final class Timeline implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot create trace directory " + dir, e);
         }
-        int capacity = Integer.getInteger("gradsync.trace.events", DEFAULT_CAPACITY);
+        int capacity = io.gradsync.core.Settings.integer("gradsync.trace.events", DEFAULT_CAPACITY);
         return new Timeline(comm, dir, capacity);
     }
 

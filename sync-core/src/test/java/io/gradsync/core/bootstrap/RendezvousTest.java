@@ -17,6 +17,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.IntFunction;
@@ -24,6 +25,17 @@ import org.junit.jupiter.api.Test;
 
 /** Ranks as threads, each with its own rendezvous connection over loopback. */
 class RendezvousTest {
+
+    /**
+     * A thread per task: the tasks block (each is a rank waiting for the others). Not the common pool, which on
+     * JDK 25 (measured; JDK 17 starts a thread per task instead) runs CompletableFuture's async tasks even at
+     * parallelism 1 (2 CPUs), so one at a time.
+     */
+    private static final Executor THREADS = task -> {
+        Thread t = new Thread(task, "rendezvous-test-rank");
+        t.setDaemon(true);
+        t.start();
+    };
 
     private static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0)) {
@@ -44,7 +56,7 @@ class RendezvousTest {
         List<CompletableFuture<Rendezvous>> all = new ArrayList<>();
         for (int r = 0; r < size; r++) {
             LaunchEnvironment e = envOf.apply(r);
-            all.add(CompletableFuture.supplyAsync(() -> Rendezvous.join(e, timeout)));
+            all.add(CompletableFuture.supplyAsync(() -> Rendezvous.join(e, timeout), THREADS));
         }
         return all;
     }
@@ -68,7 +80,7 @@ class RendezvousTest {
         assertEquals(r3.derivedKey("x"), ranks.get(0).derivedKey("x"));
         List<CompletableFuture<byte[][]>> gathers = new ArrayList<>();
         for (Rendezvous r : ranks) {
-            gathers.add(CompletableFuture.supplyAsync(() -> r.allGather(new byte[] {(byte) r.rank()})));
+            gathers.add(CompletableFuture.supplyAsync(() -> r.allGather(new byte[] {(byte) r.rank()}), THREADS));
         }
         for (CompletableFuture<byte[][]> g : gathers) {
             byte[][] all = g.get(30, TimeUnit.SECONDS);
@@ -85,7 +97,7 @@ class RendezvousTest {
         List<CompletableFuture<Rendezvous>> joins = new ArrayList<>();
         for (int r : new int[] {0, 2}) {
             LaunchEnvironment e = env(r, 4, port, "k", "h");
-            joins.add(CompletableFuture.supplyAsync(() -> Rendezvous.join(e, Duration.ofSeconds(2))));
+            joins.add(CompletableFuture.supplyAsync(() -> Rendezvous.join(e, Duration.ofSeconds(2)), THREADS));
         }
         for (CompletableFuture<Rendezvous> f : joins) {
             ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
@@ -177,7 +189,7 @@ class RendezvousTest {
     private static void closeAll(List<Rendezvous> ranks) throws Exception {
         List<CompletableFuture<Void>> closes = new ArrayList<>();
         for (Rendezvous r : ranks) {
-            closes.add(CompletableFuture.runAsync(r::close));
+            closes.add(CompletableFuture.runAsync(r::close, THREADS));
         }
         for (CompletableFuture<Void> c : closes) {
             c.get(30, TimeUnit.SECONDS);

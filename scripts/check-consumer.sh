@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Proves that gradsync can be depended on from a fresh Maven project: installs gradsync (-DskipTests) into a
+# private local repository, builds scripts/consumer (imports gradsync-bom, depends on gradsync-core and
+# gradsync-aeron-transport without versions) against it, and runs a 2-rank AllReduce over Aeron as two
+# processes with a torchrun-style environment. Exit status 0 when both ranks report a correct result.
+#
+# The private repository ($work/m2) keeps the machine's ~/.m2 untouched (no gradsync snapshot is installed
+# there). Third-party artifacts come from the user's local repository (~/.m2/repository, or GRADSYNC_USER_REPO,
+# used as a file:// repository ahead of Maven Central, so this runs offline once the build has run).
+#   scripts/check-consumer.sh [work dir, default: a temporary directory removed at exit]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+work=${1:-}
+if [ -z "$work" ]; then
+  work=$(mktemp -d "${TMPDIR:-/tmp}/gradsync-consumer.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+fi
+mkdir -p "$work"
+repo="$work/m2"
+user_repo=${GRADSYNC_USER_REPO:-$HOME/.m2/repository}
+settings="$work/settings.xml"
+# The user's local repository as a repository consulted before Maven Central (so this runs offline once the
+# build has run; what is missing there, such as the install plugin on a machine that never ran install, comes
+# from Central).
+cat > "$settings" <<XML
+<settings>
+  <profiles>
+    <profile>
+      <id>user-local</id>
+      <repositories>
+        <repository><id>user-local</id><url>file://$user_repo</url></repository>
+      </repositories>
+      <pluginRepositories>
+        <pluginRepository><id>user-local</id><url>file://$user_repo</url></pluginRepository>
+      </pluginRepositories>
+    </profile>
+  </profiles>
+  <activeProfiles><activeProfile>user-local</activeProfile></activeProfiles>
+</settings>
+XML
+mvn=(mvn -B -ntp -s "$settings" -Dmaven.repo.local="$repo")
+
+echo "check-consumer: installing gradsync into $repo" >&2
+"${mvn[@]}" -DskipTests -Dmaven.javadoc.skip -Dmaven.source.skip install >"$work/install.log" 2>&1 \
+  || { tail -40 "$work/install.log" >&2; echo "check-consumer: FAILED to install gradsync" >&2; exit 1; }
+grep -E '^\[INFO\] (Installing|BUILD)' "$work/install.log" | grep -E 'gradsync-(bom|core|aeron)[^/]*\.(pom|jar)$|BUILD' >&2 || true
+
+echo "check-consumer: building the consumer project" >&2
+rm -rf "$work/consumer" && cp -r scripts/consumer "$work/consumer"
+(cd "$work/consumer" && "${mvn[@]}" -q package dependency:build-classpath -Dmdep.outputFile=cp.txt -Dmdep.includeScope=runtime) \
+  || { echo "check-consumer: FAILED to build the consumer project" >&2; exit 1; }
+if grep -q 'aeron-all\|slf4j-jdk14\|log4j' "$work/consumer/cp.txt"; then
+  echo "check-consumer: FAILED: the consumer's class path has aeron-all, an SLF4J binding or log4j: $(cat "$work/consumer/cp.txt")" >&2
+  exit 1
+fi
+
+echo "check-consumer: running 2 ranks over aeron" >&2
+cp="$work/consumer/target/classes:$(cat "$work/consumer/cp.txt")"
+port=$(( 20000 + RANDOM % 20000 ))
+export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port GRADSYNC_JOB_SECRET
+GRADSYNC_JOB_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+pids=()
+for r in 0 1; do
+  RANK=$r LOCAL_RANK=$r timeout 120 java --add-opens java.base/jdk.internal.misc=ALL-UNNAMED -cp "$cp" \
+    example.TwoRankAllReduce >"$work/rank$r.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for r in 0 1; do
+  wait "${pids[$r]}" || status=1
+  sed "s/^/[rank $r] /" "$work/rank$r.log" >&2
+done
+for r in 0 1; do
+  grep -q "allreduce OK" "$work/rank$r.log" || status=1
+done
+if [ $status -eq 0 ]; then
+  echo "check-consumer: OK (gradsync-bom + gradsync-core + gradsync-aeron-transport from a fresh project, 2 ranks)" >&2
+else
+  echo "check-consumer: FAILED" >&2
+fi
+exit $status
