@@ -26,10 +26,12 @@ import java.util.Objects;
  *
  * <p>The files live in one directory per host and job, in this user's private directory under the
  * shared-memory root ({@link SharedMemoryDirectories}): {@code <root>/gradsync-<uid>/launch-<launch id>-<instance
- * id>-shm_h<host>}, files {@code <receiver>_from_<sender>}. Every rank unlinks the files it created when it
- * closes (and from a shutdown hook when the JVM exits without closing); the last one out removes the
- * directory; after a crash {@code gradsync-run} removes the launch's directories. Unlinking never pulls
- * memory from under a peer: a mapping outlives its file's name.
+ * id>-shm_h<host>}, files {@code <receiver>_from_<sender>}. They have names only during set-up: once every
+ * sender has mapped its rings (a second all-gather), every rank unlinks the files it created and the last one
+ * removes the directory, so nothing is left under the root however the job ends afterwards; a mapping
+ * outlives its file's name, and the memory goes with the last mapping (the processes' exit, at the latest).
+ * A rank that dies during set-up leaves its files to a shutdown hook or, after kill -9, to
+ * {@code gradsync-run}, which removes the launch's directories.
  *
  * <p>A peer that closes sets its flag in both rings of a link, so the other side reports it (after the
  * last message); a peer that dies is reported by the job's rendezvous, and, where both ranks share a pid
@@ -96,6 +98,8 @@ public final class ShmEndpoint implements Endpoint {
         this.cleanupHook = hook;
         // Every rank's rings exist once every rank has answered; then the senders map them.
         byte[][] all = job.allGather(identity(pid, failure));
+        String mapFailure = null;
+        TransportException firstFailure = null;
         try {
             for (int peer = 0; peer < size; peer++) {
                 String theirs = new String(all[peer], StandardCharsets.UTF_8);
@@ -104,8 +108,8 @@ public final class ShmEndpoint implements Endpoint {
                 }
                 String[] parts = theirs.split(" ", 2);
                 peerPids[peer] = Long.parseLong(parts[0]);
-                checkLiveness[peer] = peer != rank && sameHost(peer) && parts[1].equals(pidNamespace())
-                        && !parts[1].isEmpty();
+                checkLiveness[peer] = peer != rank && sameHost(peer) && !parts[1].isEmpty()
+                        && parts[1].equals(pidNamespace());
             }
             for (int peer = 0; peer < size; peer++) {
                 if (peer != rank && sameHost(peer)) {
@@ -120,15 +124,22 @@ public final class ShmEndpoint implements Endpoint {
                 }
             }
         } catch (IOException | RuntimeException e) {
-            unlinkOwnFiles();
-            removeHook();
-            if (e instanceof TransportException t) {
-                throw t;
-            }
-            throw new TransportException(-1, "rank " + rank + " cannot map its shared-memory rings: " + e, e);
+            firstFailure = e instanceof TransportException t ? t
+                    : new TransportException(-1, "rank " + rank + " cannot map its shared-memory rings: " + e, e);
+            mapFailure = firstFailure.getMessage();
         }
-        if (directory != null) {
-            LOG.log(System.Logger.Level.DEBUG, "rank " + rank + ": shared-memory rings in " + directory);
+        // Once every sender has mapped its rings, no name is needed any more: the files are unlinked at once, so
+        // that nothing is left in the shared-memory root however this job ends (a mapping outlives its name).
+        byte[][] mapped = job.allGather((mapFailure == null ? "" : mapFailure).getBytes(StandardCharsets.UTF_8));
+        unlinkOwnFiles();
+        removeHook();
+        if (firstFailure != null) {
+            throw firstFailure;
+        }
+        for (int peer = 0; peer < size; peer++) {
+            if (mapped[peer].length > 0) {
+                throw new TransportException(peer, new String(mapped[peer], StandardCharsets.UTF_8));
+            }
         }
     }
 
@@ -220,8 +231,8 @@ public final class ShmEndpoint implements Endpoint {
     }
 
     /**
-     * Tells every peer that this rank is gone (both rings of every link), unlinks the files this rank created
-     * and removes the directory if it is the last one out, then closes the job.
+     * Tells every peer that this rank is gone (both rings of every link), then closes the job. The ring files
+     * were unlinked at set-up; the memory goes with the last mapping.
      */
     @Override
     public void close() {
@@ -237,8 +248,6 @@ public final class ShmEndpoint implements Endpoint {
                 inbound[peer].closeReceiver();
             }
         }
-        unlinkOwnFiles();
-        removeHook();
         job.close();
     }
 

@@ -9,9 +9,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import io.gradsync.core.transport.TransportException;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
@@ -25,7 +27,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -108,16 +109,10 @@ class ShmTransportTest {
     }
 
     @Test
-    void aClosedPeerIsReportedAfterItsLastMessageIsReadAndItsFilesAreGone() throws Exception {
+    void aClosedPeerIsReportedAfterItsLastMessageIsRead() {
         List<ShmEndpoint> e = open(3, 256, 2);
-        Path dir = e.get(0).directory();
-        assertEquals(e.get(1).directory(), dir);
-        assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(dir)));
-        assertEquals(6, count(dir), "one file per directed pair");
-        assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve("1_from_0"))));
         e.get(0).link(1).tryClaim(0).commit(1, 2, 3);
         e.get(0).close();
-        assertEquals(4, count(dir), "rank 0's two inbound rings are unlinked");
         Link fromZero = e.get(1).link(0);
         fromZero.poll().release();
         TransportException gone = assertThrows(TransportException.class, fromZero::poll);
@@ -127,7 +122,34 @@ class ShmTransportTest {
         assertThrows(TransportException.class, () -> e.get(0).link(1), "a closed endpoint has no links");
         e.get(1).close();
         e.get(2).close();
-        assertFalse(Files.exists(dir), "the last rank out removes the directory");
+    }
+
+    @Test
+    void theRingFilesArePrivateAndUnlinkedOnceEveryRankHasMappedThem() throws Exception {
+        Path userDir = SharedMemoryDirectories.userDirectoryPath(root);
+        InMemoryJob job = InMemoryJob.create(2);
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try {
+            // rank 1 opens late: rank 0's files must be there, private, and named after the job
+            Future<ShmEndpoint> zero = pool.submit(() -> new ShmEndpoint(job.context(0), new TransportOptions(64, 2), root));
+            JobContext late = job.context(1);
+            Path dir = userDir.resolve("job-" + late.instanceId() + "-shm_h0");
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!Files.exists(dir.resolve("0_from_1")) && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(dir)));
+            assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve("0_from_1"))));
+            ShmEndpoint one = new ShmEndpoint(late, new TransportOptions(64, 2), root);
+            ShmEndpoint rankZero = zero.get(20, TimeUnit.SECONDS);
+            assertFalse(Files.exists(dir), "the directory is removed once both ranks have mapped their rings");
+            rankZero.link(1).tryClaim(8).commit(1, 2, 3);
+            assertEquals(2, one.link(0).poll().descriptor(), "the unlinked files still carry messages");
+            rankZero.close();
+            one.close();
+        } finally {
+            pool.shutdownNow();
+        }
     }
 
     @Test
@@ -155,9 +177,4 @@ class ShmTransportTest {
         e.forEach(Endpoint::close);
     }
 
-    private static long count(Path dir) throws Exception {
-        try (Stream<Path> s = Files.list(dir)) {
-            return s.count();
-        }
-    }
 }
