@@ -75,10 +75,22 @@ class ShmMultiProcessTest {
         List<Integer> reporting = new ArrayList<>();
         while (failed.find()) {
             reporting.add(Integer.parseInt(failed.group(1)));
+            System.out.println("survivor " + failed.group() + " (job took " + job.millis() + " ms)");
             assertTrue(failed.group(2).contains("rank " + killed), "the failure names rank " + killed + ": " + failed.group());
         }
         assertEquals(List.of(0, 2), reporting.stream().sorted().toList(), "every survivor reports:\n" + job.out());
         assertTrue(job.millis() < 60_000, "took " + job.millis() + " ms:\n" + job.out());
+        assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
+    }
+
+    @Test
+    void ringFilesOfARankKilledInSetUpAreRemovedByGradsyncRun() throws Exception {
+        List<String> before = ShmAllReduceTest.leftovers();
+        Result job = gradsyncRun(2, 90, "die-in-setup", "1");
+        assertTrue(job.out().contains("rank 1 kills itself with SIGKILL in set-up"), job.out());
+        assertTrue(job.status() != 0, job.out());
+        Matcher removed = Pattern.compile("gradsync-run: removed leftover (\\S+-shm_h0)").matcher(job.out());
+        assertTrue(removed.find(), "gradsync-run removes the ring directory:\n" + job.out());
         assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
     }
 }

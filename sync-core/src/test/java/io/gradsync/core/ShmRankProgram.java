@@ -6,7 +6,8 @@ import io.gradsync.core.check.CheckPattern;
  * One rank of {@link ShmMultiProcessTest}, started by gradsync-run. Usage: {@code ShmRankProgram check TRANSPORT}
  * (exact results for every op, float32 and int64, several counts) or {@code ShmRankProgram loop TRANSPORT
  * KILLED_RANK DELAY_MS} (AllReduce in a loop; the killed rank SIGKILLs itself after the delay, in the middle
- * of a collective).
+ * of a collective), or {@code ShmRankProgram die-in-setup KILLED_RANK} (the killed rank SIGKILLs itself in the
+ * shm endpoint's set-up, after creating its ring files and before any peer has mapped them).
  */
 public final class ShmRankProgram {
 
@@ -15,6 +16,10 @@ public final class ShmRankProgram {
 
     public static void main(String[] args) throws Exception {
         String mode = args[0];
+        if (mode.equals("die-in-setup")) {
+            dieInSetUp(Integer.parseInt(args[1]));
+            return;
+        }
         try (Communicator comm = Communicator.connect(args[1])) {
             System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
                     + comm.transportName() + ", " + comm.localSize() + " ranks on its host");
@@ -24,6 +29,38 @@ public final class ShmRankProgram {
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             }
         } catch (Exception e) {
+            System.out.println("FAILED: " + e.getMessage());
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    /**
+     * Opens a shm endpoint over the rendezvous, where rank {@code killed} SIGKILLs itself at the first all-gather:
+     * its ring files exist and nobody has unlinked them. The others fail naming it.
+     */
+    private static void dieInSetUp(int killed) throws Exception {
+        io.gradsync.core.transport.JobContext rendezvous = io.gradsync.core.bootstrap.Rendezvous.join(
+                io.gradsync.core.bootstrap.LaunchEnvironment.fromEnvironment(), java.time.Duration.ofSeconds(60));
+        io.gradsync.core.transport.JobContext job = (io.gradsync.core.transport.JobContext) java.lang.reflect.Proxy.newProxyInstance(
+                ShmRankProgram.class.getClassLoader(), new Class<?>[] {io.gradsync.core.transport.JobContext.class},
+                (proxy, method, methodArgs) -> {
+                    if (method.getName().equals("allGather") && rendezvous.rank() == killed) {
+                        System.out.println("rank " + killed + " kills itself with SIGKILL in set-up");
+                        System.out.flush();
+                        new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid())).start().waitFor();
+                        Thread.sleep(60_000);
+                    }
+                    try {
+                        return method.invoke(rendezvous, methodArgs);
+                    } catch (java.lang.reflect.InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        try (io.gradsync.core.transport.Endpoint endpoint = new io.gradsync.core.transport.shm.ShmEndpoint(job,
+                new io.gradsync.core.transport.TransportOptions(4096, 2))) {
+            System.out.println("rank " + job.rank() + " opened its endpoint: " + endpoint.transportName());
+        } catch (RuntimeException e) {
             System.out.println("FAILED: " + e.getMessage());
             System.exit(1);
         }

@@ -97,7 +97,7 @@ public final class ShmEndpoint implements Endpoint {
         this.directory = dir;
         this.cleanupHook = hook;
         // Every rank's rings exist once every rank has answered; then the senders map them.
-        byte[][] all = job.allGather(identity(pid, failure));
+        byte[][] all = gatherOrCleanUp(identity(pid, failure));
         String mapFailure = null;
         TransportException firstFailure = null;
         try {
@@ -130,7 +130,7 @@ public final class ShmEndpoint implements Endpoint {
         }
         // Once every sender has mapped its rings, no name is needed any more: the files are unlinked at once, so
         // that nothing is left in the shared-memory root however this job ends (a mapping outlives its name).
-        byte[][] mapped = job.allGather((mapFailure == null ? "" : mapFailure).getBytes(StandardCharsets.UTF_8));
+        byte[][] mapped = gatherOrCleanUp((mapFailure == null ? "" : mapFailure).getBytes(StandardCharsets.UTF_8));
         unlinkOwnFiles();
         removeHook();
         if (firstFailure != null) {
@@ -140,6 +140,17 @@ public final class ShmEndpoint implements Endpoint {
             if (mapped[peer].length > 0) {
                 throw new TransportException(peer, new String(mapped[peer], StandardCharsets.UTF_8));
             }
+        }
+    }
+
+    /** The job's all-gather; when it fails (a peer died in set-up), this rank's files go before the exception. */
+    private byte[][] gatherOrCleanUp(byte[] data) {
+        try {
+            return job.allGather(data);
+        } catch (RuntimeException e) {
+            unlinkOwnFiles();
+            removeHook();
+            throw e;
         }
     }
 
