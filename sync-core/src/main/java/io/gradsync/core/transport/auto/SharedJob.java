@@ -88,6 +88,11 @@ final class SharedJob implements JobContext {
     }
 
     @Override
+    public boolean aborted() {
+        return job.aborted();
+    }
+
+    @Override
     public void endStream(long stream, long calls, String reason) {
         job.endStream(stream, calls, reason);
     }
