@@ -257,6 +257,20 @@ class MultiProcessTest {
         });
     }
 
+    /** auto across network namespaces: every rank agrees on shm inside a namespace and aeron-udp between them. */
+    @Test
+    void autoIsSharedMemoryInsideAHostAndUdpBetweenHosts() throws Exception {
+        withNamespaces(2, null, () -> {
+            Job job = launch(namespaceOptions(4, 2), List.of(), "check", "auto");
+            assertEquals(0, job.status(), job.out());
+            for (int r = 0; r < 4; r++) {
+                assertTrue(job.out().contains("[" + r + "] rank " + r + " pid"), job.out());
+                assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
+            }
+            assertTrue(job.out().contains("joined: shm+aeron-udp, 2 ranks on its host"), job.out());
+        });
+    }
+
     /** Hierarchical AllReduce over real hosts: IPC inside each namespace, UDP between them. */
     @ParameterizedTest(name = "{0} over {1} hosts x {2} ranks")
     @CsvSource({"hier, 2, 2", "hier, 3, 2", "hier-leader, 2, 2", "hier-leader, 3, 2"})

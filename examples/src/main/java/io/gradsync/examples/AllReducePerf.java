@@ -85,8 +85,9 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             + "2 the minimum, 3 the maximum, as nccl-tests (default ${DEFAULT-VALUE}).")
     int average;
 
-    @Option(names = "--transport", defaultValue = "local", description = "Transport: local (ranks as threads of this JVM), aeron-ipc, aeron-udp, auto "
-                    + "(Aeron IPC inside a host, UDP between hosts), or rdma (RDMA verbs: InfiniBand, RoCE) (default ${DEFAULT-VALUE}).")
+    @Option(names = "--transport", defaultValue = "local", description = "Transport: local (ranks as threads of this JVM), shm (shared memory, one host), auto "
+                    + "(shm inside a host; rdma, else aeron-udp, between hosts), aeron-ipc, aeron-udp, aeron (Aeron IPC inside a host, "
+                    + "UDP between hosts), or rdma (RDMA verbs: InfiniBand, RoCE) (default ${DEFAULT-VALUE}).")
     String transport;
 
     @Option(names = "--collective", defaultValue = "allreduce",
@@ -170,10 +171,10 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         if ("local".equals(transport)) {
             runThreads(type, reduceOp, sizes, rows);
         } else {
-            String name = "auto".equals(transport) ? "aeron" : transport;
+            String name = transport;
             if (!Transports.available().contains(name)) {
                 throw new CommandLine.ParameterException(new CommandLine(this), "unknown transport '" + transport
-                        + "'; available: local, auto, " + String.join(", ", Transports.available()));
+                        + "'; available: local, " + String.join(", ", Transports.available()));
             }
             // One rank per process: the launcher (gradsync-run, torchrun, srun, mpirun) says which.
             try (Communicator comm = configure(Communicator.builder(Bootstrap.connect(name,
@@ -220,7 +221,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         if ("local".equals(transport)) {
             calibration.runThreads(ranks, depth, endpoint -> configure(Communicator.builder(endpoint)).build());
         } else {
-            calibration.runRank(Bootstrap.connect("auto".equals(transport) ? "aeron" : transport,
+            calibration.runRank(Bootstrap.connect(transport,
                     new TransportOptions(Math.toIntExact(chunkBytes), depth)), endpoint -> configure(Communicator.builder(endpoint)).build());
         }
         return 0;

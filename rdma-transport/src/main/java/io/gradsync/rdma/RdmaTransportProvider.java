@@ -4,6 +4,9 @@ import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.TransportProvider;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 
 /**
@@ -24,5 +27,31 @@ public final class RdmaTransportProvider implements TransportProvider {
             throw new IllegalArgumentException("not an RDMA transport: " + name + "; expected one of " + names());
         }
         return new VerbsEndpoint(job, options);
+    }
+
+    /**
+     * Null when this machine has an RDMA device with an active port ({@code /sys/class/infiniband}); else why
+     * not. The {@code auto} transport uses RDMA between hosts only when no rank has a reason against it.
+     */
+    @Override
+    public String unusableReason(String name) {
+        Path sys = Path.of("/sys/class/infiniband");
+        String[] devices = sys.toFile().list();
+        if (devices == null || devices.length == 0) {
+            return "no RDMA device (" + sys + " is empty or missing)";
+        }
+        for (String device : devices) {
+            String[] ports = sys.resolve(device).resolve("ports").toFile().list();
+            for (String port : ports == null ? new String[0] : ports) {
+                try {
+                    if (Files.readString(sys.resolve(device).resolve("ports").resolve(port).resolve("state")).contains("ACTIVE")) {
+                        return null;
+                    }
+                } catch (IOException | RuntimeException e) {
+                    // unreadable: not usable
+                }
+            }
+        }
+        return "no RDMA device with an active port among " + String.join(", ", devices);
     }
 }

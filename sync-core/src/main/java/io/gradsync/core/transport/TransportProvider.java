@@ -21,4 +21,13 @@ public interface TransportProvider {
      * @throws TransportException if the transport cannot start or reach its peers
      */
     Endpoint open(String name, JobContext job, TransportOptions options);
+
+    /**
+     * Why transport {@code name} cannot run on this machine, as far as can be told without opening it (no
+     * device, no native library), or null when it looks usable. The {@code auto} transport asks every rank
+     * and uses a transport between hosts only when no rank has a reason against it.
+     */
+    default String unusableReason(String name) {
+        return null;
+    }
 }

@@ -1,0 +1,76 @@
+package io.gradsync.core.transport.auto;
+
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
+import io.gradsync.core.transport.Link;
+import java.util.Objects;
+
+/**
+ * One endpoint over two: peers on this rank's host are reached through {@code host} (shared memory), the
+ * others through {@code remote} (RDMA or UDP). Algorithms ask for per-peer links, so the intra-host phases of
+ * the hierarchical algorithms run on the host transport without knowing it. Slots are the smaller of the
+ * two endpoints', so that a chunk fits either link.
+ */
+final class HostSplitEndpoint implements Endpoint {
+    private final JobContext job;
+    private final Endpoint host;
+    private final Endpoint remote;
+    private final String name;
+    private boolean closed;
+
+    HostSplitEndpoint(JobContext job, Endpoint host, Endpoint remote) {
+        this.job = job;
+        this.host = host;
+        this.remote = remote;
+        this.name = host.transportName() + "+" + remote.transportName();
+    }
+
+    @Override
+    public JobContext job() {
+        return job;
+    }
+
+    @Override
+    public String transportName() {
+        return name;
+    }
+
+    @Override
+    public int maxMessageBytes() {
+        return Math.min(host.maxMessageBytes(), remote.maxMessageBytes());
+    }
+
+    @Override
+    public int window() {
+        return Math.min(host.window(), remote.window());
+    }
+
+    @Override
+    public Link link(int peer) {
+        Objects.checkIndex(peer, job.size());
+        return job.hostOf(peer) == job.hostOf(job.rank()) ? host.link(peer) : remote.link(peer);
+    }
+
+    @Override
+    public int doWork() {
+        return host.doWork() + remote.doWork();
+    }
+
+    /** Closes the host endpoint, then the remote one (the same order on every rank), then the job. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        try {
+            host.close();
+        } finally {
+            try {
+                remote.close();
+            } finally {
+                job.close();
+            }
+        }
+    }
+}

@@ -1,0 +1,363 @@
+package io.gradsync.core.transport.shm;
+
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.SharedMemoryDirectories;
+import io.gradsync.core.transport.TransportException;
+import io.gradsync.core.transport.TransportOptions;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryNotEmptyException;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Objects;
+
+/**
+ * A rank's endpoint of the shared-memory transport, {@code shm}: for every peer on this rank's host, a
+ * {@link ShmRing} per direction in a memory-mapped file, nothing but the two ranks on the data path (no
+ * driver, no third thread). The receiver creates its rings' files, the sender maps them and writes into
+ * the receiver's slots; the engine's idle strategy (spin, yield, bounded park) is the only wait.
+ *
+ * <p>The files live in one directory per host and job, in this user's private directory under the
+ * shared-memory root ({@link SharedMemoryDirectories}): {@code <root>/gradsync-<uid>/launch-<launch id>-<instance
+ * id>-shm_h<host>}, files {@code <receiver>_from_<sender>}. They have names only during set-up: once every
+ * sender has mapped its rings (a second all-gather), every rank unlinks the files it created and the last one
+ * removes the directory, so nothing is left under the root however the job ends afterwards; a mapping
+ * outlives its file's name, and the memory goes with the last mapping (the processes' exit, at the latest).
+ * A rank that dies during set-up leaves its files to a shutdown hook or, after kill -9, to
+ * {@code gradsync-run}, which removes the launch's directories.
+ *
+ * <p>A peer that closes sets its flag in both rings of a link, so the other side reports it (after the
+ * last message); a peer that dies is reported by the job's rendezvous, and, where both ranks share a pid
+ * namespace, by a liveness check of its process that runs at most every {@value #LIVENESS_CHECK_MS} ms while
+ * a poll finds nothing.
+ *
+ * <p>Only peers on this rank's host have links here: {@link #link} of another host's rank throws; the
+ * {@code auto} transport routes those peers elsewhere.
+ */
+public final class ShmEndpoint implements Endpoint {
+    private static final System.Logger LOG = System.getLogger(ShmEndpoint.class.getName());
+    static final long LIVENESS_CHECK_MS = 50;
+    /** System property: the shared-memory root, {@code /dev/shm} by default. */
+    public static final String DIR_ROOT_PROP = "gradsync.shm.dir.root";
+
+    private final JobContext job;
+    private final int rank;
+    private final int slotBytes;
+    private final int window;
+    private final Path directory;
+    private final ShmRing[] inbound;
+    private final ShmRing[] outbound;
+    private final ShmLink[] links;
+    private final long[] peerPids;
+    private final boolean[] checkLiveness;
+    private final Thread cleanupHook;
+    private volatile boolean open = true;
+
+    /** Opens this rank's endpoint; every rank of the job must open one (set-up exchanges all-gathers). */
+    public ShmEndpoint(JobContext job, TransportOptions options) {
+        this(job, options, Path.of(System.getProperty(DIR_ROOT_PROP, "/dev/shm")));
+    }
+
+    ShmEndpoint(JobContext job, TransportOptions options, Path root) {
+        this.job = job;
+        this.rank = job.rank();
+        this.slotBytes = (options.messageBytes() + 7) & -8;
+        this.window = options.window();
+        int size = job.size();
+        this.inbound = new ShmRing[size];
+        this.outbound = new ShmRing[size];
+        this.links = new ShmLink[size];
+        this.peerPids = new long[size];
+        this.checkLiveness = new boolean[size];
+        long pid = ProcessHandle.current().pid();
+        Path dir = null;
+        Thread hook = null;
+        String failure = null;
+        try {
+            if (job.localSize() > 1) {
+                dir = directory(root);
+                hook = new Thread(this::unlinkOwnFiles, "gradsync-shm-cleanup-rank-" + rank);
+                Runtime.getRuntime().addShutdownHook(hook);
+                for (int peer = 0; peer < size; peer++) {
+                    if (peer != rank && sameHost(peer)) {
+                        inbound[peer] = ShmRing.create(dir.resolve(fileName(rank, peer)), window, slotBytes, pid);
+                    }
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            failure = "rank " + rank + " cannot create its shared-memory rings: " + e;
+        }
+        this.directory = dir;
+        this.cleanupHook = hook;
+        // Every rank's rings exist once every rank has answered; then the senders map them.
+        byte[][] all = gatherOrCleanUp(identity(pid, failure));
+        String mapFailure = null;
+        TransportException firstFailure = null;
+        try {
+            for (int peer = 0; peer < size; peer++) {
+                String theirs = new String(all[peer], StandardCharsets.UTF_8);
+                if (theirs.startsWith("!")) {
+                    throw new TransportException(peer, theirs.substring(1));
+                }
+                String[] parts = theirs.split(" ", 2);
+                peerPids[peer] = Long.parseLong(parts[0]);
+                checkLiveness[peer] = peer != rank && sameHost(peer) && !parts[1].isEmpty()
+                        && parts[1].equals(pidNamespace());
+            }
+            for (int peer = 0; peer < size; peer++) {
+                if (peer != rank && sameHost(peer)) {
+                    Path file = directory.resolve(fileName(peer, rank));
+                    try {
+                        outbound[peer] = ShmRing.open(file, window, slotBytes, pid);
+                    } catch (NoSuchFileException e) {
+                        throw new TransportException(peer, "rank " + rank + " cannot find rank " + peer + "'s ring " + file
+                                + ": the job puts both on one host, but they do not share " + root
+                                + " (separate containers?); use another transport, e.g. aeron-udp");
+                    }
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            firstFailure = e instanceof TransportException t ? t
+                    : new TransportException(-1, "rank " + rank + " cannot map its shared-memory rings: " + e, e);
+            mapFailure = firstFailure.getMessage();
+        }
+        // Once every sender has mapped its rings, no name is needed any more: the files are unlinked at once, so
+        // that nothing is left in the shared-memory root however this job ends (a mapping outlives its name).
+        byte[][] mapped = gatherOrCleanUp((mapFailure == null ? "" : mapFailure).getBytes(StandardCharsets.UTF_8));
+        unlinkOwnFiles();
+        removeHook();
+        if (firstFailure != null) {
+            throw firstFailure;
+        }
+        for (int peer = 0; peer < size; peer++) {
+            if (mapped[peer].length > 0) {
+                throw new TransportException(peer, new String(mapped[peer], StandardCharsets.UTF_8));
+            }
+        }
+    }
+
+    /** The job's all-gather; when it fails (a peer died in set-up), this rank's files go before the exception. */
+    private byte[][] gatherOrCleanUp(byte[] data) {
+        try {
+            return job.allGather(data);
+        } catch (RuntimeException e) {
+            unlinkOwnFiles();
+            removeHook();
+            throw e;
+        }
+    }
+
+    private byte[] identity(long pid, String failure) {
+        String text = failure != null ? "!" + failure : pid + " " + pidNamespace();
+        return text.getBytes(StandardCharsets.UTF_8);
+    }
+
+    private static String pidNamespace() {
+        try {
+            return Files.readSymbolicLink(Path.of("/proc/self/ns/pid")).toString();
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            return "";
+        }
+    }
+
+    private boolean sameHost(int peer) {
+        return job.hostOf(peer) == job.hostOf(rank);
+    }
+
+    /** The name of the ring that {@code receiver} reads and {@code sender} writes. */
+    static String fileName(int receiver, int sender) {
+        return receiver + "_from_" + sender;
+    }
+
+    /** This host's ring directory of this job, created (mode 0700) if no rank of the host has made it yet. */
+    private Path directory(Path root) throws IOException {
+        Path userDir = SharedMemoryDirectories.userDirectory(root);
+        String launchId = SharedMemoryDirectories.launchId(System.getenv());
+        Path dir = userDir.resolve(SharedMemoryDirectories.jobDirectoryName(launchId, job.instanceId(),
+                "shm_h" + job.hostOf(rank)));
+        try {
+            Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        } catch (FileAlreadyExistsException made) {
+            // another rank of this host made it
+        }
+        return dir;
+    }
+
+    /** This host's ring directory, or null when this rank has no peer on its host. */
+    public Path directory() {
+        return directory;
+    }
+
+    @Override
+    public JobContext job() {
+        return job;
+    }
+
+    @Override
+    public String transportName() {
+        return "shm";
+    }
+
+    @Override
+    public int maxMessageBytes() {
+        return slotBytes;
+    }
+
+    @Override
+    public int window() {
+        return window;
+    }
+
+    @Override
+    public Link link(int peer) {
+        Objects.checkIndex(peer, job.size());
+        if (peer == rank) {
+            throw new IllegalArgumentException("rank " + rank + " has no link to itself");
+        }
+        if (!open) {
+            throw new TransportException(-1, "the shm endpoint of rank " + rank + " is closed");
+        }
+        ShmLink link = links[peer];
+        if (link == null) {
+            if (inbound[peer] == null) {
+                throw new TransportException(peer, "rank " + peer + " is on host " + job.hostOf(peer) + ", not on rank "
+                        + rank + "'s host " + job.hostOf(rank) + ": shm links only ranks of one host (use auto)");
+            }
+            link = new ShmLink(peer, outbound[peer], inbound[peer]);
+            links[peer] = link;
+        }
+        return link;
+    }
+
+    @Override
+    public int doWork() {
+        return 0;
+    }
+
+    /**
+     * Tells every peer that this rank is gone (both rings of every link), then closes the job. The ring files
+     * were unlinked at set-up; the memory goes with the last mapping.
+     */
+    @Override
+    public void close() {
+        if (!open) {
+            return;
+        }
+        open = false;
+        for (int peer = 0; peer < job.size(); peer++) {
+            if (outbound[peer] != null) {
+                outbound[peer].closeSender();
+            }
+            if (inbound[peer] != null) {
+                inbound[peer].closeReceiver();
+            }
+        }
+        job.close();
+    }
+
+    private void removeHook() {
+        if (cleanupHook != null) {
+            try {
+                Runtime.getRuntime().removeShutdownHook(cleanupHook);
+            } catch (IllegalStateException exiting) {
+                // the JVM is exiting: the hook runs and finds the files gone
+            }
+        }
+    }
+
+    /** Unlinks the ring files this rank created, then the directory if no other rank's files are left in it. */
+    private void unlinkOwnFiles() {
+        if (directory == null) {
+            return;
+        }
+        for (ShmRing ring : inbound) {
+            if (ring != null) {
+                try {
+                    Files.deleteIfExists(ring.file());
+                } catch (IOException e) {
+                    LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": cannot remove " + ring.file() + ": " + e);
+                }
+            }
+        }
+        try {
+            Files.deleteIfExists(directory);
+        } catch (DirectoryNotEmptyException othersStillThere) {
+            // the last rank of the host removes it
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": cannot remove " + directory + ": " + e);
+        }
+    }
+
+    private final class ShmLink implements Link {
+        private final int peer;
+        private final ShmRing out;
+        private final ShmRing in;
+        private long nextLivenessCheck;
+
+        ShmLink(int peer, ShmRing out, ShmRing in) {
+            this.peer = peer;
+            this.out = out;
+            this.in = in;
+        }
+
+        @Override
+        public int peer() {
+            return peer;
+        }
+
+        @Override
+        public SendSlot tryClaim(int length) {
+            checkOpen();
+            if (out.receiverClosed()) {
+                throw new TransportException(peer, "rank " + peer + " has closed its endpoint");
+            }
+            SendSlot slot = out.tryClaim(length);
+            if (slot == null) {
+                checkAlive();
+            }
+            return slot;
+        }
+
+        @Override
+        public RecvSlot poll() {
+            checkOpen();
+            RecvSlot slot = in.poll();
+            if (slot == null) {
+                if (in.senderClosed() && !in.hasPending()) {
+                    throw new TransportException(peer, "rank " + peer + " has closed its endpoint");
+                }
+                checkAlive();
+            }
+            return slot;
+        }
+
+        /** At most every {@value #LIVENESS_CHECK_MS} ms while waiting: has the peer's process died? */
+        private void checkAlive() {
+            if (!checkLiveness[peer]) {
+                return;
+            }
+            long now = System.nanoTime();
+            if (now - nextLivenessCheck < 0) {
+                return;
+            }
+            nextLivenessCheck = now + LIVENESS_CHECK_MS * 1_000_000;
+            boolean alive = ProcessHandle.of(peerPids[peer]).map(ProcessHandle::isAlive).orElse(false);
+            if (!alive && !in.hasPending()) {
+                throw new TransportException(peer, "rank " + peer + " (pid " + peerPids[peer] + ") died: its process is gone");
+            }
+        }
+
+        private void checkOpen() {
+            if (!open) {
+                throw new TransportException(-1, "the shm endpoint of rank " + rank + " is closed");
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+package io.gradsync.core;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The shared-memory transport across processes, each rank a JVM started by gradsync-run: exact results, auto
+ * choosing shm on one host, kill -9 of a rank named by every survivor within the deadline, and nothing left
+ * under /dev/shm afterwards.
+ */
+class ShmMultiProcessTest {
+    private static final String JAVA = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    private static final String CLASSPATH = System.getProperty("java.class.path");
+
+    private record Result(int status, String out, long millis) {
+    }
+
+    private static Result gradsyncRun(int ranks, long limitSeconds, String... programArgs) throws Exception {
+        List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-cp", CLASSPATH, "io.gradsync.core.launch.GradSyncRun", "--deadline", Long.toString(limitSeconds),
+                "-n", Integer.toString(ranks), "--", JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-Dgradsync.timeout.ms=20000",
+                "-cp", CLASSPATH, ShmRankProgram.class.getName()));
+        command.addAll(List.of(programArgs));
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().keySet().removeIf(k -> k.startsWith("GRADSYNC_") || k.equals("RANK") || k.equals("WORLD_SIZE"));
+        long start = System.nanoTime();
+        Process process = builder.start();
+        process.getOutputStream().close();
+        byte[] out;
+        try (InputStream in = process.getInputStream()) {
+            out = in.readAllBytes(); // ends when the launcher (and its ranks) exit; the deadline bounds it
+        }
+        boolean exited = process.waitFor(limitSeconds + 30, TimeUnit.SECONDS);
+        if (!exited) {
+            process.descendants().forEach(ProcessHandle::destroyForcibly);
+            process.destroyForcibly();
+        }
+        return new Result(exited ? process.exitValue() : -1, new String(out, StandardCharsets.UTF_8),
+                (System.nanoTime() - start) / 1_000_000);
+    }
+
+    @ParameterizedTest(name = "{0}, {1} ranks")
+    @CsvSource({"shm, 2", "shm, 4", "auto, 3"})
+    void everyRankIsExactAndNothingIsLeftInDevShm(String transport, int ranks) throws Exception {
+        List<String> before = ShmAllReduceTest.leftovers();
+        Result job = gradsyncRun(ranks, 120, "check", transport);
+        assertEquals(0, job.status(), job.out());
+        for (int r = 0; r < ranks; r++) {
+            assertTrue(job.out().contains("rank " + r + ": 100 collectives exact"), "rank " + r + ":\n" + job.out());
+            assertTrue(job.out().contains("joined: shm, " + ranks + " ranks on its host"), job.out());
+        }
+        assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
+    }
+
+    @Test
+    void aRankKilledWithSigkillIsNamedByEverySurvivorWithinTheDeadline() throws Exception {
+        List<String> before = ShmAllReduceTest.leftovers();
+        int ranks = 3;
+        int killed = 1;
+        Result job = gradsyncRun(ranks, 90, "loop", "shm", Integer.toString(killed), "2000");
+        assertTrue(job.out().contains("rank " + killed + " kills itself with SIGKILL"), job.out());
+        Matcher failed = Pattern.compile("\\[(\\d+)] FAILED: (.*)").matcher(job.out());
+        List<Integer> reporting = new ArrayList<>();
+        while (failed.find()) {
+            reporting.add(Integer.parseInt(failed.group(1)));
+            System.out.println("survivor " + failed.group() + " (job took " + job.millis() + " ms)");
+            assertTrue(failed.group(2).contains("rank " + killed), "the failure names rank " + killed + ": " + failed.group());
+        }
+        assertEquals(List.of(0, 2), reporting.stream().sorted().toList(), "every survivor reports:\n" + job.out());
+        assertTrue(job.millis() < 60_000, "took " + job.millis() + " ms:\n" + job.out());
+        assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
+    }
+
+    @Test
+    void ringFilesOfARankKilledInSetUpAreRemovedByGradsyncRun() throws Exception {
+        List<String> before = ShmAllReduceTest.leftovers();
+        Result job = gradsyncRun(2, 90, "die-in-setup", "1");
+        assertTrue(job.out().contains("rank 1 kills itself with SIGKILL in set-up"), job.out());
+        assertTrue(job.status() != 0, job.out());
+        Matcher removed = Pattern.compile("gradsync-run: removed leftover (\\S+-shm_h0)").matcher(job.out());
+        assertTrue(removed.find(), "gradsync-run removes the ring directory:\n" + job.out());
+        assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
+    }
+}

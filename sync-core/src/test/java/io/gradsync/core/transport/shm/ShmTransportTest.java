@@ -1,0 +1,180 @@
+package io.gradsync.core.transport.shm;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gradsync.core.memory.Elements;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.SharedMemoryDirectories;
+import io.gradsync.core.transport.TransportException;
+import io.gradsync.core.transport.TransportOptions;
+import io.gradsync.core.transport.Transports;
+import io.gradsync.core.transport.local.InMemoryJob;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The SPI contract on the shared-memory transport (ranks as threads, rings in a temporary root): credits, order, headers, close, files. */
+@Timeout(30)
+class ShmTransportTest {
+    @TempDir
+    Path root;
+
+    /** Opens every rank's endpoint at once (set-up all-gathers), ranks on hosts {@code hosts}. */
+    private List<ShmEndpoint> open(int[] hosts, int slotBytes, int slots) {
+        InMemoryJob job = InMemoryJob.create(hosts);
+        ExecutorService pool = Executors.newFixedThreadPool(hosts.length);
+        try {
+            List<Future<ShmEndpoint>> futures = new ArrayList<>();
+            for (int r = 0; r < hosts.length; r++) {
+                int rank = r;
+                futures.add(pool.submit(() -> new ShmEndpoint(job.context(rank), new TransportOptions(slotBytes, slots), root)));
+            }
+            List<ShmEndpoint> endpoints = new ArrayList<>();
+            for (Future<ShmEndpoint> f : futures) {
+                endpoints.add(f.get(20, TimeUnit.SECONDS));
+            }
+            return endpoints;
+        } catch (Exception e) {
+            throw new AssertionError("opening the endpoints failed", e);
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    private List<ShmEndpoint> open(int ranks, int slotBytes, int slots) {
+        return open(new int[ranks], slotBytes, slots);
+    }
+
+    @Test
+    void isFoundByNameThroughTheServiceLoader() {
+        assertTrue(Transports.available().contains("shm"), Transports.available().toString());
+        assertTrue(Transports.available().contains("auto"), Transports.available().toString());
+    }
+
+    @Test
+    void creditsAreTheReceiversFreeSlotsAndMessagesArriveInOrderWithTheirHeaders() {
+        List<ShmEndpoint> e = open(2, 64, 3);
+        Link out = e.get(0).link(1);
+        Link in = e.get(1).link(0);
+        assertEquals(64, e.get(0).maxMessageBytes());
+        assertEquals(3, e.get(0).window());
+        for (int i = 0; i < 3; i++) {
+            SendSlot slot = out.tryClaim(8);
+            assertNotNull(slot, "credit " + i);
+            assertTrue(slot.payload().isOffHeap());
+            assertEquals(0, slot.payload().offset() % 64, "payload on a cache line");
+            Elements.putLong(slot.payload().base(), slot.payload().offset(), 100 + i);
+            slot.commit(7, 42 + i, 900 + i);
+        }
+        assertNull(out.tryClaim(8), "a fourth message with three slots");
+        RecvSlot first = in.poll();
+        assertEquals(100, Elements.getLong(first.payload().base(), first.payload().offset()));
+        assertEquals(8, first.length());
+        assertEquals(7, first.call());
+        assertEquals(42, first.descriptor());
+        assertEquals(900, first.arguments());
+        assertThrows(IllegalStateException.class, in::poll, "second poll before release");
+        first.release();
+        SendSlot again = out.tryClaim(64);
+        assertNotNull(again, "a released slot is a credit again");
+        assertThrows(IllegalStateException.class, () -> out.tryClaim(8), "second claim before commit");
+        again.commit(8, 45, 903);
+        for (int i = 1; i < 4; i++) {
+            RecvSlot next = in.poll();
+            assertEquals(42 + i, next.descriptor());
+            assertEquals(i < 3 ? 8 : 64, next.length());
+            next.release();
+        }
+        assertNull(in.poll());
+        assertThrows(IllegalArgumentException.class, () -> out.tryClaim(65));
+        e.forEach(Endpoint::close);
+    }
+
+    @Test
+    void aClosedPeerIsReportedAfterItsLastMessageIsRead() {
+        List<ShmEndpoint> e = open(3, 256, 2);
+        e.get(0).link(1).tryClaim(0).commit(1, 2, 3);
+        e.get(0).close();
+        Link fromZero = e.get(1).link(0);
+        fromZero.poll().release();
+        TransportException gone = assertThrows(TransportException.class, fromZero::poll);
+        assertEquals(0, gone.peer());
+        assertTrue(gone.getMessage().contains("rank 0 has closed"), gone.getMessage());
+        assertThrows(TransportException.class, () -> e.get(2).link(0).tryClaim(0));
+        assertThrows(TransportException.class, () -> e.get(0).link(1), "a closed endpoint has no links");
+        e.get(1).close();
+        e.get(2).close();
+    }
+
+    @Test
+    void theRingFilesArePrivateAndUnlinkedOnceEveryRankHasMappedThem() throws Exception {
+        Path userDir = SharedMemoryDirectories.userDirectoryPath(root);
+        InMemoryJob job = InMemoryJob.create(2);
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try {
+            // rank 1 opens late: rank 0's files must be there, private, and named after the job
+            Future<ShmEndpoint> zero = pool.submit(() -> new ShmEndpoint(job.context(0), new TransportOptions(64, 2), root));
+            JobContext late = job.context(1);
+            Path dir = userDir.resolve("job-" + late.instanceId() + "-shm_h0");
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!Files.exists(dir.resolve("0_from_1")) && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(dir)));
+            assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve("0_from_1"))));
+            ShmEndpoint one = new ShmEndpoint(late, new TransportOptions(64, 2), root);
+            ShmEndpoint rankZero = zero.get(20, TimeUnit.SECONDS);
+            assertFalse(Files.exists(dir), "the directory is removed once both ranks have mapped their rings");
+            rankZero.link(1).tryClaim(8).commit(1, 2, 3);
+            assertEquals(2, one.link(0).poll().descriptor(), "the unlinked files still carry messages");
+            rankZero.close();
+            one.close();
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void ranksOfAnotherHostHaveNoShmLink() {
+        List<ShmEndpoint> e = open(new int[] {0, 0, 1}, 64, 2);
+        assertNotNull(e.get(0).link(1));
+        TransportException other = assertThrows(TransportException.class, () -> e.get(0).link(2));
+        assertTrue(other.getMessage().contains("use auto"), other.getMessage());
+        assertNull(e.get(2).directory(), "a rank alone on its host maps nothing");
+        e.forEach(Endpoint::close);
+    }
+
+    @Test
+    void aSlotIsWrittenOnceAndReadInPlace() {
+        List<ShmEndpoint> e = open(2, 4096, 2);
+        SendSlot slot = e.get(0).link(1).tryClaim(4096);
+        long address = slot.payload().offset();
+        slot.commit(0, 0, 0);
+        RecvSlot got = e.get(1).link(0).poll();
+        assertNotNull(got);
+        assertEquals(4096, got.payload().byteLength());
+        got.release();
+        // the two processes' mappings are separate, so the addresses differ; the bytes are the same file's
+        assertTrue(address != 0);
+        e.forEach(Endpoint::close);
+    }
+
+}
