@@ -48,6 +48,12 @@ public final class Engine {
     }
 
     private static final System.Logger LOG = System.getLogger("io.gradsync.core");
+    /**
+     * Idle passes per stall check (a power of two). A waiting pass then costs only the polls of the links,
+     * which keeps a spinning progress thread quick to see the next message; the checks run every few
+     * microseconds of waiting, far inside any deadline.
+     */
+    private static final int STALL_CHECK_EVERY = 16;
 
     private final Endpoint endpoint;
     private final Inbox inbox;
@@ -64,6 +70,8 @@ public final class Engine {
     private long lastRetired = -1;
     /** When a message last moved or a collective was admitted. */
     private long lastProgressNanos = System.nanoTime();
+    /** Passes in a row that moved nothing; every {@link #STALL_CHECK_EVERY}-th checks the stalled collectives. */
+    private int idlePasses;
 
     public Engine(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long timeoutNanos) {
         this.endpoint = endpoint;
@@ -145,7 +153,8 @@ public final class Engine {
         }
         if (messages > 0) {
             lastProgressNanos = System.nanoTime();
-        } else {
+            idlePasses = 0;
+        } else if ((++idlePasses & (STALL_CHECK_EVERY - 1)) == 0) {
             checkStalled();
         }
         retire();
@@ -153,10 +162,10 @@ public final class Engine {
     }
 
     /**
-     * Nothing moved in a whole pass: each collective, oldest first, checks for aborts, stream ends,
-     * disagreeing announcements and its deadline. While anything moves none of this runs, so a pass that
-     * moves messages costs no clock read per collective; a collective stuck behind moving ones is checked
-     * once they stall or retire.
+     * Nothing moved for a while: each collective, oldest first, checks for aborts, stream ends, disagreeing
+     * announcements and its deadline. While anything moves none of this runs, so a pass that moves messages
+     * costs no clock read per collective; a collective stuck behind moving ones is checked once they stall
+     * or retire.
      */
     private void checkStalled() {
         for (int i = 0; i < active.size(); i++) {
