@@ -99,7 +99,7 @@ public final class Engine {
      * the communicator has failed; the completion is called when it retires, after every earlier one.
      */
     public void admit(String collective, Call call, Function<CollectiveContext, List<Phase>> planner, Completion completion) {
-        Run run = new Run(collective, call, completion);
+        Run run = new Run(collective, call, completion, planner);
         active.add(run);
         lastProgressNanos = System.nanoTime();
         if (failure != null) {
@@ -304,6 +304,11 @@ public final class Engine {
         final String collective;
         final Call call;
         final Completion completion;
+        /**
+         * What built the plan, holding the caller's buffers: a plan keeps only their addresses, and a direct
+         * buffer nobody references may be freed by the garbage collector while its collective still reads it.
+         */
+        final Object buffers;
         CollectiveContext context;
         List<Phase> plan;
         int phase;
@@ -320,10 +325,11 @@ public final class Engine {
         boolean done;
         CollectiveException error;
 
-        Run(String collective, Call call, Completion completion) {
+        Run(String collective, Call call, Completion completion, Object buffers) {
             this.collective = collective;
             this.call = call;
             this.completion = completion;
+            this.buffers = buffers;
         }
 
         void start(List<Phase> plan) {
