@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Builds gradsync and runs the whole test suite: unit, operator, failure and correctness-matrix tests,
 # multi-process, network-namespace and launcher tests (mpirun, torchrun, srun: scripts/setup.sh installs them)
-# (mvn verify), then the RDMA tests, which need an RDMA device,
-# inside a throw-away soft-RoCE VM (rdma-transport/softroce/run-tests; see rdma-transport/softroce/README.md).
-# Between the two: sync-core's suite on JDK 25 (when installed), and scripts/check-consumer.sh, which builds and
-# runs a user's project against the installed artifacts.
+# (mvn verify), then the RDMA tests, which need an RDMA device, inside a throw-away soft-RoCE VM
+# (rdma-transport/softroce/run-tests; see rdma-transport/softroce/README.md), then sync-core's suite on JDK 25
+# (when installed), and last scripts/check-consumer.sh, which builds and runs a user's project against the
+# installed artifacts. The VM runs right after verify: it uses the class path file that build wrote, which the
+# later steps' builds rewrite (the consumer check's points into a private repository it deletes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh test
 # -Dgradsync.native.required=true: here a libdisni that cannot be built is an error, not a warning
 mvn -B -Dgradsync.native.required=true verify "$@"
+rdma-transport/softroce/run-tests --no-build
 # sync-core's suite again on JDK 25 where one is installed (Temurin under /usr/lib/jvm on these machines; the
 # whole suite on 25 would double the time): GRADSYNC_TEST_JDK25=0 skips it, GRADSYNC_JDK25=<dir> picks the JDK.
 # The two large matrices (AllReduceCorrectnessTest, ManyInFlightTest: most of sync-core's time, the same code
@@ -24,5 +26,4 @@ else
 fi
 # A fresh Maven project imports gradsync-bom, depends on gradsync-core + gradsync-aeron-transport and runs a
 # 2-rank AllReduce against the artifacts installed into a private local repository (about 30 s).
-scripts/check-consumer.sh
-exec rdma-transport/softroce/run-tests --no-build
+exec scripts/check-consumer.sh
