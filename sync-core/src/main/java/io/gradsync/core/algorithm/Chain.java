@@ -19,8 +19,7 @@ import io.gradsync.core.transport.RecvSlot;
  * deadlock whatever the window. Reductions run in chain order, once per element per rank, so the tail
  * (the root of a reduce) gets the same bits on every run.
  */
-final class Chain extends Phase {
-    private static final int[] NO_PEERS = {};
+final class Chain extends PairPhase {
 
     private final CollectiveContext ctx;
     private final DataType type;
@@ -39,8 +38,6 @@ final class Chain extends Phase {
     private final int chunk;
     private final int toReceive;
     private final int toSend;
-    private int sent;
-    private int received;
 
     private Chain(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
                   Object inBase, long inOffset, Object outBase, long outOffset) {
@@ -64,6 +61,7 @@ final class Chain extends Phase {
         int chunks = Math.max(1, (count + chunk - 1) / chunk);
         this.toReceive = position == 0 ? 0 : chunks;
         this.toSend = tail ? 0 : chunks;
+        pair(previous, toReceive, next, toSend);
     }
 
     /** Broadcast: the head's buffer to every rank, in place. */
@@ -118,25 +116,9 @@ final class Chain extends Phase {
         return chain;
     }
 
-    @Override
-    public int receives(int peer) {
-        return peer == previous ? toReceive : 0;
-    }
 
-    @Override
-    public int sends(int peer) {
-        return peer == next ? toSend : 0;
-    }
 
-    @Override
-    public int[] receivePeers() {
-        return toReceive > 0 ? new int[] {previous} : NO_PEERS;
-    }
 
-    @Override
-    public int[] sendPeers() {
-        return toSend > 0 ? new int[] {next} : NO_PEERS;
-    }
 
     @Override
     public boolean consume(int peer, RecvSlot arrival) {
@@ -181,13 +163,5 @@ final class Chain extends Phase {
         return 0;
     }
 
-    @Override
-    public String awaiting() {
-        return received < toReceive ? "a message" : "a free receive slot";
-    }
 
-    @Override
-    public int awaitedPeer() {
-        return received < toReceive ? previous : next;
-    }
 }

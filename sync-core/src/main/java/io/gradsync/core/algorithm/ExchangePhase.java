@@ -13,10 +13,9 @@ import io.gradsync.core.transport.RecvSlot;
  * An empty range is still one (empty) message, so both sides always agree on the number of messages and a
  * mismatched call is caught.
  */
-final class ExchangePhase extends Phase {
+final class ExchangePhase extends PairPhase {
     /** Pass as a count to leave that direction out of the step. */
     static final int NONE = -1;
-    private static final int[] NO_PEERS = {};
 
     private final CollectiveContext ctx;
     private final DataType type;
@@ -33,8 +32,6 @@ final class ExchangePhase extends Phase {
     private final ReduceOp reduceWith;
     private final int toSend;
     private final int toReceive;
-    private int sent;
-    private int received;
 
     /**
      * @param sendCount elements to send to {@code sendPeer} from {@code (srcBase, srcOffset)}, or {@link #NONE}
@@ -58,6 +55,7 @@ final class ExchangePhase extends Phase {
         this.reduceWith = reduceWith;
         this.toSend = messages(sendCount, chunk);
         this.toReceive = messages(recvCount, chunk);
+        pair(recvPeer, toReceive, sendPeer, toSend);
     }
 
     /** Sends {@code count} elements to {@code peer}. */
@@ -74,25 +72,9 @@ final class ExchangePhase extends Phase {
         return count < 0 ? 0 : Math.max(1, (count + chunk - 1) / chunk);
     }
 
-    @Override
-    public int receives(int peer) {
-        return peer == recvPeer ? toReceive : 0;
-    }
 
-    @Override
-    public int sends(int peer) {
-        return peer == sendPeer ? toSend : 0;
-    }
 
-    @Override
-    public int[] receivePeers() {
-        return toReceive > 0 ? new int[] {recvPeer} : NO_PEERS;
-    }
 
-    @Override
-    public int[] sendPeers() {
-        return toSend > 0 ? new int[] {sendPeer} : NO_PEERS;
-    }
 
     @Override
     public boolean consume(int peer, RecvSlot arrival) {
@@ -131,13 +113,5 @@ final class ExchangePhase extends Phase {
         return 0;
     }
 
-    @Override
-    public String awaiting() {
-        return received < toReceive ? "a message" : "a free receive slot";
-    }
 
-    @Override
-    public int awaitedPeer() {
-        return received < toReceive ? recvPeer : sendPeer;
-    }
 }

@@ -105,7 +105,7 @@ final class GroupRing {
     }
 
     /** One call's state, allocated once per call; {@code op == null} means all-gather. */
-    private static final class Run extends Phase {
+    private static final class Run extends PairPhase {
         private final CollectiveContext ctx;
         private final int[] group;
         private final DataType type;
@@ -124,8 +124,6 @@ final class GroupRing {
         private final int messages;
         private final int left;
         private final int right;
-        private int sent;
-        private int received;
 
         Run(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor, boolean compact,
             Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
@@ -153,27 +151,12 @@ final class GroupRing {
             this.messages = (g - 1) * chunksPerSegment;
             this.left = group[(position + g - 1) % g];
             this.right = group[(position + 1) % g];
+            pair(left, messages, right, messages);
         }
 
-        @Override
-        public int receives(int peer) {
-            return peer == left ? messages : 0;
-        }
 
-        @Override
-        public int sends(int peer) {
-            return peer == right ? messages : 0;
-        }
 
-        @Override
-        public int[] receivePeers() {
-            return new int[] {left};
-        }
 
-        @Override
-        public int[] sendPeers() {
-            return new int[] {right};
-        }
 
         @Override
         public void begin() {
@@ -207,15 +190,7 @@ final class GroupRing {
             return 0;
         }
 
-        @Override
-        public String awaiting() {
-            return received < messages ? "a message" : "a free receive slot";
-        }
 
-        @Override
-        public int awaitedPeer() {
-            return received < messages ? left : right;
-        }
 
         /** Compact: arrival {@code i} overwrites the partial that message {@code i} sends on, so it waits for it. */
         private boolean mayConsume(int i) {

@@ -66,7 +66,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
     }
 
     /** The ring's one phase; its state is allocated once per collective, never per chunk. */
-    private static final class Ring extends Phase {
+    private static final class Ring extends PairPhase {
         private final CollectiveContext ctx;
         private final DataType type;
         /** The 16-bit format float32 travels in, or null to send elements as they are. */
@@ -84,8 +84,6 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         private final long inOffset;
         private final Object outBase;
         private final long outOffset;
-        private int sent;
-        private int received;
 
         Ring(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op, DataType wire) {
             this.ctx = ctx;
@@ -108,27 +106,12 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             this.inOffset = input.region().offset();
             this.outBase = output.region().base();
             this.outOffset = output.region().offset();
+            pair(left, messages, right, messages);
         }
 
-        @Override
-        public int receives(int peer) {
-            return peer == left ? messages : 0;
-        }
 
-        @Override
-        public int sends(int peer) {
-            return peer == right ? messages : 0;
-        }
 
-        @Override
-        public int[] receivePeers() {
-            return new int[] {left};
-        }
 
-        @Override
-        public int[] sendPeers() {
-            return new int[] {right};
-        }
 
         /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code position - step - 1}. */
         @Override
@@ -197,15 +180,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             return 0;
         }
 
-        @Override
-        public String awaiting() {
-            return received < messages ? "a message" : "a free receive slot";
-        }
 
-        @Override
-        public int awaitedPeer() {
-            return received < messages ? left : right;
-        }
 
         /** First element of chunk {@code k} of {@code segment}; {@code k == C} gives the segment's end. */
         private int chunkStart(int segment, int k) {
