@@ -101,6 +101,7 @@ public final class ShmEndpoint implements Endpoint {
         String mapFailure = null;
         TransportException firstFailure = null;
         try {
+            String ourNamespace = pidNamespace();
             for (int peer = 0; peer < size; peer++) {
                 String theirs = new String(all[peer], StandardCharsets.UTF_8);
                 if (theirs.startsWith("!")) {
@@ -109,7 +110,7 @@ public final class ShmEndpoint implements Endpoint {
                 String[] parts = theirs.split(" ", 2);
                 peerPids[peer] = Long.parseLong(parts[0]);
                 checkLiveness[peer] = peer != rank && sameHost(peer) && !parts[1].isEmpty()
-                        && parts[1].equals(pidNamespace());
+                        && parts[1].equals(ourNamespace);
             }
             for (int peer = 0; peer < size; peer++) {
                 if (peer != rank && sameHost(peer)) {
@@ -159,6 +160,11 @@ public final class ShmEndpoint implements Endpoint {
         return text.getBytes(StandardCharsets.UTF_8);
     }
 
+    /**
+     * This process's pid namespace, or "" where it cannot be read (no /proc, a security manager): ranks compare
+     * namespaces before trusting each other's pids for the liveness check, and an unreadable one turns that check
+     * off: such ranks rely on the rendezvous alone to notice a dead peer, which it does anyway.
+     */
     private static String pidNamespace() {
         try {
             return Files.readSymbolicLink(Path.of("/proc/self/ns/pid")).toString();
