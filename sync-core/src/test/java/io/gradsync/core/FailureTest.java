@@ -10,6 +10,8 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** Bad input gets a clear error, and a missing or mismatched peer fails within the deadline, never hangs. */
@@ -121,6 +123,28 @@ class FailureTest {
             CollectiveException again = assertThrows(CollectiveException.class, () -> c0.allReduceBlocking(g, ReduceOp.SUM));
             assertTrue(again.getMessage().contains("communicator failed earlier"), again.getMessage());
             assertEquals(1, again.peer());
+        }
+    }
+
+    /**
+     * A link between live ranks breaks because a third rank failed and its peer tore down (over RDMA the
+     * survivor sees a remote access error): the error names the failed rank, which the control plane
+     * reports a little later, and then the broken link.
+     */
+    @Test
+    void aLinkBrokenAfterAThirdRankFailedNamesThatRank() throws Exception {
+        try (LocalJob job = new LocalJob(3, 4096, 4, TIMEOUT)) {
+            Communicator c0 = job.communicators.get(0);
+            GradientBuffer g = GradientBuffer.allocateDirect(DataType.FLOAT32, 100_000);
+            var result = c0.allReduce(g, ReduceOp.SUM).toFuture();
+            job.communicators.get(2).close(); // the ring's rank 0 receives from rank 2
+            Thread.sleep(200);
+            job.endpoints.get(1).job().abort(-1, "its process exited", false);
+            ExecutionException thrown = assertThrows(ExecutionException.class, () -> result.get(60, TimeUnit.SECONDS));
+            PeerFailureException e = assertInstanceOf(PeerFailureException.class, thrown.getCause());
+            assertEquals(1, e.peer(), e.getMessage());
+            assertTrue(e.getMessage().contains("rank 1 failed: its process exited; then the link to rank 2 failed: "),
+                    e.getMessage());
         }
     }
 

@@ -1,5 +1,6 @@
 package io.gradsync.core;
 
+import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -27,6 +28,7 @@ final class LocalJob implements AutoCloseable {
 
     final LocalTransport transport;
     final List<Communicator> communicators = new ArrayList<>();
+    final List<Endpoint> endpoints = new ArrayList<>();
     private final ExecutorService threads;
 
     LocalJob(int ranks, int chunkBytes, int depth, Duration timeout) {
@@ -46,7 +48,8 @@ final class LocalJob implements AutoCloseable {
         this.transport = transport;
         int ranks = transport.size();
         for (int r = 0; r < ranks; r++) {
-            communicators.add(Communicator.builder(transport.endpoint(r)).chunkBytes(chunkBytes).timeout(timeout)
+            endpoints.add(transport.endpoint(r));
+            communicators.add(Communicator.builder(endpoints.get(r)).chunkBytes(chunkBytes).timeout(timeout)
                     .allReduceAlgorithm(algorithm).build());
         }
         threads = Executors.newFixedThreadPool(ranks);

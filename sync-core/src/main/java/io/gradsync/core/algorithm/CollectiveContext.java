@@ -16,6 +16,7 @@ import io.gradsync.core.transport.StreamEnd;
 import io.gradsync.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * One collective call: what its plan needs to know (rank, size, hosts, chunk size) and what the
@@ -30,6 +31,12 @@ public final class CollectiveContext {
     /** First check of what peers announced after this long without progress; then ever more rarely. */
     private static final long FIRST_AGREEMENT_CHECK_NANOS = 1_000_000;
     private static final long MAX_AGREEMENT_CHECK_NANOS = 100_000_000;
+    /**
+     * How long a broken link waits for the control plane to name a failed rank. Links between live ranks
+     * break when a third rank dies and a peer, failing over it, tears its links down; the rendezvous, which
+     * names the dead rank, may trail that by a few milliseconds (more on an emulated NIC).
+     */
+    private static final long ROOT_CAUSE_GRACE_NANOS = 2_000_000_000L;
 
     private final Endpoint endpoint;
     private final JobContext job;
@@ -86,7 +93,7 @@ public final class CollectiveContext {
         try {
             return endpoint.link(peer);
         } catch (TransportException e) {
-            throw peerFailure(peer, "cannot reach rank " + peer + ": " + e.getMessage(), e);
+            throw linkFailure(peer, "cannot reach rank " + peer + ": " + e.getMessage(), e);
         }
     }
 
@@ -95,7 +102,7 @@ public final class CollectiveContext {
         try {
             return link.tryClaim(length);
         } catch (TransportException e) {
-            throw peerFailure(link.peer(), e.getMessage(), e);
+            throw linkFailure(link.peer(), e.getMessage(), e);
         }
     }
 
@@ -128,7 +135,7 @@ public final class CollectiveContext {
         try {
             slot = inbox.poll(link, call);
         } catch (TransportException e) {
-            throw peerFailure(link.peer(), e.getMessage(), e);
+            throw linkFailure(link.peer(), e.getMessage(), e);
         }
         if (slot != null && (CollectiveDescriptor.withTag(slot.descriptor(), 0) != descriptor || slot.arguments() != arguments)) {
             long theirDescriptor = slot.descriptor();
@@ -180,17 +187,9 @@ public final class CollectiveContext {
 
     /** Fails the call if a peer aborted the job, or if a peer's end of this call's stream means it can never complete. */
     void checkPeers() {
-        PeerAbort abort = job.pendingAbort();
-        // An abort from a rank that finished this collective and gave up on a later one must not fail
-        // this one: every message this collective needs from that rank was sent before it aborted.
-        if (abort != null && (abort.call() < 0 || abort.call() <= call)) {
-            if (abort.disagreement()) {
-                throw new CollectiveMismatchException(rank(), collective, call, abort.rank(), "rank " + abort.rank()
-                        + " found that the ranks' calls differ: " + abort.reason());
-            }
-            String what = abort.call() < 0 ? " failed: " : " aborted the job: ";
-            throw new PeerFailureException(rank(), collective, call, abort.rank(),
-                    "rank " + abort.rank() + what + abort.reason(), null);
+        PeerAbort abort = abortFailingThisCall();
+        if (abort != null) {
+            throw abortError(abort, "", null);
         }
         ledger.applyEnds();
         StreamEnd notice;
@@ -201,6 +200,42 @@ public final class CollectiveContext {
         if (end != null) {
             throw new StreamEndedException(rank(), collective, call, end.rank(), end.calls(), end.reason());
         }
+    }
+
+    /**
+     * A peer's abort that fails this call, or null. An abort from a rank that finished this collective and
+     * gave up on a later one must not fail this one: every message this collective needs from that rank
+     * was sent before it aborted.
+     */
+    private PeerAbort abortFailingThisCall() {
+        PeerAbort abort = job.pendingAbort();
+        return abort != null && (abort.call() < 0 || abort.call() <= call) ? abort : null;
+    }
+
+    private CollectiveException abortError(PeerAbort abort, String suffix, Throwable cause) {
+        if (abort.disagreement()) {
+            return new CollectiveMismatchException(rank(), collective, call, abort.rank(), "rank " + abort.rank()
+                    + " found that the ranks' calls differ: " + abort.reason() + suffix);
+        }
+        String what = abort.call() < 0 ? " failed: " : " aborted the job: ";
+        return new PeerFailureException(rank(), collective, call, abort.rank(),
+                "rank " + abort.rank() + what + abort.reason() + suffix, cause);
+    }
+
+    /**
+     * The error for a broken link to {@code peer}: the failure the control plane reports, if one comes
+     * within {@link #ROOT_CAUSE_GRACE_NANOS} (and the deadline), with the link's error after it; else the
+     * link's error alone. So a rank whose link to a live peer broke because a third rank died names the
+     * dead rank, as the ranks linked to it do. Blocks the progress thread briefly, on a path that fails it.
+     */
+    private CollectiveException linkFailure(int peer, String detail, TransportException cause) {
+        long until = System.nanoTime() + Math.min(ROOT_CAUSE_GRACE_NANOS, timeoutNanos);
+        PeerAbort abort;
+        while ((abort = abortFailingThisCall()) == null && System.nanoTime() - until < 0) {
+            LockSupport.parkNanos(1_000_000);
+        }
+        return abort == null ? peerFailure(peer, detail, cause)
+                : abortError(abort, "; then the link to rank " + peer + " failed: " + detail, cause);
     }
 
     private void checkAnnouncements() {
