@@ -2,11 +2,7 @@ package io.gradsync.rdma;
 
 import com.ibm.disni.RdmaEndpointProvider;
 import com.ibm.disni.RdmaServerEndpoint;
-import com.ibm.disni.verbs.IbvCQ;
 import com.ibm.disni.verbs.IbvPd;
-import com.ibm.disni.verbs.IbvWC;
-import com.ibm.disni.verbs.SVCPollCq;
-import com.ibm.disni.verbs.SVCReqNotify;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.JobContext;
@@ -29,7 +25,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.concurrent.locks.LockSupport;
 
 /**
  * A rank's RDMA endpoint: an RC queue pair to every peer, all completing into one CQ, set up in this
@@ -49,7 +44,6 @@ final class VerbsEndpoint implements Endpoint {
     private static final System.Logger LOG = System.getLogger(VerbsEndpoint.class.getName());
     static final String NAME = "rdma";
     private static final int CM_TIMEOUT_MS = 100;
-    private static final int POLL_BATCH = 32;
     private static int openInProcess;
 
     private final JobContext job;
@@ -61,17 +55,12 @@ final class VerbsEndpoint implements Endpoint {
     private final long timeoutMs;
     private final VerbsLink[] links;
     private final QpEndpoint[] qps;
-    private final int[] qpNums;
     private final AtomicReferenceArray<RingMessage> fromLower;
     private final CountDownLatch ready = new CountDownLatch(1);
-    private final IbvWC[] completions = new IbvWC[POLL_BATCH];
     private QpGroup group;
     private RdmaServerEndpoint<QpEndpoint>[] listeners;
     private ControlPlane control;
-    private SVCPollCq poll;
-    private Thread waker;
-    private volatile boolean stopWaker;
-    private volatile Thread progressThread;
+    private CompletionQueue completions;
     private boolean closed;
 
     VerbsEndpoint(JobContext job, TransportOptions options) {
@@ -84,7 +73,6 @@ final class VerbsEndpoint implements Endpoint {
         this.timeoutMs = RdmaConfiguration.connectTimeoutMs();
         this.links = new VerbsLink[size];
         this.qps = new QpEndpoint[size];
-        this.qpNums = new int[size];
         this.fromLower = new AtomicReferenceArray<>(size);
         if (size == 1) {
             return;
@@ -104,14 +92,39 @@ final class VerbsEndpoint implements Endpoint {
         }
     }
 
-    @SuppressWarnings("unchecked")
+    /** What every rank published in {@link #publish}: where its control plane and its listeners are. */
+    private record Peers(InetAddress[] address, int[] controlPort, int[] portForMe) {
+        InetSocketAddress control(int peer) {
+            return new InetSocketAddress(address[peer], controlPort[peer]);
+        }
+
+        InetSocketAddress listenerFor(int peer) {
+            return new InetSocketAddress(address[peer], portForMe[peer]);
+        }
+    }
+
     private void setUp() throws Exception {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
         InetAddress address = RdmaConfiguration.address(job.localAddress());
-        int basePort = RdmaConfiguration.port();
-        byte retry = RdmaConfiguration.retryCount();
+        int[] listenerPorts = listen(address, RdmaConfiguration.port());
+        Peers peers = publish(address, listenerPorts);
+        connect(peers, deadline);
+        registerLinks();
+        askHigherRanks(peers, deadline);
+        awaitLowerRanks(deadline);
+        // everyone is wired: the control plane has done its job
+        job.allGather(new byte[0]);
+        control.close();
+        control = null;
+        if (RdmaConfiguration.channelIdle()) {
+            completions.startWaker();
+        }
+    }
 
-        // 1. listen
+    /** Starts the control plane and one RDMA CM listener per lower rank; returns the listeners' ports. */
+    @SuppressWarnings("unchecked")
+    private int[] listen(InetAddress address, int basePort) throws Exception {
+        byte retry = RdmaConfiguration.retryCount();
         group = new QpGroup(CM_TIMEOUT_MS, RdmaConfiguration.cqSize(size - 1, window), window, retry);
         try {
             control = new ControlPlane(this::answer, rank, size, address, basePort, CM_TIMEOUT_MS, retry);
@@ -127,53 +140,41 @@ final class VerbsEndpoint implements Endpoint {
             listeners[p].bind(new InetSocketAddress(address, basePort == 0 ? 0 : basePort + 1 + p), 1);
             ports[p] = ((InetSocketAddress) listeners[p].getSrcAddr()).getPort();
         }
+        return ports;
+    }
 
-        // 2. publish
-        byte[][] all = job.allGather(encode(address, control.port(), ports));
-        InetAddress[] peerAddress = new InetAddress[size];
-        int[] peerControlPort = new int[size];
-        int[] peerPortForMe = new int[size];
+    private Peers publish(InetAddress address, int[] listenerPorts) throws IOException {
+        byte[][] all = job.allGather(encode(address, control.port(), listenerPorts));
+        Peers peers = new Peers(new InetAddress[size], new int[size], new int[size]);
         for (int p = 0; p < size; p++) {
             try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(all[p]))) {
-                peerAddress[p] = InetAddress.getByName(in.readUTF());
-                peerControlPort[p] = in.readInt();
+                peers.address[p] = InetAddress.getByName(in.readUTF());
+                peers.controlPort[p] = in.readInt();
                 int n = in.readInt();
                 for (int r = 0; r < n; r++) {
                     int port = in.readInt();
                     if (r == rank) {
-                        peerPortForMe[p] = port;
+                        peers.portForMe[p] = port;
                     }
                 }
             }
         }
+        return peers;
+    }
 
-        // 3. connect: accept the lower ranks in the background, connect to the higher ones in turn
+    /** Accepts the lower ranks' queue pairs in the background while connecting to the higher ranks in turn. */
+    @SuppressWarnings("unchecked")
+    private void connect(Peers peers, long deadline) throws Exception {
         FutureTask<QpEndpoint>[] accepts = new FutureTask[size];
         Thread[] acceptThreads = new Thread[size];
         for (int p = 0; p < rank; p++) {
-            RdmaServerEndpoint<QpEndpoint> listener = listeners[p];
-            accepts[p] = new FutureTask<>(listener::accept);
+            accepts[p] = new FutureTask<>(listeners[p]::accept);
             acceptThreads[p] = new Thread(accepts[p], "gradsync-rdma-accept-" + p + "-" + rank);
             acceptThreads[p].setDaemon(true);
             acceptThreads[p].start();
         }
         for (int p = rank + 1; p < size; p++) {
-            QpEndpoint qp = group.createEndpoint();
-            qps[p] = qp;
-            InetSocketAddress to = new InetSocketAddress(peerAddress[p], peerPortForMe[p]);
-            try {
-                Deadline.run(deadline, "connect to rank " + p, () -> {
-                    qp.connect(to, (int) Math.max(1, Deadline.millisLeft(deadline)));
-                    return null;
-                });
-            } catch (Exception e) {
-                throw new TransportException(p, "rank " + rank + ": cannot connect to rank " + p + " at " + to + ": "
-                        + (qp.cmError() != null ? "RDMA CM reported " + qp.cmError() : e.getMessage()), e);
-            }
-            if (!qp.isConnected()) {
-                throw new TransportException(p, "rank " + rank + ": the RDMA connection to rank " + p + " at " + to
-                        + " did not establish" + (qp.cmError() != null ? ": " + qp.cmError() : ""));
-            }
+            qps[p] = connectTo(p, peers.listenerFor(p), deadline);
         }
         for (int p = 0; p < rank; p++) {
             try {
@@ -183,25 +184,40 @@ final class VerbsEndpoint implements Endpoint {
                         + "within " + timeoutMs + " ms: " + e.getMessage(), e);
             }
         }
+    }
 
-        // 4. memory and receives
-        IbvPd pd = null;
+    private QpEndpoint connectTo(int peer, InetSocketAddress to, long deadline) throws Exception {
+        QpEndpoint qp = group.createEndpoint();
+        try {
+            Deadline.run(deadline, "connect to rank " + peer, () -> {
+                qp.connect(to, (int) Math.max(1, Deadline.millisLeft(deadline)));
+                return null;
+            });
+        } catch (Exception e) {
+            throw new TransportException(peer, "rank " + rank + ": cannot connect to rank " + peer + " at " + to + ": "
+                    + (qp.cmError() != null ? "RDMA CM reported " + qp.cmError() : e.getMessage()), e);
+        }
+        if (!qp.isConnected()) {
+            throw new TransportException(peer, "rank " + rank + ": the RDMA connection to rank " + peer + " at " + to
+                    + " did not establish" + (qp.cmError() != null ? ": " + qp.cmError() : ""));
+        }
+        return qp;
+    }
+
+    /** Registers each link's memory once and pre-posts its receives; from here the control plane may answer. */
+    private void registerLinks() throws IOException {
+        completions = new CompletionQueue(rank, Objects.requireNonNull(group.cq()), size - 1);
         for (int p = 0; p < size; p++) {
             if (p != rank) {
-                pd = qps[p].getPd();
-                links[p] = new VerbsLink(this, rank, p, qps[p], pd, verb, window, slotBytes);
-                qpNums[p] = links[p].qpNum;
+                links[p] = new VerbsLink(completions, rank, p, qps[p], qps[p].getPd(), verb, window, slotBytes);
+                completions.add(links[p]);
             }
         }
-        Objects.requireNonNull(pd);
-        IbvCQ cq = group.cq();
-        for (int i = 0; i < completions.length; i++) {
-            completions[i] = new IbvWC();
-        }
-        poll = cq.poll(completions, completions.length);
         ready.countDown();
+    }
 
-        // 5. trade rings: ask the higher ranks, wait for the lower ones to ask
+    /** Trades receive rings with each higher rank: a DaRPC call that its control plane answers with its ring. */
+    private void askHigherRanks(Peers peers, long deadline) throws IOException {
         for (int p = rank + 1; p < size; p++) {
             RingMessage request = describe(p, OK_STATUS);
             SocketAddress source = qps[p].getSrcAddr();
@@ -209,7 +225,7 @@ final class VerbsEndpoint implements Endpoint {
                 request.qpHost = s.getAddress().getHostAddress();
                 request.qpPort = s.getPort();
             }
-            InetSocketAddress at = new InetSocketAddress(peerAddress[p], peerControlPort[p]);
+            InetSocketAddress at = peers.control(p);
             RingMessage answer;
             try {
                 answer = control.call(at, request, deadline);
@@ -227,6 +243,13 @@ final class VerbsEndpoint implements Endpoint {
             }
             links[p].wire(answer.ringAddress, answer.creditAddress, answer.rkey);
         }
+    }
+
+    /**
+     * Waits for each lower rank's ring, which {@link #answer} accepted (job secret checked), and checks that
+     * the queue pair accepted for that rank is the one its request says it connected from.
+     */
+    private void awaitLowerRanks(long deadline) throws Exception {
         for (int p = 0; p < rank; p++) {
             RingMessage request;
             while ((request = fromLower.get(p)) == null) {
@@ -248,14 +271,6 @@ final class VerbsEndpoint implements Endpoint {
                         + accepted + " but rank " + p + " connected from " + claimed + " (a stranger?)");
             }
             links[p].wire(request.ringAddress, request.creditAddress, request.rkey);
-        }
-
-        // 6. everyone is wired: the control plane has done its job
-        job.allGather(new byte[0]);
-        control.close();
-        control = null;
-        if (RdmaConfiguration.channelIdle()) {
-            startWaker(cq);
         }
     }
 
@@ -345,60 +360,6 @@ final class VerbsEndpoint implements Endpoint {
         to.qpPort = c.qpPort;
     }
 
-    /**
-     * Completion-channel idling: a thread sleeping in the CQ's channel unparks the progress thread when a
-     * completion arrives (the progress thread still polls; this only shortens its parks).
-     */
-    private void startWaker(IbvCQ cq) throws IOException {
-        SVCReqNotify arm = cq.reqNotification(false);
-        waker = new Thread(() -> {
-            try {
-                while (!stopWaker) {
-                    arm.execute();
-                    if (cq.getChannel().getCqEvent(cq, 50)) {
-                        cq.ackEvents(1);
-                        Thread t = progressThread;
-                        if (t != null) {
-                            LockSupport.unpark(t);
-                        }
-                    }
-                }
-            } catch (IOException e) {
-                if (!stopWaker) {
-                    LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": completion channel failed: " + e);
-                }
-            } finally {
-                arm.free();
-            }
-        }, "gradsync-rdma-waker-rank-" + rank);
-        waker.setDaemon(true);
-        waker.start();
-    }
-
-    /** Polls the shared CQ once and hands each completion to its link; returns how many there were. */
-    int pollCompletions() {
-        if (closed) {
-            throw new TransportException(-1, "the RDMA endpoint of rank " + rank + " is closed");
-        }
-        int n;
-        try {
-            n = poll.execute().getPolls();
-        } catch (IOException e) {
-            throw new TransportException(-1, "rank " + rank + ": polling the RDMA completion queue failed: " + e, e);
-        }
-        for (int i = 0; i < n; i++) {
-            IbvWC wc = completions[i];
-            int qpNum = wc.getQp_num();
-            for (int p = 0; p < size; p++) {
-                if (p != rank && qpNums[p] == qpNum) {
-                    links[p].onCompletion(wc);
-                    break;
-                }
-            }
-        }
-        return n;
-    }
-
     /** The address of a direct buffer's first byte (its position must be 0). */
     static long addressOf(ByteBuffer buffer) {
         return io.gradsync.core.memory.Region.ofDirect(buffer).offset();
@@ -438,14 +399,7 @@ final class VerbsEndpoint implements Endpoint {
 
     @Override
     public int doWork() {
-        if (poll == null) {
-            return 0;
-        }
-        Thread current = Thread.currentThread();
-        if (progressThread != current) {
-            progressThread = current;
-        }
-        return pollCompletions();
+        return completions == null ? 0 : completions.poll();
     }
 
     /**
@@ -473,13 +427,8 @@ final class VerbsEndpoint implements Endpoint {
     }
 
     private void release() {
-        stopWaker = true;
-        if (waker != null) {
-            try {
-                waker.join(1000);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+        if (completions != null) {
+            completions.close();
         }
         if (control != null) {
             control.close();
@@ -494,10 +443,6 @@ final class VerbsEndpoint implements Endpoint {
             if (link != null) {
                 link.release();
             }
-        }
-        if (poll != null) {
-            poll.free();
-            poll = null;
         }
         if (listeners != null) {
             for (RdmaServerEndpoint<QpEndpoint> listener : listeners) {

@@ -52,7 +52,7 @@ final class VerbsLink implements Link {
     private static final IbvWC.IbvWcStatus[] STATUS = IbvWC.IbvWcStatus.values();
     private static final VarHandle LONGS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.nativeOrder());
 
-    private final VerbsEndpoint owner;
+    private final CompletionQueue completions;
     private final int rank;
     private final int peer;
     private final RdmaConfiguration.Verb verb;
@@ -79,6 +79,9 @@ final class VerbsLink implements Link {
     private long arrived;
     private long consumed;
     private final int[] lengths;
+    /** {@link #consumed} as last written to the peer's credit word. */
+    private long creditsGranted;
+    private final int creditBatch;
     private int creditWritesInFlight;
     private boolean creditPending;
     private boolean claimed;
@@ -88,9 +91,9 @@ final class VerbsLink implements Link {
     private final Sender sender = new Sender();
     private final Receiver receiver = new Receiver();
 
-    VerbsLink(VerbsEndpoint owner, int rank, int peer, QpEndpoint qp, IbvPd pd, RdmaConfiguration.Verb verb,
+    VerbsLink(CompletionQueue completions, int rank, int peer, QpEndpoint qp, IbvPd pd, RdmaConfiguration.Verb verb,
               int window, int slotBytes) throws IOException {
-        this.owner = owner;
+        this.completions = completions;
         this.rank = rank;
         this.peer = peer;
         this.qp = qp;
@@ -117,6 +120,7 @@ final class VerbsLink implements Link {
         this.alignedView = aligned;
         this.mr = pd.regMr(base, aligned.limit(), IbvMr.IBV_ACCESS_LOCAL_WRITE | IbvMr.IBV_ACCESS_REMOTE_WRITE)
                 .execute().free().getMr();
+        this.creditBatch = Math.max(1, window / 2);
         this.lengths = new int[window];
         this.recvs = new SVCPostRecv[window];
         this.sends = new SVCPostSend[window];
@@ -210,7 +214,7 @@ final class VerbsLink implements Link {
             throw broken();
         }
         if (sent - credits() >= window || sent - sendsCompleted >= window) {
-            owner.pollCompletions();
+            completions.poll();
             if (failure != null) {
                 throw broken();
             }
@@ -243,7 +247,7 @@ final class VerbsLink implements Link {
             throw new IllegalStateException("a received message is still held on the link from rank " + peer);
         }
         if (arrived == consumed) {
-            owner.pollCompletions();
+            completions.poll();
             if (arrived == consumed) {
                 if (failure != null || qp.disconnected()) {
                     throw broken();
@@ -308,6 +312,7 @@ final class VerbsLink implements Link {
             return;
         }
         creditPending = false;
+        creditsGranted = consumed;
         LONGS.setVolatile(alignedView, creditOutOffset, consumed);
         creditWritesInFlight++;
         try {
@@ -431,7 +436,9 @@ final class VerbsLink implements Link {
                 fail("re-posting a receive failed: " + e.getMessage());
                 return;
             }
-            postCredit();
+            if (consumed - creditsGranted >= creditBatch || consumed == arrived) {
+                postCredit();
+            }
         }
     }
 }

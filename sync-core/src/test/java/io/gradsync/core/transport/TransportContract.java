@@ -78,6 +78,14 @@ public abstract class TransportContract {
         return true;
     }
 
+    /**
+     * Whether each release returns its credit at once (with {@link #exactCredits()}); false where a receiver
+     * returns credits in batches, and at the latest when it has released every message that arrived.
+     */
+    protected boolean creditPerRelease() {
+        return exactCredits();
+    }
+
     /** The most messages of {@code length} bytes a sender may have unreleased at its receiver. */
     protected int creditBound(Endpoint sender, int length) {
         return sender.window();
@@ -189,7 +197,7 @@ public abstract class TransportContract {
             held.release();
             next[1]++;
 
-            if (exactCredits()) {
+            if (creditPerRelease()) {
                 // each release is exactly one more message
                 for (int round = 0; round < 3; round++) {
                     assertEquals(1, claimUntilSettled(sender, receiver, out, pattern, length, next, bound),
