@@ -81,6 +81,31 @@ class RdmaMultiProcessTest {
         assertEquals(2, ranks, job.out());
     }
 
+    /**
+     * Two simulated hosts of two ranks each (gradsync-run {@code --nnodes 2} gives them different host ids):
+     * the {@code auto} transport puts shared memory between the ranks of a host and RDMA between the hosts,
+     * and the hierarchical AllReduce, intra-host phases on shared memory, inter-host phase on RDMA, is exact
+     * on every rank; nothing of either transport is left after close.
+     */
+    @Test
+    void hierarchicalAllReduceOverSharedMemoryInsideHostsAndRdmaBetweenThem() throws Exception {
+        Job job = launch(List.of("-n", "4", "--nnodes", "2"),
+                List.of("-Dgradsync.transport=auto", "-Dgradsync.allreduce.algorithm=hier"), "check");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        for (int r = 0; r < 4; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + " pid "), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+        }
+        Matcher joined = Pattern.compile("joined: shm\\+rdma, 2 ranks on its host, allreduce hier,").matcher(job.out());
+        int ranks = 0;
+        while (joined.find()) {
+            ranks++;
+        }
+        assertEquals(4, ranks, job.out());
+    }
+
     @Test
     void aRankKilledMidCollectiveIsNamedByEveryOtherRank() throws Exception {
         Job job = launch(List.of("-n", "3", "--stop-delay", "30"), List.of("-Dgradsync.timeout.ms=120000"),
@@ -105,7 +130,7 @@ class RdmaMultiProcessTest {
         command.addAll(List.of("--", JAVA, "-Xmx512m", "-XX:+UseSerialGC",
                 "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "-Dgradsync.timeout.ms=120000",
                 "-Dgradsync.rendezvous.timeout.ms=180000", "-Dgradsync.rendezvous.handshake.timeout.ms=120000",
-                "-Dgradsync.rdma.connect.timeout.ms=120000"));
+                "-Dgradsync.rdma.connect.timeout.ms=120000", "-Dgradsync.transport=rdma"));
         String extra = System.getProperty("gradsync.test.rank.jvm.args", "");
         for (String arg : extra.trim().split("\\s+")) {
             if (!arg.isEmpty()) {

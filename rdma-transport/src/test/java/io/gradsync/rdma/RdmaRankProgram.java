@@ -10,7 +10,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * One rank of the RDMA multi-process tests, started by gradsync-run inside a machine with an RDMA device.
+ * One rank of the RDMA multi-process tests, started by gradsync-run inside a machine with an RDMA device,
+ * over the transport {@code -Dgradsync.transport} names ({@code rdma}, or {@code auto} across simulated hosts).
  * Usage: {@code RdmaRankProgram check} (every op, float32 and int64, counts from 0 to past a window of
  * chunks, in and out of place; sizes kept small because the soft-RoCE guest runs code ~20x slower),
  * {@code RdmaRankProgram big MIB} (one float32 SUM of MIB MiB),
@@ -26,9 +27,10 @@ public final class RdmaRankProgram {
     public static void main(String[] args) throws Exception {
         String mode = args[0];
         long start = System.nanoTime();
-        try (Communicator comm = Communicator.connect("rdma")) {
+        try (Communicator comm = Communicator.connect()) {
             System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
-                    + comm.transportName() + ", " + comm.localSize() + " ranks on its host, set-up "
+                    + comm.transportName() + ", " + comm.localSize() + " ranks on its host, allreduce "
+                    + comm.algorithmName() + ", set-up "
                     + (System.nanoTime() - start) / 1_000_000 + " ms");
             switch (mode) {
                 case "check" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 16) + 3});

@@ -92,10 +92,20 @@ public final class Communicator implements AutoCloseable {
     }
 
     /**
+     * A communicator for a multi-process job over the configured transport
+     * ({@link GradSyncConfiguration#transport()}, {@code auto} unless set): shared memory inside a host,
+     * RDMA or Aeron UDP between hosts. See {@link #connect(String)}.
+     */
+    public static Communicator connect() {
+        return connect(GradSyncConfiguration.transport());
+    }
+
+    /**
      * A communicator for a multi-process job: reads this process's rank and the rendezvous address from
      * the launcher's environment (torchrun, Slurm, Open MPI, {@code gradsync-run}), meets the other ranks
-     * and connects over transport {@code transport} (e.g. {@code aeron-ipc}, {@code aeron-udp},
-     * {@code aeron}). Settings come from {@link GradSyncConfiguration}.
+     * and connects over transport {@code transport} ({@code auto}, {@code shm}, {@code aeron-ipc},
+     * {@code aeron-udp}, {@code aeron}, {@code rdma}: those on the class path). Settings come from
+     * {@link GradSyncConfiguration}.
      */
     public static Communicator connect(String transport) {
         return create(io.gradsync.core.bootstrap.Bootstrap.connect(transport,

@@ -102,7 +102,26 @@ public final class GradSyncConfiguration {
     public static final String RENDEZVOUS_TIMEOUT_MS_PROP = "gradsync.rendezvous.timeout.ms";
     public static final long RENDEZVOUS_TIMEOUT_MS_DEFAULT = 120_000;
 
+    /**
+     * The transport {@link Communicator#connect()} uses: {@code auto} (shared memory between the ranks of
+     * a host; between hosts RDMA where every rank has a usable device, else Aeron UDP; decided once, the
+     * same on every rank, and logged), or one transport for every link: {@code shm}, {@code aeron-ipc},
+     * {@code aeron-udp}, {@code rdma}. The system property wins over the environment variable
+     * {@link #TRANSPORT_ENV}.
+     */
+    public static final String TRANSPORT_PROP = "gradsync.transport";
+    /** The environment variable form of {@link #TRANSPORT_PROP}. */
+    public static final String TRANSPORT_ENV = "GRADSYNC_TRANSPORT";
+    public static final String TRANSPORT_DEFAULT = "auto";
+
     private GradSyncConfiguration() {
+    }
+
+    /** {@value #TRANSPORT_PROP}, else {@value #TRANSPORT_ENV}, else {@value #TRANSPORT_DEFAULT}. */
+    public static String transport() {
+        String property = System.getProperty(TRANSPORT_PROP);
+        String value = property != null && !property.isBlank() ? property : System.getenv(TRANSPORT_ENV);
+        return value != null && !value.isBlank() ? value.trim() : TRANSPORT_DEFAULT;
     }
 
     /**

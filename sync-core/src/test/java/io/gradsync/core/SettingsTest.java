@@ -20,6 +20,18 @@ class SettingsTest {
         System.clearProperty(GradSyncConfiguration.PIPELINE_DEPTH_PROP);
         System.clearProperty(GradSyncConfiguration.TIMEOUT_MS_PROP);
         System.clearProperty(GradSyncConfiguration.RENDEZVOUS_TIMEOUT_MS_PROP);
+        System.clearProperty(GradSyncConfiguration.TRANSPORT_PROP);
+    }
+
+    @Test
+    void theTransportIsAutoUnlessNamed() {
+        if (System.getenv(GradSyncConfiguration.TRANSPORT_ENV) == null) {
+            assertEquals("auto", GradSyncConfiguration.transport());
+            System.setProperty(GradSyncConfiguration.TRANSPORT_PROP, " ");
+            assertEquals("auto", GradSyncConfiguration.transport(), "a blank property means the default");
+        }
+        System.setProperty(GradSyncConfiguration.TRANSPORT_PROP, "aeron-udp");
+        assertEquals("aeron-udp", GradSyncConfiguration.transport());
     }
 
     @Test
