@@ -59,7 +59,11 @@ public final class AutoTransportProvider implements TransportProvider {
      * one all-gather of each rank's reason against RDMA (empty when it has none).
      */
     static String chooseBetweenHosts(JobContext job) {
-        String mine = rdmaUnusableReason();
+        return chooseBetweenHosts(job, rdmaUnusableReason());
+    }
+
+    /** {@link #chooseBetweenHosts(JobContext)} with this rank's reason against RDMA given ("" for none). */
+    static String chooseBetweenHosts(JobContext job, String mine) {
         byte[][] all = job.allGather(mine.getBytes(StandardCharsets.UTF_8));
         String against = null;
         int againstRank = -1;
