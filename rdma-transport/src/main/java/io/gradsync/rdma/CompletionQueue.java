@@ -58,11 +58,16 @@ final class CompletionQueue {
         return (qpNum * 0x9E3779B9) >>> 16 & mask;
     }
 
-    /** Polls once and hands each completion to its link; returns how many there were. */
-    int poll() {
+    /** Fails once the endpoint is closing: a link must not hand out arrivals or slots after its endpoint's close. */
+    void checkOpen() {
         if (closed) {
             throw new TransportException(-1, "the RDMA endpoint of rank " + rank + " is closed");
         }
+    }
+
+    /** Polls once and hands each completion to its link; returns how many there were. */
+    int poll() {
+        checkOpen();
         Thread current = Thread.currentThread();
         if (progressThread != current) {
             progressThread = current;
@@ -114,6 +119,11 @@ final class CompletionQueue {
         }, "gradsync-rdma-waker-rank-" + rank);
         waker.setDaemon(true);
         waker.start();
+    }
+
+    /** From now on every poll, and every link's poll and claim, fails (the endpoint is closing). */
+    void markClosed() {
+        closed = true;
     }
 
     /** Stops the waker and frees the poll call; the CQ itself belongs to the {@link QpGroup}. */

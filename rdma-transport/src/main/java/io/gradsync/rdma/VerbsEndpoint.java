@@ -413,6 +413,9 @@ final class VerbsEndpoint implements Endpoint {
             return;
         }
         closed = true;
+        if (completions != null) {
+            completions.markClosed();
+        }
         if (!job.aborted() && size > 1) {
             try {
                 job.allGather(new byte[0]);

@@ -210,6 +210,7 @@ final class VerbsLink implements Link {
         if (length < 0 || length > slotBytes) {
             throw new IllegalArgumentException("message length " + length + " outside 0.." + slotBytes);
         }
+        completions.checkOpen();
         if (failure != null || qp.disconnected()) {
             throw broken();
         }
@@ -246,6 +247,7 @@ final class VerbsLink implements Link {
         if (held) {
             throw new IllegalStateException("a received message is still held on the link from rank " + peer);
         }
+        completions.checkOpen();
         if (arrived == consumed) {
             completions.poll();
             if (arrived == consumed) {
