@@ -39,7 +39,8 @@ import org.junit.jupiter.api.Timeout;
  *   <li>abort: {@link JobContext#abort} on one rank is seen by {@link JobContext#pendingAbort()} on every
  *       other rank within a deadline, naming the rank, the call and the reason;</li>
  *   <li>close under load: every rank closes at its own point while its peers are still sending to it; no
- *       rank hangs, and afterwards its endpoint and links fail with {@link TransportException};</li>
+ *       rank hangs, and afterwards its endpoint and links fail with {@link TransportException}, also where a
+ *       message had arrived unread and credit was left;</li>
  *   <li>zero-length and largest messages arrive intact; a length outside
  *       {@code 0..maxMessageBytes()} is refused with {@link IllegalArgumentException} and leaves the link
  *       usable.</li>
@@ -403,6 +404,43 @@ public abstract class TransportContract {
         for (int r = 0; r < ranks; r++) {
             assertTrue(closeNanos[r] < DEADLINE.toNanos(), "rank " + r + "'s close took " + closeNanos[r] / 1_000_000 + " ms");
         }
+    }
+
+    /**
+     * A closed endpoint's links refuse work even where it had more to give: a message that arrived but was not
+     * read, and credit for more sends. Two messages arrive (the receiver's transport may count both before the
+     * first is read), one is read, both endpoints close; then neither the read nor the claim may succeed.
+     */
+    @Test
+    @Timeout(180)
+    void aClosedEndpointsLinksRefuseWorkWithAMessageWaitingAndCreditLeft() throws Exception {
+        Endpoint[] endpoints = open(2, 256, 4);
+        Link out;
+        Link in;
+        try {
+            Endpoint sender = endpoints[0];
+            Endpoint receiver = endpoints[1];
+            out = sender.link(1);
+            in = receiver.link(0);
+            int length = sender.maxMessageBytes();
+            byte[] pattern = pattern(length);
+            int[] next = {0, 0};
+            sendOne(sender, receiver, out, pattern, length, next);
+            sendOne(sender, receiver, out, pattern, length, next);
+            long settled = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+            while (System.nanoTime() - settled < 0) {
+                sender.doWork();
+                receiver.doWork();
+                Thread.yield();
+            }
+            receiveOne(sender, receiver, in, pattern, new byte[length], length, next);
+        } finally {
+            closeAll(endpoints);
+        }
+        Link closedIn = in;
+        Link closedOut = out;
+        assertThrows(TransportException.class, closedIn::poll, "poll after close, with a message arrived and unread");
+        assertThrows(TransportException.class, () -> closedOut.tryClaim(0), "tryClaim after close, with credit left");
     }
 
     /** Sends to and receives from every peer for {@code iterations} rounds, whether or not there is credit; a peer that closed is left alone. */
