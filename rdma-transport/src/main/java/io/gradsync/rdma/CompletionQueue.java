@@ -15,14 +15,13 @@ import java.util.concurrent.locks.LockSupport;
  * sleeping in the CQ's completion channel unparks the progress thread when a completion arrives.
  */
 final class CompletionQueue {
-    static final int BATCH = 32;
+    private static final int BATCH = 32;
     private static final System.Logger LOG = System.getLogger(CompletionQueue.class.getName());
 
     private final int rank;
     private final IbvCQ cq;
     private final IbvWC[] completions = new IbvWC[BATCH];
     private final SVCPollCq poll;
-    private final int[] qpNums;
     private final VerbsLink[] linkOfQp;
     private final int mask;
     private Thread waker;
@@ -36,7 +35,6 @@ final class CompletionQueue {
         this.cq = cq;
         int capacity = Integer.highestOneBit(Math.max(1, links)) << 2; // at most half full
         this.mask = capacity - 1;
-        this.qpNums = new int[capacity];
         this.linkOfQp = new VerbsLink[capacity];
         for (int i = 0; i < completions.length; i++) {
             completions[i] = new IbvWC();
@@ -50,7 +48,6 @@ final class CompletionQueue {
         while (linkOfQp[i] != null) {
             i = (i + 1) & mask;
         }
-        qpNums[i] = link.qpNum;
         linkOfQp[i] = link;
     }
 
@@ -82,7 +79,7 @@ final class CompletionQueue {
             IbvWC wc = completions[c];
             int qpNum = wc.getQp_num();
             for (int i = slotOf(qpNum); linkOfQp[i] != null; i = (i + 1) & mask) {
-                if (qpNums[i] == qpNum) {
+                if (linkOfQp[i].qpNum == qpNum) {
                     linkOfQp[i].onCompletion(wc);
                     break;
                 }
