@@ -83,7 +83,8 @@ public final class Communicator implements AutoCloseable {
         this.timeout = builder.timeout;
         this.allReduceSelector = builder.allReduceSelector();
         this.maxInFlight = builder.maxInFlight;
-        this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.idleStrategy);
+        this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.idleStrategy,
+                builder.callerRuns);
     }
 
     /** A communicator over {@code endpoint} with settings from {@link GradSyncConfiguration}. */
@@ -196,6 +197,11 @@ public final class Communicator implements AutoCloseable {
         return maxInFlight;
     }
 
+    /** How many blocking calls ran on their caller's thread (see {@link Builder#callerRuns}). */
+    long ranByCallers() {
+        return progress.ranByCallers();
+    }
+
     /** A new stream's number: streams are numbered in the order they are assembled. */
     long openStream() {
         return nextStream.getAndIncrement();
@@ -234,8 +240,12 @@ public final class Communicator implements AutoCloseable {
      *         same buffer, or {@code output} is read-only
      */
     public Mono<GradientBuffer> allReduce(GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        return single(allReduceCall(input, output, op));
+    }
+
+    private Prepared allReduceCall(GradientBuffer input, GradientBuffer output, ReduceOp op) {
         validate(input, output, op);
-        return submitAllReduce(input, output, op, allReduceChoice(input.count(), input.dataType()));
+        return allReduceCall(input, output, op, allReduceChoice(input.count(), input.dataType()));
     }
 
     /**
@@ -244,12 +254,12 @@ public final class Communicator implements AutoCloseable {
      */
     public Mono<GradientBuffer> allReduce(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
         validate(input, output, op);
-        return submitAllReduce(input, output, op, allReduceSelector.onWire(Objects.requireNonNull(choice, "choice"), input.dataType()));
+        return single(allReduceCall(input, output, op, allReduceSelector.onWire(Objects.requireNonNull(choice, "choice"),
+                input.dataType())));
     }
 
-    private Mono<GradientBuffer> submitAllReduce(GradientBuffer input, GradientBuffer output, ReduceOp op,
-                                                 AllReduceChoice choice) {
-        return single(output, (call, completion) -> allReduceTask(call, input, output, op, choice, completion));
+    private Prepared allReduceCall(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
+        return new Prepared(ALLREDUCE, output, (call, completion) -> allReduceTask(call, input, output, op, choice, completion));
     }
 
     private ProgressThread.Task allReduceTask(long call, GradientBuffer input, GradientBuffer output, ReduceOp op,
@@ -273,12 +283,12 @@ public final class Communicator implements AutoCloseable {
      *         {@code publishOn}), where it would wait for itself
      */
     public void allReduceBlocking(GradientBuffer buffer, ReduceOp op) {
-        await(ALLREDUCE, () -> allReduce(buffer, op));
+        await(allReduceCall(buffer, buffer, op));
     }
 
     /** Blocking form of {@link #allReduce(GradientBuffer, GradientBuffer, ReduceOp)}. */
     public void allReduceBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        await(ALLREDUCE, () -> allReduce(input, output, op));
+        await(allReduceCall(input, output, op));
     }
 
     /**
@@ -293,18 +303,22 @@ public final class Communicator implements AutoCloseable {
      *         {@code output} is read-only, or the buffers overlap other than in place
      */
     public Mono<GradientBuffer> reduceScatter(GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        return single(reduceScatterCall(input, output, op));
+    }
+
+    private Prepared reduceScatterCall(GradientBuffer input, GradientBuffer output, ReduceOp op) {
         requireBuffers(REDUCE_SCATTER, input, output);
         Objects.requireNonNull(op, REDUCE_SCATTER + " reduce op is null");
         requireBlocks(REDUCE_SCATTER, "input", input, "output", output);
         requireNoOverlapUnless(REDUCE_SCATTER, input, output, blockStart(input, output.count(), rank()),
                 "output is block " + rank() + " of input");
-        return submit(REDUCE_SCATTER, CollectiveDescriptor.of(CollectiveKind.REDUCE_SCATTER, output.count(),
+        return prepare(REDUCE_SCATTER, CollectiveDescriptor.of(CollectiveKind.REDUCE_SCATTER, output.count(),
                 input.dataType(), op), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.reduceScatter(ctx, input, output, op), output);
     }
 
     /** Blocking form of {@link #reduceScatter}. */
     public void reduceScatterBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        await(REDUCE_SCATTER, () -> reduceScatter(input, output, op));
+        await(reduceScatterCall(input, output, op));
     }
 
     /**
@@ -317,17 +331,21 @@ public final class Communicator implements AutoCloseable {
      *         {@code output} is read-only, or the buffers overlap other than in place
      */
     public Mono<GradientBuffer> allGather(GradientBuffer input, GradientBuffer output) {
+        return single(allGatherCall(input, output));
+    }
+
+    private Prepared allGatherCall(GradientBuffer input, GradientBuffer output) {
         requireBuffers(ALL_GATHER, input, output);
         requireBlocks(ALL_GATHER, "output", output, "input", input);
         requireNoOverlapUnless(ALL_GATHER, output, input, blockStart(output, input.count(), rank()),
                 "input is block " + rank() + " of output");
-        return submit(ALL_GATHER, CollectiveDescriptor.of(CollectiveKind.ALL_GATHER, input.count(),
+        return prepare(ALL_GATHER, CollectiveDescriptor.of(CollectiveKind.ALL_GATHER, input.count(),
                 input.dataType(), null), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.allGather(ctx, input, output), output);
     }
 
     /** Blocking form of {@link #allGather}. */
     public void allGatherBlocking(GradientBuffer input, GradientBuffer output) {
-        await(ALL_GATHER, () -> allGather(input, output));
+        await(allGatherCall(input, output));
     }
 
     /**
@@ -347,6 +365,10 @@ public final class Communicator implements AutoCloseable {
      *         another rank
      */
     public Mono<GradientBuffer> broadcast(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
+        return single(broadcastCall(buffer, root, algorithm));
+    }
+
+    private Prepared broadcastCall(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
         Objects.requireNonNull(buffer, BROADCAST + " buffer is null");
         Objects.requireNonNull(algorithm, BROADCAST + " algorithm is null");
         requireRoot(BROADCAST, root);
@@ -357,18 +379,18 @@ public final class Communicator implements AutoCloseable {
         boolean chain = algorithm.resolve(buffer.byteSize()) == BroadcastAlgorithm.CHAIN;
         long descriptor = CollectiveDescriptor.of(chain ? CollectiveKind.BROADCAST_CHAIN
                 : CollectiveKind.BROADCAST_TREE, buffer.count(), buffer.dataType(), null);
-        return submit(BROADCAST, descriptor, root, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
+        return prepare(BROADCAST, descriptor, root, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
                 : ctx -> Collectives.broadcastTree(ctx, buffer, root), buffer);
     }
 
     /** Blocking form of {@link #broadcast(GradientBuffer, int)}. */
     public void broadcastBlocking(GradientBuffer buffer, int root) {
-        await(BROADCAST, () -> broadcast(buffer, root));
+        await(broadcastCall(buffer, root, BroadcastAlgorithm.AUTO));
     }
 
     /** Blocking form of {@link #broadcast(GradientBuffer, int, BroadcastAlgorithm)}. */
     public void broadcastBlocking(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
-        await(BROADCAST, () -> broadcast(buffer, root, algorithm));
+        await(broadcastCall(buffer, root, algorithm));
     }
 
     /**
@@ -382,15 +404,19 @@ public final class Communicator implements AutoCloseable {
      *         same buffer, {@code output} is read-only, or {@code root} is not a rank
      */
     public Mono<GradientBuffer> reduce(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
+        return single(reduceCall(input, output, op, root));
+    }
+
+    private Prepared reduceCall(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
         validate(REDUCE, input, output, op);
         requireRoot(REDUCE, root);
-        return submit(REDUCE, CollectiveDescriptor.of(CollectiveKind.REDUCE, input.count(), input.dataType(), op),
+        return prepare(REDUCE, CollectiveDescriptor.of(CollectiveKind.REDUCE, input.count(), input.dataType(), op),
                 root, ctx -> Collectives.reduce(ctx, input, output, op, root), output);
     }
 
     /** Blocking form of {@link #reduce}. */
     public void reduceBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
-        await(REDUCE, () -> reduce(input, output, op, root));
+        await(reduceCall(input, output, op, root));
     }
 
     /**
@@ -402,6 +428,10 @@ public final class Communicator implements AutoCloseable {
      *         multiple of {@code size()}, they overlap, or {@code output} is read-only
      */
     public Mono<GradientBuffer> allToAll(GradientBuffer input, GradientBuffer output) {
+        return single(allToAllCall(input, output));
+    }
+
+    private Prepared allToAllCall(GradientBuffer input, GradientBuffer output) {
         requireBuffers(ALL_TO_ALL, input, output);
         if (input.count() != output.count()) {
             throw new IllegalArgumentException(ALL_TO_ALL + " input has " + input.count() + " elements but output has "
@@ -412,13 +442,13 @@ public final class Communicator implements AutoCloseable {
                     + size() + " ranks");
         }
         requireNoOverlapUnless(ALL_TO_ALL, input, output, -1, "never (all-to-all is out of place only)");
-        return submit(ALL_TO_ALL, CollectiveDescriptor.of(CollectiveKind.ALL_TO_ALL, input.count() / size(),
+        return prepare(ALL_TO_ALL, CollectiveDescriptor.of(CollectiveKind.ALL_TO_ALL, input.count() / size(),
                 input.dataType(), null), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.allToAll(ctx, input, output), output);
     }
 
     /** Blocking form of {@link #allToAll}. */
     public void allToAllBlocking(GradientBuffer input, GradientBuffer output) {
-        await(ALL_TO_ALL, () -> allToAll(input, output));
+        await(allToAllCall(input, output));
     }
 
     /**
@@ -426,20 +456,23 @@ public final class Communicator implements AutoCloseable {
      * rounds of empty messages). Lazy.
      */
     public Mono<Void> barrier() {
-        return submit(BARRIER, CollectiveDescriptor.of(CollectiveKind.BARRIER, 0, DataType.INT32, null),
-                CollectiveDescriptor.NO_ROOT, Collectives::barrier, null).then();
+        return single(barrierCall()).then();
+    }
+
+    private Prepared barrierCall() {
+        return prepare(BARRIER, CollectiveDescriptor.of(CollectiveKind.BARRIER, 0, DataType.INT32, null),
+                CollectiveDescriptor.NO_ROOT, Collectives::barrier, null);
     }
 
     /** Blocking form of {@link #barrier()}. */
     public void barrierBlocking() {
-        await(BARRIER, () -> barrier());
+        await(barrierCall());
     }
 
-    private Mono<GradientBuffer> submit(String collective, long descriptor, int root,
-                                        Function<CollectiveContext, List<Phase>> body,
-                                        GradientBuffer result) {
+    private Prepared prepare(String collective, long descriptor, int root, Function<CollectiveContext, List<Phase>> body,
+                             GradientBuffer result) {
         long arguments = CollectiveDescriptor.arguments(root, chunkBytes);
-        return single(result, (call, completion) ->
+        return new Prepared(collective, result, (call, completion) ->
                 new ProgressThread.Task(collective, new Call(call, descriptor, arguments), body, completion));
     }
 
@@ -448,11 +481,17 @@ public final class Communicator implements AutoCloseable {
         ProgressThread.Task task(long call, ProgressThread.Completion completion);
     }
 
+    /** A single call checked and ready to number: what a lazy {@link Mono} form and a blocking form share. */
+    private record Prepared(String collective, GradientBuffer result, TaskFactory factory) {
+    }
+
     /**
      * A lazy single call. Its stream is numbered now, at assembly, in program order (as the operator's
      * are); a second subscription of the same Mono is numbered when it subscribes.
      */
-    private Mono<GradientBuffer> single(GradientBuffer result, TaskFactory factory) {
+    private Mono<GradientBuffer> single(Prepared prepared) {
+        GradientBuffer result = prepared.result();
+        TaskFactory factory = prepared.factory();
         long assembled = openStream();
         AtomicBoolean subscribed = new AtomicBoolean();
         return Mono.create(sink -> {
@@ -473,18 +512,34 @@ public final class Communicator implements AutoCloseable {
     }
 
     /**
-     * Waits for a single call, for as long as the communicator moves: a collective that stops moving fails
-     * on its own after the configured timeout, so the wait only gives up when the progress thread itself
-     * is held up longer than that (by a subscriber's callback that blocks it).
+     * Runs a single call and waits for it, for as long as the communicator moves: a collective that stops
+     * moving fails on its own after the configured timeout, so the wait only gives up when the progress
+     * thread itself is held up longer than that (by a subscriber's callback that blocks it). When nothing
+     * else is in flight the calling thread runs the collective itself ({@link Builder#callerRuns}).
      */
-    private void await(String collective, Supplier<? extends Mono<?>> call) {
+    private void await(Prepared prepared) {
+        String collective = prepared.collective();
         if (progress.isCurrentThread()) {
             throw new IllegalStateException("rank " + rank() + ": a blocking " + collective + " on the communicator's "
                     + "progress thread would wait for itself: this code runs inside a collective's signal (a "
                     + "downstream operator without publishOn). Move it off with publishOn(Schedulers.boundedElastic()) "
                     + "or use the non-blocking form");
         }
-        CompletableFuture<?> result = call.get().toFuture();
+        CompletableFuture<Void> result = new CompletableFuture<>();
+        ProgressThread.Task task = prepared.factory().task(CallIds.single(openStream()), new ProgressThread.Completion() {
+            @Override
+            public void succeeded() {
+                result.complete(null);
+            }
+
+            @Override
+            public void failed(CollectiveException error) {
+                result.completeExceptionally(error);
+            }
+        });
+        if (!progress.runHere(task)) {
+            progress.submit(task);
+        }
         long limitNanos = progress.stallLimitNanos();
         while (true) {
             try {
@@ -604,6 +659,7 @@ public final class Communicator implements AutoCloseable {
         private Duration timeout = GradSyncConfiguration.timeout();
         private int maxInFlight = GradSyncConfiguration.maxInFlight();
         private Supplier<IdleStrategy> idleStrategy = IdleStrategy.named(GradSyncConfiguration.idleStrategy());
+        private boolean callerRuns = GradSyncConfiguration.callerRuns();
         private String allReduceAlgorithm = GradSyncConfiguration.allReduceAlgorithm();
         private AllReduceAlgorithm fixedAlgorithm;
         private CostModel costModel;
@@ -648,6 +704,16 @@ public final class Communicator implements AutoCloseable {
         /** How the progress thread waits; a new strategy per communicator. */
         public Builder idleStrategy(Supplier<IdleStrategy> idleStrategy) {
             this.idleStrategy = Objects.requireNonNull(idleStrategy, "idleStrategy");
+            return this;
+        }
+
+        /**
+         * Whether a blocking call runs its collective on the calling thread when nothing else is in flight
+         * ({@link GradSyncConfiguration#CALLER_RUNS_PROP}); the calling thread then idles with this
+         * communicator's idle strategy.
+         */
+        public Builder callerRuns(boolean callerRuns) {
+            this.callerRuns = callerRuns;
             return this;
         }
 

@@ -12,7 +12,9 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Function;
 import java.util.function.Supplier;
 
@@ -22,6 +24,12 @@ import java.util.function.Supplier;
  * strategy when nothing moves. It owns everything they touch: the endpoint, the stream ledger and inbox,
  * the engine and its failed state. It closes the endpoint itself, after its last collective, so that no transport memory is freed
  * while a collective may still touch it.
+ *
+ * <p><b>Who drives.</b> The engine is single-threaded: whoever holds {@link #driver} pumps it. The
+ * progress thread takes it while it has work and gives it back when idle. A thread that would only block
+ * until its own collective is done may instead {@link #runHere run it itself}, when the communicator has
+ * nothing in flight and nothing queued: that saves the two thread hand-offs (caller to progress thread
+ * and back) that dominate a small collective, and leaves one busy thread per rank instead of two.
  */
 final class ProgressThread {
     private static final System.Logger LOG = System.getLogger("io.gradsync.core");
@@ -49,6 +57,15 @@ final class ProgressThread {
     private final Inbox inbox;
     private final Engine engine;
     private final LinkedBlockingQueue<Object> queue = new LinkedBlockingQueue<>();
+    /** Held by the thread that pumps the engine. */
+    private final ReentrantLock driver = new ReentrantLock();
+    /** Requests queued and not yet taken up by the driver: while any is, no caller may overtake them. */
+    private final AtomicInteger pending = new AtomicInteger();
+    private final boolean callerRuns;
+    /** The idle strategy of a caller that drives; used only under {@link #driver}. */
+    private final IdleStrategy callerIdle;
+    /** Collectives run by their callers; written only under {@link #driver}. */
+    private volatile long ranByCallers;
     private final Thread thread;
     /** When the thread last moved: started or finished a task, or moved a message. */
     private final AtomicLong heartbeat = new AtomicLong(System.nanoTime());
@@ -58,7 +75,8 @@ final class ProgressThread {
     private volatile boolean closing;
     private volatile boolean closeEndpointOnExit;
 
-    ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, Supplier<IdleStrategy> idleStrategy) {
+    ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, Supplier<IdleStrategy> idleStrategy,
+                   boolean callerRuns) {
         if (maxInFlight < 1) {
             throw new IllegalArgumentException("at least one collective in flight, not " + maxInFlight);
         }
@@ -66,6 +84,8 @@ final class ProgressThread {
         this.timeoutNanos = timeoutNanos;
         this.maxInFlight = maxInFlight;
         this.idle = idleStrategy.get();
+        this.callerRuns = callerRuns;
+        this.callerIdle = idleStrategy.get();
         this.inbox = new Inbox(endpoint.job().size(), ledger);
         this.engine = new Engine(endpoint, inbox, ledger, timeoutNanos);
         this.thread = new Thread(this::run, "gradsync-progress-rank-" + endpoint.job().rank());
@@ -78,10 +98,50 @@ final class ProgressThread {
             task.completion().failed(closedError(task));
             return;
         }
-        queue.add(task);
+        enqueue(task);
         if (closing && queue.remove(task)) {
+            pending.decrementAndGet();
             task.completion().failed(closedError(task));
         }
+    }
+
+    /**
+     * Runs {@code task} to its end on the calling thread, which would otherwise block waiting for it, and
+     * returns true; or returns false at once, leaving the task to {@link #submit}, when caller-runs is off,
+     * the communicator is closing, or anything is in flight or queued (the task must not overtake it).
+     * The collective's deadline bounds the call, as it would bound the wait.
+     */
+    boolean runHere(Task task) {
+        if (!callerRuns || closing || pending.get() != 0 || !driver.tryLock()) {
+            return false;
+        }
+        try {
+            if (closing || pending.get() != 0 || engine.active() != 0) {
+                return false;
+            }
+            busy = true;
+            heartbeat.lazySet(System.nanoTime());
+            engine.admit(task.collective(), task.call(), task.plan(), task.completion());
+            callerIdle.reset();
+            while (engine.active() > 0) {
+                int work = engine.doWork();
+                if (work > 0) {
+                    heartbeat.lazySet(System.nanoTime());
+                }
+                callerIdle.idle(work);
+            }
+            heartbeat.lazySet(System.nanoTime());
+            busy = false;
+            ranByCallers++;
+            return true;
+        } finally {
+            driver.unlock();
+        }
+    }
+
+    private void enqueue(Object request) {
+        pending.incrementAndGet();
+        queue.add(request);
     }
 
     /**
@@ -97,7 +157,7 @@ final class ProgressThread {
     }
 
     void abortJob(String reason) {
-        queue.add(new AbortRequest(reason));
+        enqueue(new AbortRequest(reason));
     }
 
     /** Whether the caller runs on this thread (inside a collective's signal). */
@@ -118,6 +178,11 @@ final class ProgressThread {
         return busy ? System.nanoTime() - heartbeat.get() : 0;
     }
 
+    /** How many collectives their callers ran ({@link #runHere}). */
+    long ranByCallers() {
+        return ranByCallers;
+    }
+
     /** Messages dropped as orphans of calls that some rank abandoned. */
     long orphansDropped() {
         return inbox.orphans();
@@ -130,7 +195,7 @@ final class ProgressThread {
      */
     void shutdown() {
         closing = true;
-        queue.add(STOP);
+        enqueue(STOP);
         if (isCurrentThread()) {
             closeEndpointOnExit = true;
             return;
@@ -163,39 +228,15 @@ final class ProgressThread {
 
     private void run() {
         try {
-            Object next = null;
             while (true) {
-                if (next == null) {
-                    next = engine.active() == 0 ? nextRequest() : queue.poll();
-                }
-                if (next instanceof Task task && engine.active() < maxInFlight) {
-                    busy = true;
-                    heartbeat.lazySet(System.nanoTime());
-                    engine.admit(task.collective(), task.call(), task.plan(), task.completion());
-                    next = null;
-                } else if (next != null && engine.active() == 0) {
-                    // An abort or a stop takes effect once every collective submitted before it is done.
-                    if (next == STOP) {
+                Object first = nextRequest();
+                driver.lock();
+                try {
+                    if (pump(first) == STOP) {
                         break;
                     }
-                    engine.abortJob(((AbortRequest) next).reason());
-                    next = null;
-                }
-                if (engine.active() > 0) {
-                    busy = true;
-                    int work = engine.doWork();
-                    if (work > 0) {
-                        heartbeat.lazySet(System.nanoTime());
-                    }
-                    if (engine.active() == 0) {
-                        heartbeat.lazySet(System.nanoTime());
-                        busy = false;
-                        idle.reset();
-                    } else if (next == null || work > 0) {
-                        idle.idle(work);
-                    } else {
-                        idle.idle(0); // a request waits for room: keep pumping until a collective retires
-                    }
+                } finally {
+                    driver.unlock();
                 }
             }
         } catch (InterruptedException e) {
@@ -211,6 +252,51 @@ final class ProgressThread {
             stopped.countDown();
             if (closeEndpointOnExit) {
                 closeEndpoint();
+            }
+        }
+    }
+
+    /**
+     * Admits requests, starting with {@code next}, and pumps the engine until no collective is active and
+     * nothing is queued; returns {@link #STOP} if it took that, else null.
+     */
+    private Object pump(Object next) {
+        while (true) {
+            if (next == null) {
+                next = queue.poll();
+            }
+            if (next instanceof Task task && engine.active() < maxInFlight) {
+                busy = true;
+                heartbeat.lazySet(System.nanoTime());
+                engine.admit(task.collective(), task.call(), task.plan(), task.completion());
+                pending.decrementAndGet();
+                next = null;
+            } else if (next != null && engine.active() == 0) {
+                // An abort or a stop takes effect once every collective submitted before it is done.
+                pending.decrementAndGet();
+                if (next == STOP) {
+                    return STOP;
+                }
+                engine.abortJob(((AbortRequest) next).reason());
+                next = null;
+            }
+            if (engine.active() > 0) {
+                busy = true;
+                int work = engine.doWork();
+                if (work > 0) {
+                    heartbeat.lazySet(System.nanoTime());
+                }
+                if (engine.active() == 0) {
+                    heartbeat.lazySet(System.nanoTime());
+                    busy = false;
+                    idle.reset();
+                } else if (next == null || work > 0) {
+                    idle.idle(work);
+                } else {
+                    idle.idle(0); // a request waits for room: keep pumping until a collective retires
+                }
+            } else if (next == null) {
+                return null;
             }
         }
     }

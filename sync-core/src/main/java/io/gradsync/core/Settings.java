@@ -8,7 +8,7 @@ import java.util.regex.Pattern;
 
 /**
  * Strict parsing of gradsync's system properties ({@code -Dgradsync.*}): byte sizes with units, whole
- * numbers and durations. Unlike {@link Integer#getInteger(String, int)}, which silently falls back to the
+ * numbers, durations and switches. Unlike {@link Integer#getInteger(String, int)}, which silently falls back to the
  * default for {@code -Dgradsync.chunk.bytes=256K}, a malformed value is an {@link IllegalArgumentException}
  * naming the property, the value and what is expected. An unset or blank property means the default.
  *
@@ -54,6 +54,34 @@ public final class Settings {
     public static int integer(String property, int defaultValue) {
         String value = System.getProperty(property);
         return isUnset(value) ? defaultValue : parseInt(property, value);
+    }
+
+    /**
+     * A switch from a system property: {@code true} or {@code false}, in any case.
+     *
+     * @param property     the property's name
+     * @param defaultValue the value when the property is unset or blank
+     * @throws IllegalArgumentException for any other value, naming the property
+     */
+    public static boolean bool(String property, boolean defaultValue) {
+        String value = System.getProperty(property);
+        return isUnset(value) ? defaultValue : parseBool(property, value);
+    }
+
+    /**
+     * Parses {@code true} or {@code false}, in any case; unlike {@link Boolean#parseBoolean}, anything
+     * else ({@code yes}, {@code 1}, {@code ture}) is an error rather than false.
+     *
+     * @param property the setting's name, for the error message
+     * @param value    the text
+     * @throws IllegalArgumentException for any other value
+     */
+    public static boolean parseBool(String property, String value) {
+        String v = value.trim().toLowerCase(Locale.ROOT);
+        if (v.equals("true") || v.equals("false")) {
+            return v.equals("true");
+        }
+        throw malformed(property, value, "true or false");
     }
 
     /**

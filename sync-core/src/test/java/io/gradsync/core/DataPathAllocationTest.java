@@ -6,22 +6,25 @@ import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The data path allocates nothing per chunk: over thousands of messages per collective, the
- * progress threads allocate a small, fixed amount per collective (the call's own objects), measured
- * with the JVM's exact per-thread allocation counters.
+ * The data path allocates nothing per chunk: over thousands of messages per collective, the threads
+ * that run collectives (the progress threads, and the callers of blocking calls, which run them
+ * themselves when idle) allocate a small, fixed amount per collective (the call's own objects),
+ * measured with the JVM's exact per-thread allocation counters.
  */
 class DataPathAllocationTest {
-    @Test
-    void progressThreadsAllocateNothingPerChunk() {
+    @ParameterizedTest(name = "callerRuns={0}")
+    @ValueSource(booleans = {true, false})
+    void collectivesAllocateNothingPerChunk(boolean callerRuns) {
         com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
         int ranks = 4;
         int count = 256 * 1024;
         int chunkBytes = 256;
         int messagesPerRank = 2 * (ranks - 1) * (count * 4 / ranks / chunkBytes); // 6144
-        try (LocalJob job = new LocalJob(ranks, chunkBytes, 4, Duration.ofSeconds(30))) {
+        try (LocalJob job = new LocalJob(ranks, chunkBytes, 4, Duration.ofSeconds(30), "ring", callerRuns)) {
             List<GradientBuffer> buffers = new ArrayList<>();
             for (int r = 0; r < ranks; r++) {
                 buffers.add(GradientBuffer.allocateDirect(DataType.FLOAT32, count));
@@ -36,13 +39,15 @@ class DataPathAllocationTest {
             });
             List<Long> ids = progressThreadIds();
             long before = allocated(threads, ids);
-            job.run(c -> {
+            List<Long> callers = job.run(c -> {
+                long start = threads.getCurrentThreadAllocatedBytes();
                 for (int i = 0; i < measured; i++) {
                     c.allReduceBlocking(buffers.get(c.rank()), ReduceOp.SUM);
                 }
-                return null;
+                return threads.getCurrentThreadAllocatedBytes() - start;
             });
-            long perCollectivePerRank = (allocated(threads, ids) - before) / measured / ranks;
+            long total = allocated(threads, ids) - before + callers.stream().mapToLong(Long::longValue).sum();
+            long perCollectivePerRank = total / measured / ranks;
             // One 16-byte object per message would be 98 KiB per collective; allow a few per call.
             assertTrue(perCollectivePerRank < 4096, perCollectivePerRank + " bytes per collective per rank for "
                     + messagesPerRank + " messages");
@@ -50,9 +55,9 @@ class DataPathAllocationTest {
     }
 
     /** The other collectives keep the same discipline: per-call state only, nothing per chunk. */
-    @org.junit.jupiter.params.ParameterizedTest
-    @org.junit.jupiter.params.provider.ValueSource(strings = {"reducescatter", "allgather", "broadcast-tree",
-        "broadcast-chain", "reduce", "alltoall", "barrier"})
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"reducescatter", "allgather", "broadcast-tree", "broadcast-chain", "reduce", "alltoall",
+        "barrier"})
     void otherCollectivesAllocateNothingPerChunk(String collective) {
         com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
         int ranks = 4;
@@ -68,7 +73,8 @@ class DataPathAllocationTest {
             for (int r = 0; r < ranks; r++) {
                 blocks[r] = GradientBuffer.allocateDirect(DataType.FLOAT32, count / ranks);
             }
-            LocalJob.RankBody<Object> calls = c -> {
+            LocalJob.RankBody<Long> calls = c -> {
+                long start = threads.getCurrentThreadAllocatedBytes();
                 GradientBuffer in = ins.get(c.rank());
                 GradientBuffer out = outs.get(c.rank());
                 for (int i = 0; i < 20; i++) {
@@ -82,13 +88,14 @@ class DataPathAllocationTest {
                         default: c.barrierBlocking(); break;
                     }
                 }
-                return null;
+                return threads.getCurrentThreadAllocatedBytes() - start;
             };
             job.run(calls);
             List<Long> ids = progressThreadIds();
             long before = allocated(threads, ids);
-            job.run(calls);
-            long perCollectivePerRank = (allocated(threads, ids) - before) / 20 / ranks;
+            List<Long> callers = job.run(calls);
+            long total = allocated(threads, ids) - before + callers.stream().mapToLong(Long::longValue).sum();
+            long perCollectivePerRank = total / 20 / ranks;
             assertTrue(perCollectivePerRank < 4096, collective + ": " + perCollectivePerRank + " bytes per call per rank");
         }
     }

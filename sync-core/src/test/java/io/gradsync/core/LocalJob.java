@@ -36,21 +36,27 @@ final class LocalJob implements AutoCloseable {
     }
 
     LocalJob(int ranks, int chunkBytes, int depth, Duration timeout, String algorithm) {
-        this(LocalTransport.create(ranks, chunkBytes, depth), chunkBytes, timeout, algorithm);
+        this(ranks, chunkBytes, depth, timeout, algorithm, GradSyncConfiguration.callerRuns());
+    }
+
+    /** A job whose blocking calls run on the caller or on the progress thread, as {@code callerRuns} says. */
+    LocalJob(int ranks, int chunkBytes, int depth, Duration timeout, String algorithm, boolean callerRuns) {
+        this(LocalTransport.create(ranks, chunkBytes, depth), chunkBytes, timeout, algorithm, callerRuns);
     }
 
     /** A job whose ranks pretend to run on hosts {@code hostOfRank} (see {@link LocalTransport#create(int, int, int, int[])}). */
     LocalJob(int[] hostOfRank, int chunkBytes, int depth, Duration timeout, String algorithm) {
-        this(LocalTransport.create(hostOfRank.length, chunkBytes, depth, hostOfRank), chunkBytes, timeout, algorithm);
+        this(LocalTransport.create(hostOfRank.length, chunkBytes, depth, hostOfRank), chunkBytes, timeout, algorithm,
+                GradSyncConfiguration.callerRuns());
     }
 
-    private LocalJob(LocalTransport transport, int chunkBytes, Duration timeout, String algorithm) {
+    private LocalJob(LocalTransport transport, int chunkBytes, Duration timeout, String algorithm, boolean callerRuns) {
         this.transport = transport;
         int ranks = transport.size();
         for (int r = 0; r < ranks; r++) {
             endpoints.add(transport.endpoint(r));
             communicators.add(Communicator.builder(endpoints.get(r)).chunkBytes(chunkBytes).timeout(timeout)
-                    .allReduceAlgorithm(algorithm).build());
+                    .allReduceAlgorithm(algorithm).callerRuns(callerRuns).build());
         }
         threads = Executors.newFixedThreadPool(ranks);
     }

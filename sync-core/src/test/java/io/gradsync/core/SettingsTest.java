@@ -21,6 +21,19 @@ class SettingsTest {
         System.clearProperty(GradSyncConfiguration.TIMEOUT_MS_PROP);
         System.clearProperty(GradSyncConfiguration.RENDEZVOUS_TIMEOUT_MS_PROP);
         System.clearProperty(GradSyncConfiguration.TRANSPORT_PROP);
+        System.clearProperty(GradSyncConfiguration.CALLER_RUNS_PROP);
+    }
+
+    @Test
+    void switchesAreTrueOrFalseAndNothingElse() {
+        assertTrue(GradSyncConfiguration.callerRuns(), "callers run their blocking collectives by default");
+        System.setProperty(GradSyncConfiguration.CALLER_RUNS_PROP, " FALSE ");
+        assertEquals(false, GradSyncConfiguration.callerRuns());
+        for (String bad : new String[] {"no", "0", "ture"}) {
+            System.setProperty(GradSyncConfiguration.CALLER_RUNS_PROP, bad);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, GradSyncConfiguration::callerRuns);
+            assertEquals("-Dgradsync.caller.runs=" + bad + " is not valid: expected true or false", e.getMessage());
+        }
     }
 
     @Test

@@ -1,0 +1,120 @@
+package io.gradsync.core;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import reactor.core.publisher.Flux;
+
+/**
+ * A blocking call runs its collective on the caller's thread when its communicator has nothing in flight
+ * or queued, and otherwise waits its turn on the progress thread: exact either way, never ahead of a call
+ * submitted before it, and a failing peer is named the same way.
+ */
+class CallerRunsTest {
+    private static final Duration TIMEOUT = Duration.ofSeconds(30);
+
+    @ParameterizedTest(name = "callerRuns={0}")
+    @ValueSource(booleans = {true, false})
+    void blockingCallsAreExactAndRunOnTheCallerExactlyWhenAllowed(boolean callerRuns) {
+        int n = 3;
+        int calls = 40;
+        int count = 1001;
+        try (LocalJob job = new LocalJob(n, 256, 2, TIMEOUT, "ring", callerRuns)) {
+            List<Long> ran = job.run(c -> {
+                double[] values = new double[count];
+                GradientBuffer buffer = GradientBuffer.wrap(values);
+                for (int call = 0; call < calls; call++) {
+                    for (int i = 0; i < count; i++) {
+                        values[i] = input(c.rank(), call, i);
+                    }
+                    c.allReduceBlocking(buffer, ReduceOp.SUM);
+                    for (int i = 0; i < count; i++) {
+                        double expected = 0;
+                        for (int r = 0; r < n; r++) {
+                            expected += input(r, call, i);
+                        }
+                        if (values[i] != expected) {
+                            throw new AssertionError("rank " + c.rank() + ", call " + call + ", element " + i + ": "
+                                    + values[i] + " instead of " + expected);
+                        }
+                    }
+                    c.barrierBlocking();
+                }
+                return c.ranByCallers();
+            });
+            for (int r = 0; r < n; r++) {
+                assertEquals(callerRuns ? 2L * calls : 0L, ran.get(r), "collectives rank " + r + "'s caller ran");
+            }
+        }
+    }
+
+    /**
+     * The gradients of a flux are all submitted as it is subscribed (6, under the in-flight limit of 8), then
+     * a blocking call comes from the same thread: it must not overtake them, so it waits on the progress
+     * thread and returns after they are all emitted.
+     */
+    @Test
+    void aBlockingCallWaitsBehindCollectivesSubmittedBeforeIt() {
+        int n = 3;
+        int gradients = 6;
+        try (LocalJob job = new LocalJob(n, 256, 2, TIMEOUT, "ring", true)) {
+            List<Long> orders = job.run(c -> {
+                List<GradientBuffer> grads = new ArrayList<>();
+                for (int g = 0; g < gradients; g++) {
+                    float[] values = new float[500 + 97 * g];
+                    java.util.Arrays.fill(values, c.rank() + g);
+                    grads.add(GradientBuffer.wrap(values));
+                }
+                CountDownLatch fluxDone = new CountDownLatch(1);
+                List<Integer> emitted = new java.util.concurrent.CopyOnWriteArrayList<>();
+                Flux.fromIterable(grads).transform(c.allReduce(ReduceOp.SUM))
+                        .doOnNext(g -> emitted.add(grads.indexOf(g)))
+                        .doFinally(s -> fluxDone.countDown()).subscribe();
+                long[] blocking = {c.rank() + 1L};
+                c.allReduceBlocking(GradientBuffer.wrap(blocking), ReduceOp.SUM);
+                // The flux's gradients were all submitted before the blocking call and run in order before it.
+                int doneBeforeBlockingReturned = emitted.size();
+                assertTrue(fluxDone.await(30, TimeUnit.SECONDS), "rank " + c.rank() + ": the flux did not finish");
+                assertEquals((long) n * (n + 1) / 2, blocking[0], "rank " + c.rank() + ": the blocking call's sum");
+                for (int g = 0; g < gradients; g++) {
+                    double expected = n * (n - 1) / 2.0 + n * g;
+                    GradientBuffer grad = grads.get(g);
+                    for (int i = 0; i < grad.count(); i++) {
+                        assertEquals(expected, grad.getDouble(i), "rank " + c.rank() + ", gradient " + g + ", element " + i);
+                    }
+                }
+                return (long) doneBeforeBlockingReturned;
+            });
+            for (int r = 0; r < n; r++) {
+                assertEquals(gradients, orders.get(r), "rank " + r + ": gradients done before its blocking call returned");
+            }
+        }
+    }
+
+    /** A caller that runs its collective learns of a closed peer as the progress thread would. */
+    @Test
+    void aCallerRunningItsCollectiveNamesAClosedPeer() {
+        try (LocalJob job = new LocalJob(2, 4096, 4, TIMEOUT, "ring", true)) {
+            job.communicators.get(1).close();
+            Communicator c0 = job.communicators.get(0);
+            GradientBuffer g = GradientBuffer.allocateDirect(DataType.FLOAT32, 100);
+            PeerFailureException e = assertThrows(PeerFailureException.class, () -> c0.allReduceBlocking(g, ReduceOp.SUM));
+            assertEquals(1, e.peer());
+            assertTrue(e.getMessage().contains("rank 1 has closed its endpoint"), e.getMessage());
+            assertEquals(1, c0.ranByCallers());
+        }
+    }
+
+    private static double input(int rank, int call, int i) {
+        return (rank + 1) * 0.375 + call * 1.25 + i * 0.0625; // exact in binary: sums over ranks are exact
+    }
+}
