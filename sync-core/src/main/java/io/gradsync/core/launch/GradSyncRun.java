@@ -68,6 +68,7 @@ public final class GradSyncRun {
         LaunchOptions options;
         JobIdentity identity;
         int masterPort;
+        CpuBinding binding;
         try {
             options = LaunchOptions.parse(args);
             if (options.help()) {
@@ -77,6 +78,7 @@ public final class GradSyncRun {
             }
             identity = JobIdentity.from(environment, random);
             masterPort = options.masterPort() != 0 ? options.masterPort() : freePort(options.masterAddr());
+            binding = options.bindToCore() ? CpuBinding.forLaunch(options.nproc(), environment) : null;
         } catch (UsageException e) {
             err.println("gradsync-run: " + e.getMessage());
             err.print(LaunchOptions.USAGE);
@@ -85,7 +87,7 @@ public final class GradSyncRun {
         }
 
         RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(options.nproc(), options.nnodes()),
-                identity, masterPort, environment);
+                identity, masterPort, environment, binding);
         Supervisor supervisor = new Supervisor(spec, options.grace(), options.stopDelay(), options.deadline(), options.prefixOutput(),
                 out, err);
         CountDownLatch finished = new CountDownLatch(1);

@@ -20,12 +20,14 @@ import java.util.List;
  * @param stopDelay   after a rank fails, how long the others get to fail on their own (and say why)
  *                    before they are stopped
  * @param deadline    limit for the whole job; zero for none
+ * @param bindToCore  whether each rank is bound to its own share of the CPUs ({@link CpuBinding})
  * @param prefixOutput whether output lines get a {@code [rank] } prefix
  * @param help        whether help was asked for (the other fields are then defaults)
  * @param command     the command and its arguments
  */
 record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String masterAddr, int masterPort,
-                     Duration grace, Duration stopDelay, Duration deadline, boolean prefixOutput, boolean help, List<String> command) {
+                     Duration grace, Duration stopDelay, Duration deadline, boolean bindToCore, boolean prefixOutput,
+                     boolean help, List<String> command) {
 
     static final String NODE_PLACEHOLDER = "{node}";
     static final String DEFAULT_MASTER_ADDR = "127.0.0.1";
@@ -46,6 +48,8 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             "      --stop-delay S    after a rank fails, seconds the others get to exit on their own before",
             "                        they are stopped, so they can report the failure they saw (default 3)",
             "      --deadline S      stop all ranks after S seconds and exit 124 (default 0: no deadline)",
+            "      --bind-to B       core: bind each rank to its own equal share of this process's CPUs (taskset),",
+            "                        as mpirun --bind-to core; none (default): let the scheduler place them",
             "      --no-prefix       do not prefix output lines with [rank]",
             "  -h, --help            show this help",
             "");
@@ -66,6 +70,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
         Duration stopDelay = DEFAULT_STOP_DELAY;
         Duration deadline = Duration.ZERO;
         boolean prefixOutput = true;
+        boolean bindToCore = false;
 
         int i = 0;
         for (; i < args.length; i++) {
@@ -90,7 +95,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             switch (name) {
                 case "-h", "--help" -> {
                     return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, DEFAULT_STOP_DELAY, Duration.ZERO,
-                            true, true, List.of());
+                            false, true, true, List.of());
                 }
                 case "--no-prefix" -> {
                     if (value != null) {
@@ -119,6 +124,13 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
                 case "--grace" -> grace = seconds(name, value != null ? value : valueAfter(args, ++i, name));
                 case "--stop-delay" -> stopDelay = seconds(name, value != null ? value : valueAfter(args, ++i, name));
                 case "--deadline" -> deadline = seconds(name, value != null ? value : valueAfter(args, ++i, name));
+                case "--bind-to" -> {
+                    String binding = value != null ? value : valueAfter(args, ++i, name);
+                    if (!binding.equals("core") && !binding.equals("none")) {
+                        throw new UsageException("--bind-to must be core or none, got '" + binding + "'");
+                    }
+                    bindToCore = binding.equals("core");
+                }
                 default -> throw new UsageException("unknown option " + arg);
             }
         }
@@ -134,7 +146,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             throw new UsageException("no command to run (give it after --)");
         }
         return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, stopDelay, deadline,
-                prefixOutput, false, command);
+                bindToCore, prefixOutput, false, command);
     }
 
     private static String valueAfter(String[] args, int index, String name) throws UsageException {

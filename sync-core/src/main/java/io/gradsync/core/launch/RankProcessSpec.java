@@ -7,20 +7,23 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The command line and environment of each rank: the node prefix (with {@code {node}} replaced) before
- * the command, and the launcher's environment plus the job's variables.
+ * The command line and environment of each rank: the CPU binding, if any, and the node prefix (with
+ * {@code {node}} replaced) before the command, and the launcher's environment plus the job's variables.
  */
 final class RankProcessSpec {
     private final RankLayout layout;
     private final List<String> nodePrefix;
+    private final CpuBinding binding;
     private final List<String> command;
     private final Map<String, String> baseEnvironment;
     private final Map<String, String> jobEnvironment;
 
+    /** {@code binding} is null for none. */
     RankProcessSpec(LaunchOptions options, RankLayout layout, JobIdentity identity, int masterPort,
-                    Map<String, String> baseEnvironment) {
+                    Map<String, String> baseEnvironment, CpuBinding binding) {
         this.layout = layout;
         this.nodePrefix = options.nodePrefix();
+        this.binding = binding;
         this.command = options.command();
         this.baseEnvironment = Map.copyOf(baseEnvironment);
         Map<String, String> job = new LinkedHashMap<>();
@@ -38,10 +41,13 @@ final class RankProcessSpec {
         return layout.worldSize();
     }
 
-    /** The node prefix for {@code rank}'s node, then the command. */
+    /** The CPU binding, the node prefix for {@code rank}'s node, then the command. */
     List<String> command(int rank) {
         String node = Integer.toString(layout.node(rank));
-        List<String> line = new ArrayList<>(nodePrefix.size() + command.size());
+        List<String> line = new ArrayList<>(3 + nodePrefix.size() + command.size());
+        if (binding != null) {
+            line.addAll(binding.prefix(rank));
+        }
         for (String token : nodePrefix) {
             line.add(token.replace(LaunchOptions.NODE_PLACEHOLDER, node));
         }

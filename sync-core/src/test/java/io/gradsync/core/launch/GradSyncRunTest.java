@@ -269,6 +269,21 @@ class GradSyncRunTest {
         assertTrue(help.out().startsWith("usage: gradsync-run -n N"), help.out());
     }
 
+    /** Each bound rank runs on its own share of the launcher's CPUs, as the kernel reports it. */
+    @Test
+    void boundRanksRunOnTheirOwnShareOfTheCpus() throws UsageException {
+        List<Integer> cpus = CpuBinding.allowedCpus();
+        int ranks = Math.min(2, cpus.size());
+        Result result = launch("-n", Integer.toString(ranks), "--bind-to", "core", "--",
+                "sh", "-c", "grep Cpus_allowed_list: /proc/self/status");
+        assertEquals(0, result.status(), result.err());
+        CpuBinding expected = new CpuBinding(cpus, ranks);
+        result.linesByRank().forEach((rank, lines) -> {
+            String list = lines.get(0).substring(lines.get(0).indexOf(':') + 1);
+            assertEquals(CpuBinding.parseList(expected.cpusOf(rank)), CpuBinding.parseList(list), "rank " + rank);
+        });
+    }
+
     @Test
     void aCommandThatCannotStartFailsWith127() {
         Result result = launch("-n", "2", "--", dir.resolve("no-such-command").toString());

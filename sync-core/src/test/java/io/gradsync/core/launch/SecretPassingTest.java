@@ -18,7 +18,7 @@ class SecretPassingTest {
         JobIdentity identity = JobIdentity.from(Map.of(), new SecureRandom());
         assertTrue(identity.secret().matches("[0-9a-f]{64}"), "generated");
         assertFalse(identity.toString().contains(identity.secret()), identity.toString());
-        RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(2, 2), identity, 29500, Map.of("PATH", "/bin"));
+        RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(2, 2), identity, 29500, Map.of("PATH", "/bin"), null);
         for (int rank = 0; rank < 2; rank++) {
             ProcessBuilder builder = spec.processBuilder(rank);
             assertEquals(identity.secret(), builder.environment().get("GRADSYNC_JOB_SECRET"));
@@ -32,7 +32,7 @@ class SecretPassingTest {
     void anOuterLaunchersSecretIsPassedOnTheSameWay() throws UsageException {
         JobIdentity identity = JobIdentity.from(Map.of("GRADSYNC_JOB_SECRET", "outer-secret"), new SecureRandom());
         RankProcessSpec spec = new RankProcessSpec(LaunchOptions.parse(new String[] {"-n", "1", "sh"}), new RankLayout(1, 1),
-                identity, 29500, Map.of("GRADSYNC_JOB_SECRET", "outer-secret"));
+                identity, 29500, Map.of("GRADSYNC_JOB_SECRET", "outer-secret"), null);
         assertEquals("outer-secret", spec.processBuilder(0).environment().get("GRADSYNC_JOB_SECRET"));
         assertEquals(java.util.List.of("sh"), spec.processBuilder(0).command());
     }

@@ -1,0 +1,56 @@
+package io.gradsync.core.launch;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** {@code --bind-to core}: CPU lists parsed as Linux writes them, equal contiguous shares, taskset first. */
+class CpuBindingTest {
+
+    @Test
+    void cpuListsAreParsedAsLinuxWritesThem() {
+        assertEquals(List.of(0, 1), CpuBinding.parseList("0-1\n"));
+        assertEquals(List.of(0, 2, 3, 4, 8), CpuBinding.parseList("0,2-4,8"));
+        assertEquals(List.of(5), CpuBinding.parseList(" 5 "));
+        assertThrows(IllegalArgumentException.class, () -> CpuBinding.parseList("3-1"));
+        assertThrows(IllegalArgumentException.class, () -> CpuBinding.parseList("a-b"));
+    }
+
+    @Test
+    void ranksGetEqualContiguousSharesAndShareCpusOnlyWhenThereAreMoreRanksThanCpus() {
+        List<Integer> sixteen = CpuBinding.parseList("0-15");
+        CpuBinding four = new CpuBinding(sixteen, 4);
+        assertEquals("0,1,2,3", four.cpusOf(0));
+        assertEquals("12,13,14,15", four.cpusOf(3));
+        CpuBinding three = new CpuBinding(CpuBinding.parseList("2-9"), 3);
+        assertEquals(List.of("2,3", "4,5", "6,7"), List.of(three.cpusOf(0), three.cpusOf(1), three.cpusOf(2)));
+        CpuBinding oversubscribed = new CpuBinding(CpuBinding.parseList("0-1"), 4);
+        assertEquals(List.of("0", "1", "0", "1"), List.of(oversubscribed.cpusOf(0), oversubscribed.cpusOf(1),
+                oversubscribed.cpusOf(2), oversubscribed.cpusOf(3)));
+    }
+
+    @Test
+    void theBindingRunsBeforeTheNodePrefixAndTheCommand() throws UsageException {
+        LaunchOptions options = LaunchOptions.parse(new String[] {"-n", "2", "--nnodes", "2", "--bind-to", "core",
+            "--node-prefix", "env NODE={node}", "--", "java", "Main"});
+        assertTrue(options.bindToCore());
+        RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(2, 2),
+                JobIdentity.from(Map.of(), new java.security.SecureRandom()), 29500, Map.of(),
+                new CpuBinding(List.of(0, 1, 2, 3), 2));
+        assertEquals(List.of("taskset", "-c", "2,3", "env", "NODE=1", "java", "Main"), spec.command(1));
+    }
+
+    @Test
+    void aBindingOtherThanCoreOrNoneAndAMissingTasksetAreUsageErrors() {
+        UsageException bad = assertThrows(UsageException.class,
+                () -> LaunchOptions.parse(new String[] {"-n", "2", "--bind-to", "socket", "sh"}));
+        assertEquals("--bind-to must be core or none, got 'socket'", bad.getMessage());
+        UsageException missing = assertThrows(UsageException.class,
+                () -> CpuBinding.forLaunch(2, Map.of("PATH", "/nonexistent")));
+        assertTrue(missing.getMessage().startsWith("--bind-to core needs taskset on the PATH"), missing.getMessage());
+    }
+}
