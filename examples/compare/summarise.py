@@ -18,8 +18,8 @@ import subprocess
 import sys
 from collections import defaultdict
 
-ORDER = ["gradsync-shm", "gradsync-auto", "gradsync-udp", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
-GRADSYNC = ["gradsync-shm", "gradsync-auto", "gradsync-udp", "gradsync-ipc"]
+ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-udp", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
+GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-udp", "gradsync-ipc"]
 BASELINES = ["gloo", "mpi-tcp", "mpi-shm"]
 DESCRIPTION = {
     "gloo": "PyTorch torch.distributed, Gloo backend, TCP on loopback (in-place)",
@@ -28,6 +28,8 @@ DESCRIPTION = {
     "gradsync-udp": "gradsync allreduce-perf, Aeron UDP transport (out-of-place columns)",
     "gradsync-ipc": "gradsync allreduce-perf, Aeron IPC transport (out-of-place columns)",
     "gradsync-shm": "gradsync allreduce-perf, shared-memory transport shm (out-of-place columns)",
+    "gradsync-shm-handoff": "gradsync allreduce-perf over shm with -Dgradsync.caller.runs=false: each blocking call "
+                            "handed to the progress thread, as before caller-runs (out-of-place columns)",
     "gradsync-auto": "gradsync allreduce-perf, auto transport: shm on one host (out-of-place columns)",
 }
 
