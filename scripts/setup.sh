@@ -46,6 +46,8 @@ if [ "$_level" = test ]; then
   # Fashion-MNIST (IDX files under /usr/share/datasets/fashion-mnist/) for examples' DJL training test and
   # examples/bin/train-fashion-mnist.
   installed dataset-fashion-mnist || need+=(dataset-fashion-mnist)
+  # rdma-transport/load-in-chroot: loads libdisni in a chroot of an older Debian (the glibc baseline check).
+  installed debootstrap || need+=(debootstrap)
   unset _pkg
 fi
 unset _level
