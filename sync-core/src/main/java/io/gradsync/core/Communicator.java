@@ -308,7 +308,7 @@ public final class Communicator implements AutoCloseable {
 
     private Prepared reduceScatterCall(GradientBuffer input, GradientBuffer output, ReduceOp op) {
         requireBuffers(REDUCE_SCATTER, input, output);
-        Objects.requireNonNull(op, REDUCE_SCATTER + " reduce op is null");
+        requireNonNull(op, REDUCE_SCATTER, "reduce op");
         requireBlocks(REDUCE_SCATTER, "input", input, "output", output);
         requireNoOverlapUnless(REDUCE_SCATTER, input, output, blockStart(input, output.count(), rank()),
                 "output is block " + rank() + " of input");
@@ -369,8 +369,8 @@ public final class Communicator implements AutoCloseable {
     }
 
     private Prepared broadcastCall(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
-        Objects.requireNonNull(buffer, BROADCAST + " buffer is null");
-        Objects.requireNonNull(algorithm, BROADCAST + " algorithm is null");
+        requireNonNull(buffer, BROADCAST, "buffer");
+        requireNonNull(algorithm, BROADCAST, "algorithm");
         requireRoot(BROADCAST, root);
         if (root != rank() && buffer.isReadOnly()) {
             throw new IllegalArgumentException(BROADCAST + " buffer is read-only on rank " + rank()
@@ -588,7 +588,7 @@ public final class Communicator implements AutoCloseable {
     /** Same type and count, writable output, and no overlap unless in place. */
     private static void validate(String collective, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         requireBuffers(collective, input, output);
-        Objects.requireNonNull(op, collective + " reduce op is null");
+        requireNonNull(op, collective, "reduce op");
         if (input.count() != output.count()) {
             throw new IllegalArgumentException(collective + " input has " + input.count() + " elements but output has "
                     + output.count());
@@ -598,10 +598,17 @@ public final class Communicator implements AutoCloseable {
         }
     }
 
+    /** {@link Objects#requireNonNull} whose message is built only when it fails: these checks run on every call. */
+    private static void requireNonNull(Object value, String collective, String what) {
+        if (value == null) {
+            throw new NullPointerException(collective + " " + what + " is null");
+        }
+    }
+
     /** Both present, of one type, and the output writable. */
     private static void requireBuffers(String collective, GradientBuffer input, GradientBuffer output) {
-        Objects.requireNonNull(input, collective + " input buffer is null");
-        Objects.requireNonNull(output, collective + " output buffer is null");
+        requireNonNull(input, collective, "input buffer");
+        requireNonNull(output, collective, "output buffer");
         if (input.dataType() != output.dataType()) {
             throw new IllegalArgumentException(collective + " input is " + input.dataType() + " but output is "
                     + output.dataType());
