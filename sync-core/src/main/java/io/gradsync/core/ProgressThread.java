@@ -34,6 +34,8 @@ import java.util.function.Supplier;
 final class ProgressThread {
     private static final System.Logger LOG = System.getLogger("io.gradsync.core");
     private static final Object STOP = new Object();
+    /** Queued by a caller that stops driving with a collective unfinished: the progress thread takes over. */
+    private static final Object RESUME = new Object();
     /** Long enough to catch a back-to-back call, short enough not to steal a shared core for long. */
     private static final long WAIT_BEFORE_BLOCKING_NANOS = 50_000;
 
@@ -106,10 +108,12 @@ final class ProgressThread {
     }
 
     /**
-     * Runs {@code task} to its end on the calling thread, which would otherwise block waiting for it, and
-     * returns true; or returns false at once, leaving the task to {@link #submit}, when caller-runs is off,
-     * the communicator is closing, or anything is in flight or queued (the task must not overtake it).
-     * The collective's deadline bounds the call, as it would bound the wait.
+     * Runs {@code task} on the calling thread, which would otherwise block waiting for it, and returns true;
+     * or returns false at once, leaving the task to {@link #submit}, when caller-runs is off, the
+     * communicator is closing, or anything is in flight or queued (the task must not overtake it). The
+     * collective's deadline bounds the call, as it would bound the wait. A caller interrupted meanwhile
+     * stops driving and returns true with the collective unfinished: the progress thread finishes it (its
+     * peers may be inside it), and the caller's wait sees the interrupt as it would have before.
      */
     boolean runHere(Task task) {
         if (!callerRuns || closing || pending.get() != 0 || !driver.tryLock()) {
@@ -124,6 +128,10 @@ final class ProgressThread {
             engine.admit(task.collective(), task.call(), task.plan(), task.completion());
             callerIdle.reset();
             while (engine.active() > 0) {
+                if (Thread.currentThread().isInterrupted()) {
+                    enqueue(RESUME);
+                    return true;
+                }
                 int work = engine.doWork();
                 if (work > 0) {
                     heartbeat.lazySet(System.nanoTime());
@@ -264,6 +272,10 @@ final class ProgressThread {
         while (true) {
             if (next == null) {
                 next = queue.poll();
+            }
+            if (next == RESUME) {
+                pending.decrementAndGet();
+                next = null;
             }
             if (next instanceof Task task && engine.active() < maxInFlight) {
                 busy = true;

@@ -114,6 +114,56 @@ class CallerRunsTest {
         }
     }
 
+    /**
+     * A caller interrupted while it runs its collective gives up waiting, as a blocking call always did, but
+     * not the collective: the progress thread finishes it, so the peer that joins later gets the exact result
+     * and the communicator stays usable.
+     */
+    @Test
+    void anInterruptedCallerHandsItsCollectiveToTheProgressThread() throws Exception {
+        try (LocalJob job = new LocalJob(2, 4096, 4, TIMEOUT, "ring", true)) {
+            Communicator c0 = job.communicators.get(0);
+            Communicator c1 = job.communicators.get(1);
+            long[] mine = {1};
+            Thread caller = Thread.currentThread();
+            java.util.concurrent.CompletableFuture<long[]> late = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                sleep(300);
+                caller.interrupt();
+                sleep(300); // the peer joins after the caller gave up
+                long[] theirs = {2};
+                c1.allReduceBlocking(GradientBuffer.wrap(theirs), ReduceOp.SUM);
+                return theirs;
+            }, java.util.concurrent.Executors.newSingleThreadExecutor());
+            IllegalStateException e = assertThrows(IllegalStateException.class,
+                    () -> c0.allReduceBlocking(GradientBuffer.wrap(mine), ReduceOp.SUM));
+            assertTrue(e.getMessage().contains("interrupted while waiting for allreduce"), e.getMessage());
+            assertTrue(Thread.interrupted(), "the interrupt is kept for the caller to see");
+            assertEquals(3, late.get(30, TimeUnit.SECONDS)[0], "the peer's result");
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (mine[0] != 3 && System.nanoTime() < deadline) {
+                sleep(10);
+            }
+            assertEquals(3, mine[0], "the interrupted caller's buffer, finished by the progress thread");
+            assertEquals(0, c0.ranByCallers());
+            long[] again = {5};
+            long[] theirs = {6};
+            var next = java.util.concurrent.CompletableFuture.runAsync(
+                    () -> c1.allReduceBlocking(GradientBuffer.wrap(theirs), ReduceOp.SUM));
+            c0.allReduceBlocking(GradientBuffer.wrap(again), ReduceOp.SUM);
+            next.get(30, TimeUnit.SECONDS);
+            assertEquals(11, again[0]);
+            assertEquals(11, theirs[0]);
+        }
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            throw new AssertionError(e);
+        }
+    }
+
     private static double input(int rank, int call, int i) {
         return (rank + 1) * 0.375 + call * 1.25 + i * 0.0625; // exact in binary: sums over ranks are exact
     }
