@@ -13,6 +13,8 @@ import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** Bad input gets a clear error, and a missing or mismatched peer fails within the deadline, never hangs. */
 class FailureTest {
@@ -111,15 +113,18 @@ class FailureTest {
         }
     }
 
-    @Test
-    void aClosedPeerIsNamedAndTheCommunicatorStaysFailed() {
-        try (LocalJob job = new LocalJob(2, 4096, 4, TIMEOUT)) {
+    /** The same whether the blocking call runs on its caller's thread or on the progress thread. */
+    @ParameterizedTest(name = "callerRuns={0}")
+    @ValueSource(booleans = {true, false})
+    void aClosedPeerIsNamedAndTheCommunicatorStaysFailed(boolean callerRuns) {
+        try (LocalJob job = new LocalJob(2, 4096, 4, TIMEOUT, "ring", callerRuns)) {
             job.communicators.get(1).close();
             Communicator c0 = job.communicators.get(0);
             GradientBuffer g = GradientBuffer.allocateDirect(DataType.FLOAT64, 100);
             PeerFailureException e = assertThrows(PeerFailureException.class, () -> c0.allReduceBlocking(g, ReduceOp.SUM));
             assertEquals(1, e.peer());
             assertTrue(e.getMessage().contains("rank 1 has closed its endpoint"), e.getMessage());
+            assertEquals(callerRuns ? 1 : 0, c0.ranByCallers(), "collectives c0's caller ran");
             CollectiveException again = assertThrows(CollectiveException.class, () -> c0.allReduceBlocking(g, ReduceOp.SUM));
             assertTrue(again.getMessage().contains("communicator failed earlier"), again.getMessage());
             assertEquals(1, again.peer());
