@@ -9,7 +9,10 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.transport.TransportOptions;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -37,6 +40,45 @@ class AeronAllReduceTest {
                                 "rank " + comm.rank() + " " + type + " " + op + " count " + count);
                     }
                 }
+            }
+        });
+        for (int r = 0; r < ranks; r++) {
+            assertNull(failures.get(r), () -> "rank failed: " + failures);
+        }
+    }
+
+    /**
+     * Collectives in flight overlapping on the links (sent ahead as their own sub-streams) while a peer runs
+     * one call at a time behind: rank 0 submits every call at once, the others call one by one, pausing
+     * between calls so that what rank 0 sent ahead often arrives before its call has started there.
+     */
+    @ParameterizedTest(name = "{0}: {1} ranks, {2} per host")
+    @CsvSource({"aeron-ipc, 2, 2", "aeron-udp, 3, 3", "auto, 4, 2"})
+    void collectivesSentAheadOfEachOtherStayExact(String transport, int ranks, int perHost) throws Exception {
+        int calls = 24;
+        ThreadJob job = new ThreadJob(ranks, perHost, transport, new TransportOptions(16 * 1024, 2), Duration.ofSeconds(20));
+        List<Throwable> failures = job.run(comm -> {
+            List<GradientBuffer> buffers = new ArrayList<>();
+            List<CompletableFuture<GradientBuffer>> running = new ArrayList<>();
+            for (int call = 0; call < calls; call++) {
+                ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
+                GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, call % 3 == 0 ? call : 20_000 + call);
+                CheckPattern.fill(buffer, op, comm.rank());
+                buffers.add(buffer);
+                if (comm.rank() == 0) {
+                    running.add(comm.allReduce(buffer, op).toFuture());
+                } else {
+                    Thread.sleep(1);
+                    comm.allReduceBlocking(buffer, op);
+                }
+            }
+            for (CompletableFuture<GradientBuffer> done : running) {
+                done.get(1, TimeUnit.MINUTES);
+            }
+            for (int call = 0; call < calls; call++) {
+                ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
+                assertEquals(0, CheckPattern.countWrong(buffers.get(call), op, comm.size()),
+                        "rank " + comm.rank() + " call " + call + " " + op);
             }
         });
         for (int r = 0; r < ranks; r++) {

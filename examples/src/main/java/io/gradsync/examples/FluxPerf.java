@@ -66,6 +66,10 @@ public final class FluxPerf implements java.util.concurrent.Callable<Integer> {
     @Option(names = "--idle", defaultValue = "backoff", description = "Idle strategy (default ${DEFAULT-VALUE}).")
     String idle;
 
+    @Option(names = "--latency-us", defaultValue = "0", description = "For --transport local: every message arrives this "
+            + "many microseconds after it was sent, as over a network link with that one-way delay (default ${DEFAULT-VALUE}).")
+    long latencyMicros;
+
     public static void main(String[] args) {
         System.exit(new CommandLine(new FluxPerf()).execute(args));
     }
@@ -91,7 +95,8 @@ public final class FluxPerf implements java.util.concurrent.Callable<Integer> {
         List<Shape> parsed = shapes.stream().map(Shape::parse).toList();
         long[] wrong = new long[1];
         if ("local".equals(transport)) {
-            try (LocalTransport job = LocalTransport.create(ranks, Math.toIntExact(chunkBytes), depth)) {
+            try (LocalTransport job = LocalTransport.withLatency(ranks, Math.toIntExact(chunkBytes), depth,
+                    java.time.Duration.ofNanos(latencyMicros * 1000))) {
                 ExecutorService threads = Executors.newFixedThreadPool(ranks);
                 List<Future<Long>> done = new ArrayList<>();
                 for (int r = 0; r < ranks; r++) {
@@ -126,9 +131,10 @@ public final class FluxPerf implements java.util.concurrent.Callable<Integer> {
         int n = comm.size();
         int rank = comm.rank();
         if (rank == 0) {
-            System.out.printf(Locale.ROOT, "# flux-perf: %d ranks over %s, float32 sum, chunk %d B, depth %d, %d in flight,"
-                    + " %d timed steps per mode (interleaved), check %d%n", n, comm.transportName(), chunkBytes, depth,
-                    inflight, iterations, check);
+            System.out.printf(Locale.ROOT, "# flux-perf: %d ranks over %s%s, float32 sum, chunk %d B, depth %d, %d in flight,"
+                    + " %d ahead per link, %d timed steps per mode (interleaved), check %d%n", n, comm.transportName(),
+                    latencyMicros > 0 ? " (" + latencyMicros + " us one-way latency)" : "", chunkBytes, depth, inflight,
+                    io.gradsync.core.GradSyncConfiguration.aheadMessages(), iterations, check);
             System.out.printf(Locale.ROOT, "# %-12s %-8s %10s %10s %10s %12s %9s %8s%n", "gradients", "mode", "min ms",
                     "median ms", "max ms", "grads/s", "busbw", "speedup");
         }

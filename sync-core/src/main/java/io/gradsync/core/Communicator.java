@@ -83,8 +83,8 @@ public final class Communicator implements AutoCloseable {
         this.timeout = builder.timeout;
         this.allReduceSelector = builder.allReduceSelector();
         this.maxInFlight = builder.maxInFlight;
-        this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.idleStrategy,
-                builder.callerRuns);
+        this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.aheadMessages,
+                builder.idleStrategy, builder.callerRuns);
     }
 
     /** A communicator over {@code endpoint} with settings from {@link GradSyncConfiguration}. */
@@ -200,6 +200,11 @@ public final class Communicator implements AutoCloseable {
     /** How many blocking calls ran on their caller's thread (see {@link Builder#callerRuns}). */
     long ranByCallers() {
         return progress.ranByCallers();
+    }
+
+    /** Messages this rank sent ahead of an earlier collective's, and messages sent ahead to it that waited in a stash. */
+    long[] aheadCounts() {
+        return progress.aheadCounts();
     }
 
     /** A new stream's number: streams are numbered in the order they are assembled. */
@@ -665,6 +670,7 @@ public final class Communicator implements AutoCloseable {
         private int chunkBytes = GradSyncConfiguration.chunkBytes();
         private Duration timeout = GradSyncConfiguration.timeout();
         private int maxInFlight = GradSyncConfiguration.maxInFlight();
+        private int aheadMessages = GradSyncConfiguration.aheadMessages();
         private Supplier<IdleStrategy> idleStrategy = IdleStrategy.named(GradSyncConfiguration.idleStrategy());
         private boolean callerRuns = GradSyncConfiguration.callerRuns();
         private String allReduceAlgorithm = GradSyncConfiguration.allReduceAlgorithm();
@@ -705,6 +711,20 @@ public final class Communicator implements AutoCloseable {
                 throw new IllegalArgumentException("at least one collective in flight, not " + collectives);
             }
             this.maxInFlight = collectives;
+            return this;
+        }
+
+        /**
+         * Messages a collective may send to a peer ahead of an earlier collective's, per link
+         * ({@link GradSyncConfiguration#AHEAD_MESSAGES_PROP}, 0..8; 0 keeps strict link order); every rank
+         * may use its own.
+         */
+        public Builder aheadMessages(int messages) {
+            if (messages < 0 || messages > io.gradsync.core.algorithm.Inbox.STASH_CELLS) {
+                throw new IllegalArgumentException("ahead messages must be 0.." + io.gradsync.core.algorithm.Inbox.STASH_CELLS
+                        + ", not " + messages);
+            }
+            this.aheadMessages = messages;
             return this;
         }
 

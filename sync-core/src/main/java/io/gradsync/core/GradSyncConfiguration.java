@@ -37,6 +37,15 @@ public final class GradSyncConfiguration {
     public static final int MAX_IN_FLIGHT_DEFAULT = 8;
 
     /**
+     * Messages a collective may send to a peer ahead of an earlier collective's, per link, before the
+     * receiver hands back credit: what lets collectives in flight overlap on one link instead of queueing
+     * behind each other (its own sub-stream). Each receiver stashes up to 8 such messages per link of at
+     * most 256 KiB (off-heap, allocated on first use). 0 keeps strict link order. Ranks may differ.
+     */
+    public static final String AHEAD_MESSAGES_PROP = "gradsync.ahead.messages";
+    public static final int AHEAD_MESSAGES_DEFAULT = 8;
+
+    /**
      * Whether a blocking call ({@code allReduceBlocking}, ...) runs its collective on the calling thread
      * when the communicator has nothing else in flight or queued ({@code true}), instead of handing it to
      * the progress thread and sleeping until it is done ({@code false}). Running it on the caller saves
@@ -167,6 +176,20 @@ public final class GradSyncConfiguration {
      */
     public static int maxInFlight() {
         return positive(MAX_IN_FLIGHT_PROP, Settings.integer(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_DEFAULT));
+    }
+
+    /**
+     * {@value #AHEAD_MESSAGES_PROP}: a whole number from 0 to 8.
+     *
+     * @throws IllegalArgumentException for a malformed or out-of-range value, naming the property
+     */
+    public static int aheadMessages() {
+        int value = Settings.integer(AHEAD_MESSAGES_PROP, AHEAD_MESSAGES_DEFAULT);
+        if (value < 0 || value > io.gradsync.core.algorithm.Inbox.STASH_CELLS) {
+            throw new IllegalArgumentException(AHEAD_MESSAGES_PROP + " must be 0.." + io.gradsync.core.algorithm.Inbox.STASH_CELLS
+                    + ", was " + value);
+        }
+        return value;
     }
 
     /**

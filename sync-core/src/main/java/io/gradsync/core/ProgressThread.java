@@ -77,8 +77,8 @@ final class ProgressThread {
     private volatile boolean closing;
     private volatile boolean closeEndpointOnExit;
 
-    ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, Supplier<IdleStrategy> idleStrategy,
-                   boolean callerRuns) {
+    ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, int aheadMessages,
+                   Supplier<IdleStrategy> idleStrategy, boolean callerRuns) {
         if (maxInFlight < 1) {
             throw new IllegalArgumentException("at least one collective in flight, not " + maxInFlight);
         }
@@ -88,7 +88,7 @@ final class ProgressThread {
         this.idle = idleStrategy.get();
         this.callerRuns = callerRuns;
         this.callerIdle = idleStrategy.get();
-        this.inbox = new Inbox(endpoint.job().size(), ledger);
+        this.inbox = new Inbox(endpoint.job().size(), ledger, aheadMessages);
         this.engine = new Engine(endpoint, inbox, ledger, timeoutNanos);
         this.thread = new Thread(this::run, "gradsync-progress-rank-" + endpoint.job().rank());
         thread.setDaemon(true);
@@ -189,6 +189,11 @@ final class ProgressThread {
     /** How many collectives their callers ran ({@link #runHere}). */
     long ranByCallers() {
         return ranByCallers;
+    }
+
+    /** Messages sent ahead of an earlier collective's, and messages sent ahead here that waited in a stash. */
+    long[] aheadCounts() {
+        return new long[] {inbox.sentAhead(), inbox.stashedEver()};
     }
 
     /** Messages dropped as orphans of calls that some rank abandoned. */

@@ -112,7 +112,13 @@ public final class CollectiveContext {
      * two trees of the double binary tree) and arrive interleaved. Read it back with {@link #tag(RecvSlot)}.
      */
     void commit(SendSlot slot, int tag) {
-        slot.commit(call, CollectiveDescriptor.withTag(descriptor, tag), arguments);
+        commit(slot, tag, false);
+    }
+
+    /** {@link #commit(SendSlot, int)}, marked as sent ahead of an earlier collective's messages when {@code ahead}. */
+    void commit(SendSlot slot, int tag, boolean ahead) {
+        long tagged = CollectiveDescriptor.withTag(descriptor, tag);
+        slot.commit(call, ahead ? CollectiveDescriptor.sentAhead(tagged) : tagged, arguments);
     }
 
     /** The sub-stream tag a message was {@linkplain #commit(SendSlot, int) committed} with; 0 if none. */
@@ -137,11 +143,11 @@ public final class CollectiveContext {
         } catch (TransportException e) {
             throw linkFailure(link.peer(), e.getMessage(), e);
         }
-        if (slot != null && (CollectiveDescriptor.withTag(slot.descriptor(), 0) != descriptor || slot.arguments() != arguments)) {
+        if (slot != null && (CollectiveDescriptor.agreed(slot.descriptor()) != descriptor || slot.arguments() != arguments)) {
             long theirDescriptor = slot.descriptor();
             long theirArguments = slot.arguments();
             slot.release();
-            throw disagreement(link.peer(), CollectiveDescriptor.withTag(theirDescriptor, 0), theirArguments);
+            throw disagreement(link.peer(), CollectiveDescriptor.agreed(theirDescriptor), theirArguments);
         }
         return slot;
     }

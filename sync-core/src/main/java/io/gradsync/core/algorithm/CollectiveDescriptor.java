@@ -27,6 +27,7 @@ public final class CollectiveDescriptor {
     private static final int PLAN_SHIFT = 24;
     private static final int TAG_SHIFT = 20;
     private static final long TAG_MASK = 0xFL << TAG_SHIFT;
+    private static final long AHEAD = 1L << 31;
 
     private CollectiveDescriptor() {
     }
@@ -57,6 +58,21 @@ public final class CollectiveDescriptor {
             throw new IllegalArgumentException("sub-stream tag must be 0..15, was " + tag);
         }
         return (descriptor & ~TAG_MASK) | ((long) tag << TAG_SHIFT);
+    }
+
+    /** {@code descriptor} marked as sent ahead of an earlier collective's messages on its link ({@link Inbox}). */
+    public static long sentAhead(long descriptor) {
+        return descriptor | AHEAD;
+    }
+
+    /** Whether a message was {@linkplain #sentAhead sent ahead}. */
+    public static boolean isAhead(long descriptor) {
+        return (descriptor & AHEAD) != 0;
+    }
+
+    /** What the ranks must agree on in a message's descriptor: all of it but the sub-stream tag and the ahead mark. */
+    public static long agreed(long descriptor) {
+        return withTag(descriptor, 0) & ~AHEAD;
     }
 
     /** The sub-stream tag of {@code descriptor}. */

@@ -20,16 +20,19 @@ import java.util.function.Function;
  * every message of this one has moved. Collectives complete, and their outcome is signalled, in the order
  * they were admitted.
  *
- * <h2>Link order: why many collectives in flight cannot deadlock or mix</h2>
+ * <h2>Link order, and sending ahead of it: why many collectives in flight cannot deadlock or mix</h2>
  * Every rank admits the same collectives in the same order. A collective's plan states, per peer, how many
- * messages it sends and receives in all, and a link carries a collective's messages only once every
- * earlier active collective's messages on that link have moved: the send side of the link to {@code p}
- * belongs to the oldest collective with sends to {@code p} left, the receive side from {@code p} to the
- * oldest with receives from {@code p} left. Both ends of a link therefore see one sequence of calls, so a
- * message at the head of a link belongs to its owner (or to a call some rank abandoned, which the
- * {@link Inbox} drops), and later collectives use links the earlier ones are done with, interleaving
- * their chunks with theirs on different links. The oldest collective owns every link it still needs on
- * every rank, so it moves exactly as if it ran alone; by induction every collective completes.
+ * messages it sends and receives in all. A message to {@code p} goes <em>in link order</em> when every
+ * earlier active collective has sent all its messages to {@code p}; otherwise it goes <em>ahead</em>, only
+ * with one of the link's ahead credits, and marked so. The receiver's {@link Inbox} gives each call its own
+ * messages from a peer in the order they were sent, drops orphans of abandoned calls, and never lets a
+ * message sent ahead hold up the link: if its call cannot take it at once it is stashed, and the credits
+ * bound the stash. So, with stashes and credit messages swept off every link whenever a pass moves
+ * nothing, each link carries, behind what is swept, exactly the in-order sequence it would carry without
+ * sending ahead, and the oldest collective, every one of whose messages goes in link order, owns every
+ * link it still needs on every rank: it moves exactly as if it ran alone, and by induction every collective
+ * completes. Meanwhile later ones overlap it on the same links, each as its own sub-stream: a ring's next
+ * gradient starts before the previous one's last chunk has gone, which is what hides a link's latency.
  *
  * <h2>Failures</h2>
  * A collective that fails (a mismatch, a dead peer, no progress for the timeout) fails the communicator:
@@ -62,8 +65,7 @@ public final class Engine {
     private final int rank;
     /** Oldest first; indexed, not iterated, so that a duty cycle allocates nothing. */
     private final ArrayList<Run> active = new ArrayList<>();
-    /** Per peer, whether an older active collective still owns the link's receive (send) side this pass. */
-    private final boolean[] receiveTaken;
+    /** Per peer, whether an older active collective still has messages to send there this pass. */
     private final boolean[] sendTaken;
     private volatile CollectiveException failure;
     /** The last call retired (completed, failed or abandoned) here, or -1. */
@@ -80,7 +82,6 @@ public final class Engine {
         this.timeoutNanos = timeoutNanos;
         this.rank = endpoint.job().rank();
         int size = endpoint.job().size();
-        this.receiveTaken = new boolean[size];
         this.sendTaken = new boolean[size];
     }
 
@@ -151,6 +152,7 @@ public final class Engine {
         for (int i = 0; i < active.size(); i++) {
             active.get(i).markLinks(false);
         }
+        work += inbox.afterPass(messages == 0);
         if (messages > 0) {
             lastProgressNanos = System.nanoTime();
             idlePasses = 0;
@@ -186,14 +188,10 @@ public final class Engine {
         while (!run.done) {
             Phase phase = run.plan.get(run.phase);
             for (int peer : run.receivePeers) {
-                if (!receiveTaken[peer]) {
-                    moved += receive(run, phase, peer);
-                }
+                moved += receive(run, phase, peer);
             }
             for (int peer : run.sendPeers) {
-                if (!sendTaken[peer]) {
-                    moved += send(run, phase, peer);
-                }
+                moved += send(run, phase, peer, sendTaken[peer]);
             }
             if (run.phaseMessagesLeft > 0) {
                 break;
@@ -215,14 +213,14 @@ public final class Engine {
             try {
                 taken = phase.consume(peer, arrival);
             } catch (RuntimeException e) {
-                arrival.release();
+                inbox.release(peer, arrival);
                 throw e;
             }
             if (!taken) {
                 inbox.putBack(peer, arrival);
                 break;
             }
-            arrival.release();
+            inbox.release(peer, arrival);
             run.phaseReceives[peer]--;
             run.receives[peer]--;
             run.phaseMessagesLeft--;
@@ -231,7 +229,11 @@ public final class Engine {
         return moved;
     }
 
-    private int send(Run run, Phase phase, int peer) {
+    /**
+     * Sends what the phase has ready for {@code peer}; {@code ahead} when an earlier collective still has
+     * messages for it, so that each message needs one of the link's ahead credits ({@link Inbox}).
+     */
+    private int send(Run run, Phase phase, int peer, boolean ahead) {
         int moved = 0;
         Link link = null;
         while (run.phaseSends[peer] > 0) {
@@ -241,12 +243,19 @@ public final class Engine {
             }
             if (link == null) {
                 link = run.context.link(peer);
+                inbox.know(link);
+            }
+            if (ahead && !inbox.takeAheadCredit(peer, length)) {
+                break;
             }
             SendSlot slot = run.context.tryClaim(link, length);
             if (slot == null) {
+                if (ahead) {
+                    inbox.returnAheadCredit(peer);
+                }
                 break;
             }
-            run.context.commit(slot, phase.produce(peer, slot.payload()));
+            run.context.commit(slot, phase.produce(peer, slot.payload()), ahead);
             run.phaseSends[peer]--;
             run.sends[peer]--;
             run.phaseMessagesLeft--;
@@ -393,19 +402,13 @@ public final class Engine {
             this.done = true;
         }
 
-        /** Marks (or clears) the link sides this collective still owns, so later ones keep off them. */
+        /** Marks (or clears) the links this collective still has messages to send on: later ones send there only ahead. */
         void markLinks(boolean mark) {
             if (done && mark) {
                 return;
             }
             for (int peer : planPeers) {
-                if (!mark) {
-                    receiveTaken[peer] = false;
-                    sendTaken[peer] = false;
-                } else {
-                    receiveTaken[peer] |= receives[peer] > 0;
-                    sendTaken[peer] |= sends[peer] > 0;
-                }
+                sendTaken[peer] = mark ? sendTaken[peer] || sends[peer] > 0 : false;
             }
         }
     }

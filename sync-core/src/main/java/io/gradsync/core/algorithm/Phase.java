@@ -10,10 +10,11 @@ import io.gradsync.core.transport.RecvSlot;
  * go now and lets {@link #produce} fill it, for every collective in flight, in one duty cycle.
  *
  * <p>A phase states upfront how many messages it sends to and receives from each peer, so that the engine
- * can keep each link in call order: a link carries a collective's messages only after every earlier
- * collective's, on both ends. An arrival the phase cannot take yet ({@link #consume} returns false) stays
- * at the head of its link; behind it come only later messages of this collective or of later ones, so
- * leaving it there cannot deadlock.
+ * can keep each link in call order (see {@link Engine}): a collective's messages go in order behind every
+ * earlier collective's, or ahead of them only as their own sub-stream, which the receiver never lets block
+ * the link. An arrival the phase cannot take yet ({@link #consume} returns false) waits: one sent in order
+ * at the head of its link, where behind it come only later messages of this collective or of later ones,
+ * so leaving it there cannot deadlock; one sent ahead in the link's stash.
  */
 public abstract class Phase {
 

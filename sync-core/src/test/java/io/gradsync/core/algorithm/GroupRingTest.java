@@ -71,7 +71,7 @@ class GroupRingTest {
         List<String> problems = new ArrayList<>();
         long sequence = 0;
         StreamLedger ledger = new StreamLedger();
-        Inbox inbox = new Inbox(n, ledger);
+        Inbox inbox = new Inbox(n, ledger, Inbox.STASH_CELLS);
         Engine engine = new Engine(endpoint, inbox, ledger, 30_000_000_000L);
         for (int length : lengths) {
             int from = 3;

@@ -23,12 +23,13 @@ public final class LocalTransport implements AutoCloseable {
     private final int size;
     private final int slotBytes;
     private final int slots;
+    private final long latencyNanos;
     private final SlotRing[][] rings;
     private final InMemoryJob job;
     private final AtomicReferenceArray<LocalEndpoint> endpoints;
     private final AtomicIntegerArray closed;
 
-    private LocalTransport(InMemoryJob job, int slotBytes, int slots) {
+    private LocalTransport(InMemoryJob job, int slotBytes, int slots, long latencyNanos) {
         int size = job.size();
         if (slotBytes < 8) {
             throw new IllegalArgumentException("slot size must be >= 8 bytes, was " + slotBytes);
@@ -39,6 +40,7 @@ public final class LocalTransport implements AutoCloseable {
         this.size = size;
         this.slotBytes = slotBytes;
         this.slots = slots;
+        this.latencyNanos = latencyNanos;
         this.rings = new SlotRing[size][size];
         this.job = job;
         this.endpoints = new AtomicReferenceArray<>(size);
@@ -62,7 +64,19 @@ public final class LocalTransport implements AutoCloseable {
      * @param slots receive slots per link direction (the pipelining depth)
      */
     public static LocalTransport create(int size, int slotBytes, int slots) {
-        return new LocalTransport(InMemoryJob.create(size), slotBytes, slots);
+        return new LocalTransport(InMemoryJob.create(size), slotBytes, slots, 0);
+    }
+
+    /**
+     * A job of {@code size} ranks whose every message arrives {@code latency} after it was sent, as over a
+     * network link with that one-way delay (credits come back at once): for measuring how the engine
+     * overlaps collectives when latency, not copying, bounds them.
+     */
+    public static LocalTransport withLatency(int size, int slotBytes, int slots, java.time.Duration latency) {
+        if (latency.isNegative()) {
+            throw new IllegalArgumentException("latency must not be negative, was " + latency);
+        }
+        return new LocalTransport(InMemoryJob.create(size), slotBytes, slots, latency.toNanos());
     }
 
     /**
@@ -74,7 +88,7 @@ public final class LocalTransport implements AutoCloseable {
         if (hostOfRank.length != size) {
             throw new IllegalArgumentException("host layout names " + hostOfRank.length + " ranks, job has " + size);
         }
-        return new LocalTransport(InMemoryJob.create(hostOfRank), slotBytes, slots);
+        return new LocalTransport(InMemoryJob.create(hostOfRank), slotBytes, slots, 0);
     }
 
     public int size() {
@@ -119,7 +133,7 @@ public final class LocalTransport implements AutoCloseable {
         synchronized (rings) {
             SlotRing ring = rings[from][to];
             if (ring == null) {
-                ring = new SlotRing(slots, slotBytes);
+                ring = new SlotRing(slots, slotBytes, latencyNanos);
                 rings[from][to] = ring;
             }
             return ring;

@@ -10,7 +10,8 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * The receive slots of one direction of one link: a single-producer, single-consumer ring in
  * off-heap memory. The sender writes straight into the receiver's slot, so a message is never copied
- * by the transport. The free slots are the sender's credits.
+ * by the transport. The free slots are the sender's credits. A ring may delay each message by a fixed
+ * latency, to stand in for a network link in benchmarks and tests (credits come back at once).
  */
 final class SlotRing {
     private static final int CACHE_LINE = 64;
@@ -22,6 +23,9 @@ final class SlotRing {
     private final long[] calls;
     private final long[] descriptors;
     private final long[] arguments;
+    private final long latencyNanos;
+    /** When each slot's message may be seen, for a ring with a latency. */
+    private final long[] visibleAt;
     /** Messages committed; written by the sender only. */
     private final AtomicLong produced = new AtomicLong();
     /** Messages released; written by the receiver only. */
@@ -32,8 +36,10 @@ final class SlotRing {
     private boolean claimed;
     private boolean held;
 
-    SlotRing(int slots, int slotBytes) {
+    SlotRing(int slots, int slotBytes, long latencyNanos) {
         this.slots = slots;
+        this.latencyNanos = latencyNanos;
+        this.visibleAt = new long[slots];
         this.slotBytes = slotBytes;
         int bytes = Math.multiplyExact(slots, slotBytes);
         // alignedSlice rounds the capacity down to whole cache lines, so allocate whole lines plus one
@@ -79,8 +85,12 @@ final class SlotRing {
         if (next >= produced.get()) {
             return null;
         }
+        int index = (int) (next % slots);
+        if (latencyNanos > 0 && System.nanoTime() - visibleAt[index] < 0) {
+            return null;
+        }
         held = true;
-        receiver.index = (int) (next % slots);
+        receiver.index = index;
         return receiver;
     }
 
@@ -107,6 +117,9 @@ final class SlotRing {
             calls[index] = call;
             descriptors[index] = descriptor;
             arguments[index] = args;
+            if (latencyNanos > 0) {
+                visibleAt[index] = System.nanoTime() + latencyNanos;
+            }
             claimed = false;
             produced.lazySet(produced.get() + 1); // release: publishes payload and header together
         }

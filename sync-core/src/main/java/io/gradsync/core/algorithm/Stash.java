@@ -1,0 +1,129 @@
+package io.gradsync.core.algorithm;
+
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.RecvSlot;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+
+/**
+ * Where one link's messages sent ahead ({@link Inbox}) wait for their collective when it cannot take them
+ * as they reach the head of the link: copied out of the transport's slot, so that the slot, and every
+ * message behind it, is free. Holds at most {@link Inbox#STASH_CELLS} messages of at most
+ * {@link Inbox#STASH_CELL_BYTES} each: the sender's credit for messages sent ahead guarantees that much is
+ * enough. Cells are allocated off-heap on first use and reused. Used by the progress thread only.
+ */
+final class Stash {
+    private final Cell[] cells = new Cell[Inbox.STASH_CELLS];
+    private int used;
+    private long arrivals;
+
+    int used() {
+        return used;
+    }
+
+    /** The earliest stashed message of {@code call}, or null. */
+    Cell first(long call) {
+        if (used == 0) {
+            return null;
+        }
+        Cell first = null;
+        for (Cell cell : cells) {
+            if (cell != null && cell.used && cell.call == call && (first == null || cell.arrival < first.arrival)) {
+                first = cell;
+            }
+        }
+        return first;
+    }
+
+    /** Copies {@code message} into a free cell; false when every cell is taken or it is too long for one. */
+    boolean put(RecvSlot message) {
+        if (used == cells.length || message.length() > Inbox.STASH_CELL_BYTES) {
+            return false;
+        }
+        for (int i = 0; i < cells.length; i++) {
+            if (cells[i] == null) {
+                cells[i] = new Cell(this);
+            }
+            if (!cells[i].used) {
+                cells[i].fill(message, arrivals++);
+                used++;
+                return true;
+            }
+        }
+        throw new IllegalStateException("stash count out of step");
+    }
+
+    /** Frees the cells of calls that will never run here; returns how many. */
+    int dropOrphans(StreamLedger ledger) {
+        int dropped = 0;
+        for (Cell cell : cells) {
+            if (cell != null && cell.used && ledger.relate(cell.call, Inbox.NO_CALL) == StreamLedger.Relation.PAST) {
+                cell.release();
+                dropped++;
+            }
+        }
+        return dropped;
+    }
+
+    /** One stashed message; its {@link #release()} frees the cell. */
+    static final class Cell implements RecvSlot {
+        private final Stash stash;
+        private final Region region;
+        private boolean used;
+        private long arrival;
+        private long call;
+        private long descriptor;
+        private long arguments;
+        private int length;
+
+        private Cell(Stash stash) {
+            this.stash = stash;
+            this.region = Region.ofDirect(ByteBuffer.allocateDirect(Inbox.STASH_CELL_BYTES).order(ByteOrder.nativeOrder()));
+        }
+
+        private void fill(RecvSlot message, long arrival) {
+            Region from = message.payload();
+            Kernels.copy(from.base(), from.offset(), region.base(), region.offset(), message.length());
+            this.length = message.length();
+            this.call = message.call();
+            this.descriptor = message.descriptor();
+            this.arguments = message.arguments();
+            this.arrival = arrival;
+            this.used = true;
+        }
+
+        @Override
+        public Region payload() {
+            return region;
+        }
+
+        @Override
+        public int length() {
+            return length;
+        }
+
+        @Override
+        public long call() {
+            return call;
+        }
+
+        @Override
+        public long descriptor() {
+            return descriptor;
+        }
+
+        @Override
+        public long arguments() {
+            return arguments;
+        }
+
+        @Override
+        public void release() {
+            if (used) {
+                used = false;
+                stash.used--;
+            }
+        }
+    }
+}
