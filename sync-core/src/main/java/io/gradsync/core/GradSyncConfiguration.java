@@ -40,7 +40,8 @@ public final class GradSyncConfiguration {
      * Messages a collective may send to a peer ahead of an earlier collective's, per link, before the
      * receiver hands back credit: what lets collectives in flight overlap on one link instead of queueing
      * behind each other (its own sub-stream). Each receiver stashes up to 8 such messages per link of at
-     * most 256 KiB (off-heap, allocated on first use). 0 keeps strict link order. Ranks may differ.
+     * most 64 KiB (off-heap, allocated on first use); longer ones always go in link order. 0 keeps strict
+     * link order. Ranks may differ.
      */
     public static final String AHEAD_MESSAGES_PROP = "gradsync.ahead.messages";
     public static final int AHEAD_MESSAGES_DEFAULT = 8;

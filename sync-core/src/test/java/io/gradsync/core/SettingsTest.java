@@ -22,6 +22,22 @@ class SettingsTest {
         System.clearProperty(GradSyncConfiguration.RENDEZVOUS_TIMEOUT_MS_PROP);
         System.clearProperty(GradSyncConfiguration.TRANSPORT_PROP);
         System.clearProperty(GradSyncConfiguration.CALLER_RUNS_PROP);
+        System.clearProperty(GradSyncConfiguration.AHEAD_MESSAGES_PROP);
+    }
+
+    @Test
+    void aheadMessagesAreZeroToTheStashSize() {
+        assertEquals(8, GradSyncConfiguration.aheadMessages(), "default");
+        System.setProperty(GradSyncConfiguration.AHEAD_MESSAGES_PROP, "0");
+        assertEquals(0, GradSyncConfiguration.aheadMessages());
+        for (String bad : new String[] {"9", "-1"}) {
+            System.setProperty(GradSyncConfiguration.AHEAD_MESSAGES_PROP, bad);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, GradSyncConfiguration::aheadMessages);
+            assertEquals("gradsync.ahead.messages must be 0..8, was " + bad, e.getMessage());
+        }
+        System.setProperty(GradSyncConfiguration.AHEAD_MESSAGES_PROP, "eight");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, GradSyncConfiguration::aheadMessages);
+        assertTrue(e.getMessage().contains("gradsync.ahead.messages"), e.getMessage());
     }
 
     @Test

@@ -35,7 +35,7 @@ public final class Inbox {
     /** Messages a link's stash holds, and so the most ahead credits a sender has per link. */
     public static final int STASH_CELLS = 8;
     /** The longest message that may be sent ahead: one stash cell. */
-    public static final int STASH_CELL_BYTES = 256 * 1024;
+    public static final int STASH_CELL_BYTES = 64 * 1024;
 
     private final StreamLedger ledger;
     private final RecvSlot[] held;
