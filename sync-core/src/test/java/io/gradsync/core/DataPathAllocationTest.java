@@ -54,6 +54,53 @@ class DataPathAllocationTest {
         }
     }
 
+    /**
+     * Collectives in flight at once, their small chunks sent ahead of each other's (sub-streams, credits,
+     * stash), late in a job (stream numbers past {@code Long}'s boxing cache): still nothing per chunk.
+     */
+    @org.junit.jupiter.api.Test
+    void collectivesSentAheadOfEachOtherAllocateNothingPerChunk() {
+        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        int ranks = 2;
+        int inFlight = 8;
+        int count = 64 * 1024; // 1024 messages of 256 B per collective per rank
+        try (LocalJob job = new LocalJob(ranks, 256, 4, Duration.ofSeconds(30), "ring", true)) {
+            List<List<GradientBuffer>> buffers = new ArrayList<>();
+            for (int r = 0; r < ranks; r++) {
+                List<GradientBuffer> mine = new ArrayList<>();
+                for (int i = 0; i < inFlight; i++) {
+                    mine.add(GradientBuffer.allocateDirect(DataType.FLOAT32, count));
+                }
+                buffers.add(mine);
+            }
+            LocalJob.RankBody<Long> rounds = c -> {
+                for (int round = 0; round < 5; round++) {
+                    List<java.util.concurrent.CompletableFuture<GradientBuffer>> running = new ArrayList<>();
+                    for (GradientBuffer b : buffers.get(c.rank())) {
+                        running.add(c.allReduce(b, ReduceOp.MAX).toFuture());
+                    }
+                    for (java.util.concurrent.CompletableFuture<GradientBuffer> done : running) {
+                        done.get();
+                    }
+                }
+                return c.aheadCounts()[0];
+            };
+            job.run(c -> {
+                for (int i = 0; i < 200; i++) {
+                    c.barrierBlocking(); // each a stream of its own
+                }
+                return null;
+            });
+            job.run(rounds);
+            List<Long> ids = progressThreadIds();
+            long before = allocated(threads, ids);
+            List<Long> sentAhead = job.run(rounds);
+            long perCollectivePerRank = (allocated(threads, ids) - before) / (5L * inFlight) / ranks;
+            assertTrue(sentAhead.stream().allMatch(n -> n > 0), "no messages were sent ahead: " + sentAhead);
+            assertTrue(perCollectivePerRank < 4096, perCollectivePerRank + " bytes per collective per rank for 1024 messages");
+        }
+    }
+
     /** The other collectives keep the same discipline: per-call state only, nothing per chunk. */
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"reducescatter", "allgather", "broadcast-tree", "broadcast-chain", "reduce", "alltoall",
