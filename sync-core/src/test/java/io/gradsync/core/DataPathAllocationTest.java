@@ -63,7 +63,7 @@ class DataPathAllocationTest {
         com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
         int ranks = 2;
         int inFlight = 8;
-        int count = 64 * 1024; // 1024 messages of 256 B per collective per rank
+        int count = 256 * 1024; // 4096 messages of 256 B per collective per rank
         try (LocalJob job = new LocalJob(ranks, 256, 4, Duration.ofSeconds(30), "ring", true)) {
             List<List<GradientBuffer>> buffers = new ArrayList<>();
             for (int r = 0; r < ranks; r++) {
@@ -97,7 +97,9 @@ class DataPathAllocationTest {
             List<Long> sentAhead = job.run(rounds);
             long perCollectivePerRank = (allocated(threads, ids) - before) / (5L * inFlight) / ranks;
             assertTrue(sentAhead.stream().allMatch(n -> n > 0), "no messages were sent ahead: " + sentAhead);
-            assertTrue(perCollectivePerRank < 4096, perCollectivePerRank + " bytes per collective per rank for 1024 messages");
+            // One 16-byte object per message would be 64 KiB per collective; the Mono's own signals run on the
+            // progress thread here, so allow a little more per call than the blocking cases do.
+            assertTrue(perCollectivePerRank < 8192, perCollectivePerRank + " bytes per collective per rank for 4096 messages");
         }
     }
 

@@ -34,6 +34,13 @@ public final class StreamLedger {
     }
 
     private final Map<Long, Open> open = new HashMap<>();
+    /**
+     * The stream {@link #relate} looked up last, and its state (null: not open). Polls of the inbox ask
+     * about a flux's stream over and over, and a map lookup boxes the stream number, which the JIT does not
+     * always remove (collectives sent ahead of each other allocated per message on JDK 25).
+     */
+    private long lookedUp = -1;
+    private Open lookedUpState;
     /** Streams below this are all closed. */
     private long closedBelow;
     /** Closed streams at and above {@link #closedBelow}, as offsets from it. */
@@ -122,7 +129,14 @@ public final class StreamLedger {
         if (isClosed(stream)) {
             return Relation.PAST;
         }
-        Open state = open.get(stream);
+        if (CallIds.isSingle(call)) {
+            return Relation.AHEAD; // a single call's stream closes when the call is done and ends no other way
+        }
+        if (stream != lookedUp) {
+            lookedUpState = open.get(stream);
+            lookedUp = stream;
+        }
+        Open state = lookedUpState;
         if (state == null) {
             return Relation.AHEAD;
         }
@@ -144,6 +158,7 @@ public final class StreamLedger {
             state = new Open();
             state.peerEnd = earlyPeerEnds.remove(stream);
             open.put(stream, state);
+            lookedUp = -1;
         }
         return state;
     }
@@ -156,6 +171,7 @@ public final class StreamLedger {
 
     private void close(long stream) {
         open.remove(stream);
+        lookedUp = -1;
         earlyPeerEnds.remove(stream);
         if (stream >= closedBelow) {
             closedAbove.set(Math.toIntExact(stream - closedBelow));
