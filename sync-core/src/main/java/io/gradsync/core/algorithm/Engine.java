@@ -222,7 +222,6 @@ public final class Engine {
             }
             inbox.release(peer, arrival);
             run.phaseReceives[peer]--;
-            run.receives[peer]--;
             run.phaseMessagesLeft--;
             moved++;
         }
@@ -321,13 +320,15 @@ public final class Engine {
         CollectiveContext context;
         List<Phase> plan;
         int phase;
-        /** Messages left per peer over the whole plan (link ownership) and in the current phase. */
-        int[] receives;
+        /**
+         * Messages left to send per peer over the whole plan (on those links later collectives send only
+         * ahead), and messages left per peer in the current phase.
+         */
         int[] sends;
         int[] phaseReceives;
         int[] phaseSends;
         int phaseMessagesLeft;
-        /** Peers of the current phase, and every peer of the plan (for link ownership). */
+        /** Peers of the current phase, and every peer the plan sends to. */
         int[] receivePeers = new int[0];
         int[] sendPeers = new int[0];
         int[] planPeers = new int[0];
@@ -344,27 +345,19 @@ public final class Engine {
         void start(List<Phase> plan) {
             int size = context.size();
             this.plan = plan;
-            this.receives = new int[size];
             this.sends = new int[size];
             this.phaseReceives = new int[size];
             this.phaseSends = new int[size];
-            boolean[] involved = new boolean[size];
             int peers = 0;
             for (Phase p : plan) {
-                for (int peer : p.receivePeers()) {
-                    receives[peer] += p.receives(peer);
-                    peers += involved[peer] ? 0 : 1;
-                    involved[peer] = true;
-                }
                 for (int peer : p.sendPeers()) {
+                    peers += sends[peer] == 0 && p.sends(peer) > 0 ? 1 : 0;
                     sends[peer] += p.sends(peer);
-                    peers += involved[peer] ? 0 : 1;
-                    involved[peer] = true;
                 }
             }
             planPeers = new int[peers];
             for (int peer = 0, i = 0; peer < size; peer++) {
-                if (involved[peer]) {
+                if (sends[peer] > 0) {
                     planPeers[i++] = peer;
                 }
             }

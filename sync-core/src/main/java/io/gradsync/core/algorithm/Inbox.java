@@ -214,16 +214,6 @@ public final class Inbox {
         return stashedEver;
     }
 
-    /** Messages sent ahead by {@code peer} that wait in this rank's stash (for tests and diagnosis). */
-    int stashed(int peer) {
-        return stashes[peer] == null ? 0 : stashes[peer].used();
-    }
-
-    /** Ahead credits this rank holds for sending to {@code peer} (for tests and diagnosis). */
-    int aheadCredits(int peer) {
-        return credits[peer];
-    }
-
     /**
      * Clears the head of {@code peer}'s link of everything that does not wait for link order: credits,
      * orphans, and messages sent ahead (into the stash). Stops at a message sent in order, which it leaves
