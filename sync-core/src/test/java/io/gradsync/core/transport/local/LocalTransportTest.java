@@ -15,6 +15,7 @@ import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.TransportException;
+import java.time.Duration;
 import org.junit.jupiter.api.Test;
 
 /** The SPI contract on the in-JVM transport: credits, order, headers, close. */
@@ -67,6 +68,28 @@ class LocalTransportTest {
             assertEquals(0, e.peer());
             assertTrue(e.getMessage().contains("rank 0 has closed"));
             assertThrows(TransportException.class, () -> b.link(0).tryClaim(0));
+        }
+    }
+
+    @Test
+    void aPeerThatClosedWithMessagesStillUnderwayIsReportedOnlyAfterTheyArrive() throws InterruptedException {
+        try (LocalTransport transport = LocalTransport.withLatency(2, 64, 2, Duration.ofMillis(200))) {
+            Endpoint a = transport.endpoint(0);
+            Endpoint b = transport.endpoint(1);
+            a.link(1).tryClaim(0).commit(0, 0, 0);
+            a.close();
+            Link fromA = b.link(0);
+            assertNull(fromA.poll(), "the message is still underway: no message and no error yet");
+            long giveUp = System.nanoTime() + 10_000_000_000L;
+            RecvSlot late = null;
+            while (late == null && System.nanoTime() < giveUp) {
+                Thread.sleep(10);
+                late = fromA.poll();
+            }
+            assertNotNull(late, "the message sent before the close arrives");
+            late.release();
+            TransportException e = assertThrows(TransportException.class, fromA::poll);
+            assertTrue(e.getMessage().contains("rank 0 has closed"));
         }
     }
 
