@@ -25,7 +25,7 @@ class AllReduceCorrectnessTest {
     static final int TINY_CHUNK = 1024;
     static final int LARGE_CHUNK = 1 << 20;
     static final int LARGE_COUNT = 1_000_003;
-    static final List<String> FLAT_ALGORITHMS = List.of("ring", "rhd", "tree", "btree");
+    static final List<String> FLAT_ALGORITHMS = List.of("ring", "rhd", "tree", "btree", "rd");
 
     /**
      * Every rank count from 1 to 16, each with two of the four (chunk, depth) corners, alternating, so

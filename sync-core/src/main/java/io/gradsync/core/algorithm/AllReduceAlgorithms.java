@@ -22,11 +22,13 @@ public enum AllReduceAlgorithms {
     /** Reduce-scatter inside each host, AllReduce of each shard across hosts, all-gather inside each host. */
     HIER("hier", () -> new HierarchicalAllReduce(false)),
     /** Reduce to one rank per host, AllReduce among those, broadcast back. */
-    HIER_LEADER("hier-leader", () -> new HierarchicalAllReduce(true));
+    HIER_LEADER("hier-leader", () -> new HierarchicalAllReduce(true)),
+    /** Recursive doubling: the whole buffer swapped and reduced in each of {@code log2 n} steps; short messages. */
+    RD("rd", RecursiveDoublingAllReduce::new);
     // Append only: an entry's position is its wire code.
 
-    /** The code of an algorithm that is none of these (a user's own). */
-    static final int OTHER_CODE = 7;
+    /** The code of an algorithm that is none of these (a user's own): the largest the descriptor holds. */
+    static final int OTHER_CODE = 0x7F;
     private static final List<String> NAMES = Arrays.stream(values()).map(a -> a.algorithmName).toList();
 
     private final String algorithmName;
@@ -47,7 +49,7 @@ public enum AllReduceAlgorithms {
         return factory.get();
     }
 
-    /** Its code in a call's descriptor, 1..6. */
+    /** Its code in a call's descriptor, from 1, below {@link #OTHER_CODE}. */
     int code() {
         return ordinal() + 1;
     }

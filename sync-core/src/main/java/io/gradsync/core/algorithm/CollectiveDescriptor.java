@@ -8,7 +8,7 @@ import io.gradsync.core.ReduceOp;
  * catches ranks that called different collectives (another kind, count, type, operator, algorithm,
  * root or chunk size) at the first message instead of producing garbage.
  *
- * <p>The <b>descriptor</b>: bits 63..32 element count, 31..24 plan (the AllReduce algorithm,
+ * <p>The <b>descriptor</b>: bits 63..32 element count, 31 the ahead mark ({@link #sentAhead}), 30..24 plan (the AllReduce algorithm,
  * {@link #withPlan}), 23..20 sub-stream tag (which of an algorithm's interleaved message streams a
  * message belongs to; not part of the call's identity), 19..16 collective kind, 15..8 data type (its top
  * two bits: a 16-bit wire for float32), 7..0 operator. The count is the whole buffer for allreduce,
@@ -25,6 +25,8 @@ public final class CollectiveDescriptor {
     private static final int WIRE_BF16 = 0x40;
     private static final int WIRE_FP16 = 0x80;
     private static final int PLAN_SHIFT = 24;
+    /** Seven bits of plan: bit 31 above them is the ahead mark. */
+    private static final long PLAN_MASK = 0x7F;
     private static final int TAG_SHIFT = 20;
     private static final long TAG_MASK = 0xFL << TAG_SHIFT;
     private static final long AHEAD = 1L << 31;
@@ -87,7 +89,7 @@ public final class CollectiveDescriptor {
      */
     public static long withPlan(long descriptor, String algorithm) {
         long code = AllReduceAlgorithms.codeOf(algorithm);
-        return (descriptor & ~(0xFFL << PLAN_SHIFT)) | code << PLAN_SHIFT;
+        return (descriptor & ~(PLAN_MASK << PLAN_SHIFT)) | code << PLAN_SHIFT;
     }
 
     /**
@@ -132,7 +134,7 @@ public final class CollectiveDescriptor {
         if (root != NO_ROOT) {
             what.append(kind == CollectiveKind.REDUCE ? " to root " : " from root ").append(root);
         }
-        int code = (int) (descriptor >>> PLAN_SHIFT) & 0x7;
+        int code = (int) ((descriptor >>> PLAN_SHIFT) & PLAN_MASK);
         if (code != 0) {
             what.append(" by ").append(AllReduceAlgorithms.nameOf(code));
         }

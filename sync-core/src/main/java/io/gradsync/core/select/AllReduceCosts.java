@@ -23,7 +23,7 @@ public final class AllReduceCosts {
     public static boolean applies(String algorithm, Topology topology) {
         AllReduceAlgorithms entry = AllReduceAlgorithms.find(algorithm);
         return entry != null && switch (entry) {
-            case RING, RHD, TREE, BTREE -> true;
+            case RING, RHD, TREE, BTREE, RD -> true;
             case HIER -> topology.hosts() >= 2 && topology.ranksPerHost() > 0;
             case HIER_LEADER -> topology.hosts() >= 2;
         };
@@ -50,6 +50,7 @@ public final class AllReduceCosts {
             case BTREE -> binaryTrees(bytes, topology.ranks(), chunkBytes, flat, 1);
             case HIER -> hierarchical(bytes, topology, chunkBytes);
             case HIER_LEADER -> leader(bytes, topology, chunkBytes);
+            case RD -> recursiveDoubling(bytes, topology, chunkBytes);
         };
     }
 
@@ -80,13 +81,7 @@ public final class AllReduceCosts {
         }
         int p = Integer.highestOneBit(n);
         int folded = n - p;
-        CostTerms total = CostTerms.ZERO;
-        if (folded > 0) {
-            int flows = flowsPerNic(topology, r -> r < 2 * folded ? r ^ 1 : r);
-            double last = Math.min(chunk, bytes);
-            total = total.plus(step(flows, chunks(bytes, chunk), bytes + last, bytes + last))
-                    .plus(step(flows, chunks(bytes, chunk), bytes + last, 0));
-        }
+        CostTerms total = folding(bytes, topology, chunk);
         double part = bytes;
         for (int mask = p >>> 1; mask > 0; mask >>>= 1) {
             part /= 2;
@@ -99,6 +94,44 @@ public final class AllReduceCosts {
                     .plus(step(flows, messages, part + last, 0));                // doubling
         }
         return total;
+    }
+
+    /**
+     * Recursive doubling, {@code p = 2^⌊log2 n⌋}: each of the {@code log2 p} steps moves and reduces the whole
+     * {@code S} in {@code ⌈S/c⌉} messages, plus one chunk's transfer and reduction (as rhd's steps); folded
+     * pairs as in rhd.
+     */
+    static CostTerms recursiveDoubling(double bytes, Topology topology, int chunk) {
+        int n = topology.ranks();
+        if (n == 1) {
+            return CostTerms.ZERO;
+        }
+        int p = Integer.highestOneBit(n);
+        int folded = n - p;
+        CostTerms total = folding(bytes, topology, chunk);
+        double last = Math.min(chunk, bytes);
+        for (int distance = 1; distance < p; distance <<= 1) {
+            int stepDistance = distance;
+            int flows = flowsPerNic(topology, r -> r < 2 * folded && r % 2 == 0 ? r
+                    : realRank(virtualRank(r, folded) ^ stepDistance, folded));
+            total = total.plus(step(flows, chunks(bytes, chunk), bytes + last, bytes + last));
+        }
+        return total;
+    }
+
+    /**
+     * Folding {@code n - p} ranks in and out, {@code p = 2^⌊log2 n⌋} (rhd and rd): a full exchange between
+     * each folded pair before ({@code S} moved and reduced) and after ({@code S} moved); none for a power of two.
+     */
+    private static CostTerms folding(double bytes, Topology topology, int chunk) {
+        int folded = topology.ranks() - Integer.highestOneBit(topology.ranks());
+        if (folded == 0) {
+            return CostTerms.ZERO;
+        }
+        int flows = flowsPerNic(topology, r -> r < 2 * folded ? r ^ 1 : r);
+        double last = Math.min(chunk, bytes);
+        return step(flows, chunks(bytes, chunk), bytes + last, bytes + last)
+                .plus(step(flows, chunks(bytes, chunk), bytes + last, 0));
     }
 
     /** One step: intra-host when no flow leaves a host, else inter-host with {@code flows} sharing a NIC. */

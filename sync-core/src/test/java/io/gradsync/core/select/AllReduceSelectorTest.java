@@ -1,6 +1,7 @@
 package io.gradsync.core.select;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -41,12 +42,20 @@ class AllReduceSelectorTest {
     }
 
     @Test
-    void tinyMessagesGetALogarithmicLatencyAlgorithm() {
-        Topology oneHost = Topology.blocks(1, 8);
+    void tinyMessagesGetRecursiveDoublingTheFewestMessagesOnThePath() {
         for (long bytes : new long[] {0, 4, 1024, 4096}) {
-            String chosen = pick(oneHost, bytes);
-            assertTrue(chosen.equals("rhd") || chosen.equals("tree"), bytes + " B: " + chosen);
+            assertEquals("rd", pick(Topology.blocks(1, 2), bytes), "2 ranks, " + bytes + " B");
+            assertEquals("rd", pick(Topology.blocks(1, 8), bytes), "8 ranks, " + bytes + " B");
+            // 5 ranks: rd folds (2 + 2 messages), as many as the double tree's 4 stages; a tie goes to the tree
+            String five = pick(Topology.blocks(1, 5), bytes);
+            assertTrue(five.equals("rd") || five.equals("tree"), "5 ranks, " + bytes + " B: " + five);
         }
+    }
+
+    @Test
+    void recursiveDoublingGivesWayOnceItsWholeBufferStepsCostMoreThanTheMessagesItSaves() {
+        assertNotEquals("rd", pick(Topology.blocks(1, 8), 1L << 20));
+        assertNotEquals("rd", pick(Topology.blocks(1, 2), 1L << 20));
     }
 
     @Test
@@ -131,7 +140,7 @@ class AllReduceSelectorTest {
             assertEquals(1, messages.size(), messages.toString());
             String line = messages.get(0);
             assertTrue(line.startsWith("allreduce 4 KiB..8 KiB, 8 ranks on 1 host: " + first + " "), line);
-            assertTrue(line.matches(".*; candidates: ring [0-9.]+ µs, rhd [0-9.]+ µs, tree [0-9.]+ µs, btree [0-9.]+ µs"), line);
+            assertTrue(line.matches(".*; candidates: ring [0-9.]+ µs, rhd [0-9.]+ µs, tree [0-9.]+ µs, btree [0-9.]+ µs, rd [0-9.]+ µs"), line);
             selector.choose(8192);
             selector.choose(100);
             selector.choose(8193);
