@@ -56,7 +56,10 @@ class AeronAllReduceTest {
     @CsvSource({"aeron-ipc, 2, 2", "aeron-udp, 3, 3", "auto, 4, 2"})
     void collectivesSentAheadOfEachOtherStayExact(String transport, int ranks, int perHost) throws Exception {
         int calls = 24;
-        ThreadJob job = new ThreadJob(ranks, perHost, transport, new TransportOptions(16 * 1024, 2), Duration.ofSeconds(20));
+        // the ring: its later sends wait for arrivals, so an earlier call still has messages for a link when
+        // the next one starts (algorithms whose sends need nothing, like a folded rank's, never go ahead)
+        ThreadJob job = new ThreadJob(ranks, perHost, transport, new TransportOptions(16 * 1024, 2), Duration.ofSeconds(20),
+                "ring");
         List<Throwable> failures = job.run(comm -> {
             List<GradientBuffer> buffers = new ArrayList<>();
             List<CompletableFuture<GradientBuffer>> running = new ArrayList<>();

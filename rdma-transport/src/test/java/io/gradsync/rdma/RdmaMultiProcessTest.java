@@ -65,6 +65,25 @@ class RdmaMultiProcessTest {
         }
     }
 
+    /**
+     * Collectives sent ahead of each other over RDMA: rank 0 has 24 calls in flight while ranks 1 and 2 call
+     * one at a time, so rank 0's later calls send ahead on each link, as their own sub-streams, and the other
+     * ranks take or stash them. Every op exact on every rank; nothing left behind.
+     */
+    @Test
+    void collectivesSentAheadOfEachOtherStayExact() throws Exception {
+        // the ring: its later sends wait for arrivals, so an earlier call still has messages for a link when
+        // the next one starts (algorithms whose sends need nothing, like a folded rank's, never go ahead)
+        Job job = launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384", "-Dgradsync.pipeline.depth=2",
+                "-Dgradsync.allreduce.algorithm=ring"), "ahead", "24");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        for (int r = 0; r < 3; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 24 calls in flight at rank 0 exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+        }
+    }
+
     @Test
     void theDataPathAllocatesNothingPerMessage() throws Exception {
         Job job = launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");

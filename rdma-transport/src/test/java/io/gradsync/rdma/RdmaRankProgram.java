@@ -16,7 +16,8 @@ import java.util.List;
  * chunks, in and out of place; sizes kept small because the soft-RoCE guest runs code ~20x slower),
  * {@code RdmaRankProgram big MIB} (one float32 SUM of MIB MiB),
  * {@code RdmaRankProgram loop KILLED_RANK DELAY_MS} (AllReduce in a loop; the killed rank SIGKILLs itself
- * after the delay). After close every rank lists the RDMA resources its process still owns
+ * after the delay), {@code RdmaRankProgram ahead CALLS} (rank 0 submits every call at once, the others
+ * call one at a time, so rank 0's later collectives go ahead of its earlier ones on each link). After close every rank lists the RDMA resources its process still owns
  * ({@code rdma resource show}: QPs, CQs, MRs, PDs, CM ids) and prints them, or "none".
  */
 public final class RdmaRankProgram {
@@ -37,6 +38,7 @@ public final class RdmaRankProgram {
                 case "big" -> big(comm, Integer.parseInt(args[1]));
                 case "loop" -> loop(comm, Integer.parseInt(args[1]), Long.parseLong(args[2]));
                 case "alloc" -> alloc(comm);
+                case "ahead" -> ahead(comm, Integer.parseInt(args[1]));
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             }
         } catch (Exception e) {
@@ -80,6 +82,36 @@ public final class RdmaRankProgram {
         long ms = (System.nanoTime() - t) / 1_000_000;
         expectExact(comm, out, ReduceOp.SUM, count, "out of place");
         System.out.println("rank " + comm.rank() + ": " + mib + " MiB float32 SUM exact in " + ms + " ms");
+    }
+
+    /**
+     * Rank 0 submits {@code calls} AllReduces at once while the others call one at a time, 1 ms apart, so
+     * that what rank 0 sends ahead often arrives before its call has started there (its small messages go
+     * ahead as their own sub-streams). Every op; counts alternate between tiny and a few chunks' worth.
+     */
+    private static void ahead(Communicator comm, int calls) throws Exception {
+        List<GradientBuffer> buffers = new ArrayList<>();
+        List<java.util.concurrent.CompletableFuture<GradientBuffer>> running = new ArrayList<>();
+        for (int call = 0; call < calls; call++) {
+            ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
+            GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, call % 3 == 0 ? call : 20_000 + call);
+            CheckPattern.fill(buffer, op, comm.rank());
+            buffers.add(buffer);
+            if (comm.rank() == 0) {
+                running.add(comm.allReduce(buffer, op).toFuture());
+            } else {
+                Thread.sleep(1);
+                comm.allReduceBlocking(buffer, op);
+            }
+        }
+        for (java.util.concurrent.CompletableFuture<GradientBuffer> done : running) {
+            done.get(2, java.util.concurrent.TimeUnit.MINUTES);
+        }
+        for (int call = 0; call < calls; call++) {
+            ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
+            expectExact(comm, buffers.get(call), op, buffers.get(call).count(), "call " + call);
+        }
+        System.out.println("rank " + comm.rank() + ": " + calls + " calls in flight at rank 0 exact");
     }
 
     private static void expectExact(Communicator comm, GradientBuffer result, ReduceOp op, int count, String placement) {
