@@ -19,7 +19,7 @@ class CancelPropertyTest {
 
     static List<Arguments> cases() {
         List<Arguments> cases = new ArrayList<>();
-        String[] algorithms = {"ring", "rhd", "tree", "btree", "hier", "hier-leader", "auto"};
+        String[] algorithms = {"ring", "rhd", "tree", "btree", "hier", "hier-leader", "rd", "auto"};
         int[] sizes = {2, 3, 5, 8};
         for (String algorithm : algorithms) {
             for (int ranks : sizes) {

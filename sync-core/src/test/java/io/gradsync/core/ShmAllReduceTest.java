@@ -23,7 +23,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 class ShmAllReduceTest {
 
     @ParameterizedTest(name = "{0}, {1} ranks, chunk {2} B, depth {3}")
-    @CsvSource({"ring, 2, 4096, 2", "ring, 3, 65536, 4", "rhd, 4, 4096, 4", "tree, 3, 1024, 2", "btree, 4, 16384, 3"})
+    @CsvSource({"ring, 2, 4096, 2", "ring, 3, 65536, 4", "rhd, 4, 4096, 4", "tree, 3, 1024, 2", "btree, 4, 16384, 3",
+        "rd, 3, 4096, 1"})
     void everyCountOpTypeAndPlacementIsExactOnEveryRank(String algorithm, int ranks, int chunk, int depth) throws Exception {
         List<String> before = leftovers();
         List<List<String>> results = ShmThreadJob.run("shm", new int[ranks], new TransportOptions(chunk, depth),
@@ -44,7 +45,7 @@ class ShmAllReduceTest {
 
     /** The cancel trials of {@link CancelPropertyTest}, 30 per case, over shm. */
     @ParameterizedTest(name = "{0} ranks, {1}")
-    @CsvSource({"2, ring", "3, tree", "4, rhd", "4, auto"})
+    @CsvSource({"2, ring", "3, tree", "4, rhd", "3, rd", "4, auto"})
     void cancelsAnywhereNeverYieldWrongValues(int ranks, String algorithm) throws Exception {
         List<CancelTrials.Plan> plans = CancelTrials.plans(("shm" + algorithm).hashCode() * 31L + ranks, 30, ranks, 20_000);
         List<List<CancelTrials.Report>> reports = ShmThreadJob.run("shm", new int[ranks], new TransportOptions(16 * 1024, 4),
