@@ -30,6 +30,10 @@ final class ExchangePhase extends PairPhase {
     private final long dstOffset;
     private final int recvCount;
     private final ReduceOp reduceWith;
+    /** Sends and receives the same range (a swap): an arrival waits until this rank's own chunk of it has gone. */
+    private final boolean swap;
+    /** Reduce as {@code arrival op own} rather than {@code own op arrival}. */
+    private final boolean arrivalFirst;
     private final int toSend;
     private final int toReceive;
 
@@ -40,6 +44,13 @@ final class ExchangePhase extends PairPhase {
      */
     ExchangePhase(CollectiveContext ctx, DataType type, int sendPeer, Object srcBase, long srcOffset, int sendCount,
                   int recvPeer, Object dstBase, long dstOffset, int recvCount, ReduceOp reduceWith) {
+        this(ctx, type, sendPeer, srcBase, srcOffset, sendCount, recvPeer, dstBase, dstOffset, recvCount, reduceWith,
+                false, false);
+    }
+
+    private ExchangePhase(CollectiveContext ctx, DataType type, int sendPeer, Object srcBase, long srcOffset, int sendCount,
+                          int recvPeer, Object dstBase, long dstOffset, int recvCount, ReduceOp reduceWith, boolean swap,
+                          boolean arrivalFirst) {
         this.ctx = ctx;
         this.type = type;
         this.esize = type.bytes();
@@ -53,6 +64,8 @@ final class ExchangePhase extends PairPhase {
         this.dstOffset = dstOffset;
         this.recvCount = recvCount;
         this.reduceWith = reduceWith;
+        this.swap = swap;
+        this.arrivalFirst = arrivalFirst;
         this.toSend = messages(sendCount, chunk);
         this.toReceive = messages(recvCount, chunk);
         pair(recvPeer, toReceive, sendPeer, toSend);
@@ -68,16 +81,26 @@ final class ExchangePhase extends PairPhase {
         return new ExchangePhase(ctx, type, -1, null, 0, NONE, peer, base, offset, count, null);
     }
 
+    /**
+     * Swaps {@code count} elements with {@code partner} and reduces the partner's into them. Each arrival is
+     * reduced only once this rank's own chunk of the same range has gone (until then it waits, unreleased),
+     * so nothing is sent that already holds the partner's value; {@code arrivalFirst} puts the partner's
+     * operand first, so that both sides of the swap evaluate the same expression.
+     */
+    static ExchangePhase swap(CollectiveContext ctx, DataType type, int partner, Object base, long offset, int count,
+                              ReduceOp op, boolean arrivalFirst) {
+        return new ExchangePhase(ctx, type, partner, base, offset, count, partner, base, offset, count, op, true, arrivalFirst);
+    }
+
     private static int messages(int count, int chunk) {
         return count < 0 ? 0 : Math.max(1, (count + chunk - 1) / chunk);
     }
 
-
-
-
-
     @Override
     public boolean consume(int peer, RecvSlot arrival) {
+        if (swap && received >= sent) {
+            return false;
+        }
         int first = received * chunk;
         int length = Math.min(recvCount, first + chunk) - first;
         if (arrival.length() != length * esize) {
@@ -88,6 +111,8 @@ final class ExchangePhase extends PairPhase {
         long at = dstOffset + (long) first * esize;
         if (reduceWith == null) {
             Kernels.copy(slot.base(), slot.offset(), dstBase, at, (long) length * esize);
+        } else if (arrivalFirst) {
+            Kernels.reduce(type, reduceWith, slot.base(), slot.offset(), dstBase, at, dstBase, at, length);
         } else {
             Kernels.reduce(type, reduceWith, dstBase, at, slot.base(), slot.offset(), dstBase, at, length);
         }
@@ -112,6 +137,5 @@ final class ExchangePhase extends PairPhase {
         sent++;
         return 0;
     }
-
 
 }

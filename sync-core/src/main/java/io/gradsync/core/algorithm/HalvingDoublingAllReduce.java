@@ -39,20 +39,13 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
         if (n == 1) {
             return plan;
         }
-        int rank = ctx.rank();
         int count = input.count();
-        int p = Integer.highestOneBit(n);
-        int folded = n - p;
+        Folding folding = new Folding(ctx.rank(), n);
+        int p = folding.powerOfTwo();
+        folding.foldIn(plan, ctx, type, out, outOffset, count, op);
 
-        // Fold the extra ranks in: even ranks below 2*folded give their buffer to the odd rank above.
-        boolean sitsOut = rank < 2 * folded && rank % 2 == 0;
-        if (rank < 2 * folded) {
-            plan.add(sitsOut ? ExchangePhase.send(ctx, type, rank + 1, out, outOffset, count)
-                    : new ExchangePhase(ctx, type, -1, null, 0, ExchangePhase.NONE, rank - 1, out, outOffset, count, op));
-        }
-
-        if (!sitsOut) {
-            int virtual = rank < 2 * folded ? rank / 2 : rank - folded;
+        if (!folding.sitsOut()) {
+            int virtual = folding.virtualRank();
             int steps = Integer.numberOfTrailingZeros(p);
             int[] givenFrom = new int[steps];
             int[] givenTo = new int[steps];
@@ -66,7 +59,7 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
                 givenTo[step] = keepLower ? hi : mid;
                 int keptFrom = keepLower ? lo : mid;
                 int keptTo = keepLower ? mid : hi;
-                int partner = realRank(virtual ^ mask, folded);
+                int partner = folding.realRank(virtual ^ mask);
                 plan.add(new ExchangePhase(ctx, type,
                         partner, out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step],
                         partner, out, outOffset + (long) keptFrom * esize, keptTo - keptFrom, op));
@@ -79,7 +72,7 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
                 plan.add(new LocalPhase(() -> Kernels.divide(type, out, ownedOffset, owned, n)));
             }
             for (int step = steps - 1; step >= 0; step--) {
-                int partner = realRank(virtual ^ (p >>> (step + 1)), folded);
+                int partner = folding.realRank(virtual ^ (p >>> (step + 1)));
                 plan.add(new ExchangePhase(ctx, type,
                         partner, out, outOffset + (long) lo * esize, hi - lo,
                         partner, out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step], null));
@@ -88,15 +81,7 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
             }
         }
 
-        // Fold out: the odd ranks hand the result back.
-        if (rank < 2 * folded) {
-            plan.add(sitsOut ? ExchangePhase.receive(ctx, type, rank + 1, out, outOffset, count)
-                    : ExchangePhase.send(ctx, type, rank - 1, out, outOffset, count));
-        }
+        folding.foldOut(plan, ctx, type, out, outOffset, count);
         return plan;
-    }
-
-    private static int realRank(int virtual, int folded) {
-        return virtual < folded ? 2 * virtual + 1 : virtual + folded;
     }
 }
