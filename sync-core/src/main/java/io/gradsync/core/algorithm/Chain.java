@@ -116,10 +116,6 @@ final class Chain extends PairPhase {
         return chain;
     }
 
-
-
-
-
     @Override
     public boolean consume(int peer, RecvSlot arrival) {
         int first = received * chunk;
@@ -162,6 +158,5 @@ final class Chain extends PairPhase {
         sent++;
         return 0;
     }
-
 
 }

@@ -154,10 +154,6 @@ final class GroupRing {
             pair(left, messages, right, messages);
         }
 
-
-
-
-
         @Override
         public void begin() {
             if (op == null) {
@@ -189,8 +185,6 @@ final class GroupRing {
             fill(sent++, payload);
             return 0;
         }
-
-
 
         /** Compact: arrival {@code i} overwrites the partial that message {@code i} sends on, so it waits for it. */
         private boolean mayConsume(int i) {

@@ -109,10 +109,6 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             pair(left, messages, right, messages);
         }
 
-
-
-
-
         /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code position - step - 1}. */
         @Override
         public boolean consume(int peer, RecvSlot arrival) {
@@ -179,8 +175,6 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             }
             return 0;
         }
-
-
 
         /** First element of chunk {@code k} of {@code segment}; {@code k == C} gives the segment's end. */
         private int chunkStart(int segment, int k) {
