@@ -191,17 +191,16 @@ public final class CollectiveContext {
         }
     }
 
-    /** Fails the call if a peer aborted the job, or if a peer's end of this call's stream means it can never complete. */
+    /**
+     * Fails the call if a peer aborted the job, or if a peer's end of this call's stream, as the ledger
+     * knows it, means it can never complete (the engine takes the peers' notices into the ledger).
+     */
     void checkPeers() {
         PeerAbort abort = abortFailingThisCall();
         if (abort != null) {
             throw abortError(abort, "", null);
         }
         ledger.applyEnds();
-        StreamEnd notice;
-        while ((notice = job.pollStreamEnd()) != null) {
-            ledger.peerEnded(notice);
-        }
         StreamEnd end = ledger.endBefore(call);
         if (end != null) {
             throw new StreamEndedException(rank(), collective, call, end.rank(), end.calls(), end.reason());

@@ -8,6 +8,7 @@ import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.StreamEnd;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;
@@ -38,7 +39,8 @@ import java.util.function.Function;
  * A collective that fails (a mismatch, a dead peer, no progress for the timeout) fails the communicator:
  * it and every later active or queued collective fail; earlier ones still run to their end, since peers,
  * told of the failure as of that call, still complete them. A collective whose stream ended early on some
- * rank ({@link StreamEndedException}) is abandoned on every rank and nothing else fails. Used by the
+ * rank ({@link StreamEndedException}) is abandoned on every rank, as soon as the notice is taken, and
+ * nothing else fails. Used by the
  * progress thread only.
  */
 public final class Engine {
@@ -101,6 +103,7 @@ public final class Engine {
      */
     public void admit(String collective, Call call, Function<CollectiveContext, List<Phase>> planner, Completion completion) {
         Run run = new Run(collective, call, completion, planner);
+        takeStreamEnds(); // the new collective checks for itself, below
         active.add(run);
         lastProgressNanos = System.nanoTime();
         if (failure != null) {
@@ -170,6 +173,7 @@ public final class Engine {
      * or retire.
      */
     private void checkStalled() {
+        takeStreamEnds();
         for (int i = 0; i < active.size(); i++) {
             Run run = active.get(i);
             if (!run.done) {
@@ -179,6 +183,29 @@ public final class Engine {
                 } catch (RuntimeException | Error e) {
                     fail(run, e);
                 }
+            }
+        }
+    }
+
+    /**
+     * Takes the peers' stream-end notices into the ledger and abandons, in the same step, every active
+     * collective they cut off. In the same step because from then on the inbox drops those calls' messages
+     * as orphans: a collective left running would take the messages behind the dropped ones as its own and
+     * report that a peer broke the protocol (failing the communicator) instead of that the stream ended.
+     */
+    private void takeStreamEnds() {
+        StreamEnd notice = endpoint.job().pollStreamEnd();
+        if (notice == null) {
+            return;
+        }
+        do {
+            ledger.peerEnded(notice);
+        } while ((notice = endpoint.job().pollStreamEnd()) != null);
+        for (int i = 0; i < active.size(); i++) {
+            Run run = active.get(i);
+            StreamEnd end = run.done ? null : ledger.endBefore(run.call.id());
+            if (end != null) {
+                run.abandon(new StreamEndedException(rank, run.collective, run.call.id(), end.rank(), end.calls(), end.reason()));
             }
         }
     }
