@@ -14,6 +14,8 @@ import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -42,7 +44,12 @@ import picocli.CommandLine.Option;
         description = "Collective bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
 public final class AllReducePerf implements java.util.concurrent.Callable<Integer> {
     private static final int JIT_WARMUP_CALLS = 6_000;
+    private static final int JIT_WARMUP_MAX_ROUNDS = 20;
+    private static final int JIT_WARMUP_BURST = 64;
+    /** A warm-up round is quiet when compilation took under 1/JIT_QUIET_SHARE of it on every rank. */
+    private static final int JIT_QUIET_SHARE = 100;
     private static final int JIT_WARMUP_ELEMENTS = 16 * 1024;
+    private static volatile long formattedInWarmup;
 
     @Option(names = {"-b", "--minbytes"}, defaultValue = "32M", converter = SizeConverter.class,
             description = "Smallest size (default ${DEFAULT-VALUE}).")
@@ -227,6 +234,81 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         return 0;
     }
 
+    /**
+     * Compiles everything a row runs before the first row is timed. With one core per rank (--bind-to core) a
+     * compilation, or a deoptimisation and recompilation, takes that core from the rank, and rows timed while one
+     * was under way ran 3-30x slower than the same rows a moment later (4 KiB out of place at 30-170 us against
+     * 4-12 us in place). So the warm-up runs what the rows run: every size of the sweep up to JIT_WARMUP_ELEMENTS
+     * (or two chunks per ring segment, if more) in both placements, since auto picks other algorithms, and other
+     * branches run, at other sizes; bursts of one size back to back; between bursts, the barrier, the time and
+     * error reductions (a FLOAT64 reduction nobody had run before deoptimised rd's step) and, on rank 0, the
+     * formatting of a row (the first row printed queued the formatter's compilations, which then ran during the
+     * next row). It goes on, in rounds, until compilation took under 1% of a round on every rank (background
+     * threads keep a trickle going).
+     */
+    private void warmUpJit(Communicator comm, DataType type, ReduceOp reduceOp, List<Long> sizes, ByteBuffer inMemory,
+                           ByteBuffer outMemory) {
+        int n = comm.size();
+        int rank = comm.rank();
+        double[] nanos = new double[2];
+        long[] wrong = new long[4];
+        List<PerfCollective.Call> jit = new ArrayList<>();
+        List<Integer> jitCounts = new ArrayList<>();
+        int previousCount = -1;
+        long largest = Math.max(JIT_WARMUP_ELEMENTS, 2L * n * chunkBytes / type.bytes()); // two chunks per ring segment
+        for (long size : sizes) {
+            int count = collective.roundCount(Math.toIntExact(Math.min(size / type.bytes(), largest)), n);
+            for (int inPlace = 0; inPlace < 2 && count != previousCount; inPlace++) {
+                if (collective.supports(inPlace == 1)) {
+                    jit.add(collective.layout(inMemory, outMemory, type, count, n, rank, inPlace == 1));
+                    jitCounts.add(count);
+                }
+            }
+            previousCount = count;
+        }
+        CompilationMXBean compiler = ManagementFactory.getCompilationMXBean();
+        boolean compileTimed = compiler != null && compiler.isCompilationTimeMonitoringSupported();
+        long[] compiling = {1};
+        int rounds = 0;
+        long formatted = 0;
+        for (; rounds < JIT_WARMUP_MAX_ROUNDS && compiling[0] != 0; rounds++) {
+            long compiledBefore = compileTimed ? compiler.getTotalCompilationTime() : 0;
+            long roundStart = System.nanoTime();
+            int layout = 0;
+            int inBurst = 0;
+            for (int i = 0; i < JIT_WARMUP_CALLS; i++) {
+                PerfCollective.Call call = jit.get(layout);
+                if (inBurst == 0) {
+                    comm.barrierBlocking();
+                    java.util.Arrays.fill(nanos, 1_000);
+                    combineTimes(comm, nanos, n);
+                    comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
+                    if (rank == 0) {
+                        int count = jitCounts.get(layout);
+                        formatted += formatRow(row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong,
+                                collective == PerfCollective.ALLREDUCE ? comm.allReduceChoice(count, type) : null),
+                                type, reduceOp).length();
+                    }
+                    collective.prepare(call, reduceOp, n, rank, root);
+                }
+                collective.run(comm, call, reduceOp, root);
+                // bursts of JIT_WARMUP_BURST calls up to JIT_WARMUP_ELEMENTS, fewer (4 at least) above
+                if (++inBurst >= Math.max(4, JIT_WARMUP_BURST * JIT_WARMUP_ELEMENTS / Math.max(JIT_WARMUP_ELEMENTS, jitCounts.get(layout)))) {
+                    inBurst = 0;
+                    layout = (layout + 1) % jit.size();
+                }
+            }
+            long compiledMillis = compileTimed ? compiler.getTotalCompilationTime() - compiledBefore : 0;
+            compiling[0] = compiledMillis * 1_000_000 * JIT_QUIET_SHARE > System.nanoTime() - roundStart ? 1 : 0;
+            comm.allReduceBlocking(GradientBuffer.wrap(compiling), ReduceOp.MAX);
+        }
+        formattedInWarmup = formatted; // kept, so that the formatting is not optimised away
+        if (rank == 0) {
+            System.out.printf(Locale.ROOT, "# JIT warm-up: %d rounds of %d calls, %s%n#%n", rounds, JIT_WARMUP_CALLS,
+                    compiling[0] == 0 ? "in the last no rank compiled for over 1% of it" : "still compiling after the last");
+        }
+    }
+
     /** Ranks as threads of this JVM over the in-JVM transport. */
     private void runThreads(DataType type, ReduceOp reduceOp, List<Long> sizes, Row[] rows) throws Exception {
         try (LocalTransport job = LocalTransport.create(ranks, Math.toIntExact(chunkBytes), depth)) {
@@ -272,21 +354,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             jobTransport = comm.transportName();
             printHeader(type, comm);
         }
-        // Compile the data path before the first row is timed: a few warm-up calls per size are not enough. The
-        // engine pumps every kind of collective through the same call sites, so the warm-up mixes in the barriers
-        // and small reductions a row also runs: the JIT then compiles those sites for all of them once, instead of
-        // recompiling them (and running slower meanwhile) when the first row brings a new kind.
-        PerfCollective.Call jit = collective.layout(inMemory, outMemory, type,
-                collective.roundCount(Math.min(maxCount, JIT_WARMUP_ELEMENTS), n), n, rank, !collective.outOfPlace);
-        collective.prepare(jit, reduceOp, n, rank, root);
-        long[] scratch = new long[2];
-        for (int i = 0; i < JIT_WARMUP_CALLS; i++) {
-            collective.run(comm, jit, reduceOp, root);
-            if (i % 8 == 0) {
-                comm.barrierBlocking();
-                comm.allReduceBlocking(GradientBuffer.wrap(scratch), ReduceOp.MAX);
-            }
-        }
+        warmUpJit(comm, type, reduceOp, sizes, inMemory, outMemory);
         for (int s = 0; s < sizes.size(); s++) {
             int count = collective.roundCount(Math.toIntExact(sizes.get(s) / type.bytes()), n);
             for (int inPlace = 0; inPlace < 2; inPlace++) {
@@ -407,11 +475,15 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     }
 
     private void printRow(Row r, DataType type, ReduceOp op) {
+        System.out.println(formatRow(r, type, op));
+        System.out.flush();
+    }
+
+    private String formatRow(Row r, DataType type, ReduceOp op) {
         String choice = showChoice() ? "  " + r.choice.algorithmName() + "/" + r.choice.chunkBytes() : "";
-        System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %6d%s%s%s%n", r.size, r.count, type.shortName(), op.shortName(),
+        return String.format(Locale.ROOT, "%12d  %12d  %8s  %6s  %6d%s%s%s", r.size, r.count, type.shortName(), op.shortName(),
                 rootColumn(), placement(r.usOut, r.algbwOut, r.busbwOut, r.wrongOut),
                 placement(r.usIn, r.algbwIn, r.busbwIn, r.wrongIn), choice);
-        System.out.flush();
     }
 
     /** One placement's columns as nccl-tests prints them, or n/a for a placement the collective does not have. */
