@@ -252,16 +252,17 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         int rank = comm.rank();
         double[] nanos = new double[2];
         long[] wrong = new long[4];
-        List<PerfCollective.Call> jit = new ArrayList<>();
-        List<Integer> jitCounts = new ArrayList<>();
+        List<WarmUpLayout> jit = new ArrayList<>();
         int previousCount = -1;
         long largest = Math.max(JIT_WARMUP_ELEMENTS, 2L * n * chunkBytes / type.bytes()); // two chunks per ring segment
         for (long size : sizes) {
             int count = collective.roundCount(Math.toIntExact(Math.min(size / type.bytes(), largest)), n);
+            // bursts of JIT_WARMUP_BURST calls up to JIT_WARMUP_ELEMENTS, proportionally fewer (4 at least) above
+            int burst = Math.max(4, JIT_WARMUP_BURST * JIT_WARMUP_ELEMENTS / Math.max(JIT_WARMUP_ELEMENTS, count));
             for (int inPlace = 0; inPlace < 2 && count != previousCount; inPlace++) {
                 if (collective.supports(inPlace == 1)) {
-                    jit.add(collective.layout(inMemory, outMemory, type, count, n, rank, inPlace == 1));
-                    jitCounts.add(count);
+                    jit.add(new WarmUpLayout(collective.layout(inMemory, outMemory, type, count, n, rank, inPlace == 1),
+                            count, burst));
                 }
             }
             previousCount = count;
@@ -277,23 +278,21 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             int layout = 0;
             int inBurst = 0;
             for (int i = 0; i < JIT_WARMUP_CALLS; i++) {
-                PerfCollective.Call call = jit.get(layout);
+                WarmUpLayout warm = jit.get(layout);
                 if (inBurst == 0) {
                     comm.barrierBlocking();
                     java.util.Arrays.fill(nanos, 1_000);
                     combineTimes(comm, nanos, n);
                     comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
                     if (rank == 0) {
-                        int count = jitCounts.get(layout);
-                        formatted += formatRow(row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong,
-                                collective == PerfCollective.ALLREDUCE ? comm.allReduceChoice(count, type) : null),
+                        formatted += formatRow(row((long) warm.count() * type.bytes(), warm.count(), collective.busFactor(n), n,
+                                nanos, wrong, collective == PerfCollective.ALLREDUCE ? comm.allReduceChoice(warm.count(), type) : null),
                                 type, reduceOp).length();
                     }
-                    collective.prepare(call, reduceOp, n, rank, root);
+                    collective.prepare(warm.call(), reduceOp, n, rank, root);
                 }
-                collective.run(comm, call, reduceOp, root);
-                // bursts of JIT_WARMUP_BURST calls up to JIT_WARMUP_ELEMENTS, fewer (4 at least) above
-                if (++inBurst >= Math.max(4, JIT_WARMUP_BURST * JIT_WARMUP_ELEMENTS / Math.max(JIT_WARMUP_ELEMENTS, jitCounts.get(layout)))) {
+                collective.run(comm, warm.call(), reduceOp, root);
+                if (++inBurst == warm.burst()) {
                     inBurst = 0;
                     layout = (layout + 1) % jit.size();
                 }
@@ -307,6 +306,10 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             System.out.printf(Locale.ROOT, "# JIT warm-up: %d rounds of %d calls, %s%n#%n", rounds, JIT_WARMUP_CALLS,
                     compiling[0] == 0 ? "in the last no rank compiled for over 1% of it" : "still compiling after the last");
         }
+    }
+
+    /** One size and placement the JIT warm-up runs, and how many calls of it it runs back to back. */
+    private record WarmUpLayout(PerfCollective.Call call, int count, int burst) {
     }
 
     /** Ranks as threads of this JVM over the in-JVM transport. */
