@@ -40,8 +40,7 @@ import java.util.function.Function;
  * it and every later active or queued collective fail; earlier ones still run to their end, since peers,
  * told of the failure as of that call, still complete them. A collective whose stream ended early on some
  * rank ({@link StreamEndedException}) is abandoned on every rank, as soon as the notice is taken, and
- * nothing else fails. Used by the
- * progress thread only.
+ * nothing else fails. Used by the progress thread only.
  */
 public final class Engine {
 
