@@ -43,6 +43,7 @@ final class AeronLink implements Link {
     private final Sender sender = new Sender();
     private final Receiver receiver = new Receiver();
     private final Peeker peeker = new Peeker();
+    private final TermRegions terms = new TermRegions();
     private Image image;
     private boolean wasConnected;
     private boolean claimed;
@@ -75,7 +76,7 @@ final class AeronLink implements Link {
         if (result > 0) {
             wasConnected = true;
             claimed = true;
-            sender.payload.moveTo(claim.buffer().addressOffset() + claim.offset() + HEADER, length);
+            terms.moveTo(sender.payload, claim.buffer(), claim.offset() + HEADER, length);
             return sender;
         }
         if (result == Publication.BACK_PRESSURED || result == Publication.ADMIN_ACTION) {
@@ -173,7 +174,7 @@ final class AeronLink implements Link {
             receiver.call = buffer.getLong(offset);
             receiver.descriptor = buffer.getLong(offset + 8);
             receiver.arguments = buffer.getLong(offset + 16);
-            receiver.payload.moveTo(buffer.addressOffset() + offset + HEADER, length - HEADER);
+            terms.moveTo(receiver.payload, buffer, offset + HEADER, length - HEADER);
             return Action.BREAK;
         }
     }

@@ -362,7 +362,7 @@ final class VerbsEndpoint implements Endpoint {
 
     /** The address of a direct buffer's first byte (its position must be 0). */
     static long addressOf(ByteBuffer buffer) {
-        return io.gradsync.core.memory.Region.ofDirect(buffer).offset();
+        return io.gradsync.core.memory.Region.ofDirect(buffer).address();
     }
 
     @Override

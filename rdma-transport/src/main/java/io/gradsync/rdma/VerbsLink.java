@@ -63,6 +63,8 @@ final class VerbsLink implements Link {
     final int qpNum;
     private final ByteBuffer memory;
     private final ByteBuffer alignedView;
+    /** The registered bytes, as the region that payloads move through. */
+    private final Region registered;
     private final long base;
     private final int stagingOffset;
     private final int creditInOffset;
@@ -118,6 +120,7 @@ final class VerbsLink implements Link {
         aligned.limit(creditOutOffset + 64);
         this.base = raw + skip;
         this.alignedView = aligned;
+        this.registered = Region.ofDirect(aligned);
         this.mr = pd.regMr(base, aligned.limit(), IbvMr.IBV_ACCESS_LOCAL_WRITE | IbvMr.IBV_ACCESS_REMOTE_WRITE)
                 .execute().free().getMr();
         this.creditBatch = Math.max(1, window / 2);
@@ -225,7 +228,7 @@ final class VerbsLink implements Link {
         }
         claimed = true;
         claimedLength = length;
-        sender.payload.moveTo(base + stagingOffset + (long) slot(sent) * stride + HEADER, length);
+        sender.payload.moveTo(registered, stagingOffset + (long) slot(sent) * stride + HEADER, length);
         return sender;
     }
 
@@ -262,7 +265,7 @@ final class VerbsLink implements Link {
         receiver.call = alignedView.getLong(at);
         receiver.descriptor = alignedView.getLong(at + 8);
         receiver.arguments = alignedView.getLong(at + 16);
-        receiver.payload.moveTo(base + at + HEADER, lengths[slot]);
+        receiver.payload.moveTo(registered, at + HEADER, lengths[slot]);
         held = true;
         return receiver;
     }

@@ -8,7 +8,6 @@ import io.gradsync.core.algorithm.Phase;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
 import io.gradsync.core.algorithm.CollectiveKind;
 import io.gradsync.core.algorithm.Collectives;
-import io.gradsync.core.memory.Region;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.select.AllReduceOverride;
 import io.gradsync.core.select.AllReduceSelector;
@@ -598,7 +597,7 @@ public final class Communicator implements AutoCloseable {
             throw new IllegalArgumentException(collective + " input has " + input.count() + " elements but output has "
                     + output.count());
         }
-        if (overlaps(input, output) && !startsAt(output, input.region().offset())) {
+        if (input.region().overlaps(output.region()) && !output.region().startsAt(input.region(), 0)) {
             throw new IllegalArgumentException(collective + " input and output overlap without being the same buffer");
         }
     }
@@ -632,29 +631,22 @@ public final class Communicator implements AutoCloseable {
         }
     }
 
-    /** The offset of block {@code index} of {@code blocks.count()}-element blocks in {@code whole}. */
+    /** The byte where block {@code index} of {@code blocks.count()}-element blocks starts in {@code whole}. */
     private static long blockStart(GradientBuffer whole, int blockCount, int index) {
-        return whole.region().offset() + (long) index * blockCount * whole.dataType().bytes();
+        return (long) index * blockCount * whole.dataType().bytes();
     }
 
-    /** {@code part} may overlap {@code whole} only by starting at {@code allowedOffset} in it (in place). */
+    /**
+     * {@code part} may overlap {@code whole} only by starting at its byte {@code allowedByte} (in place);
+     * a negative {@code allowedByte} allows no overlap.
+     */
     private static void requireNoOverlapUnless(String collective, GradientBuffer whole, GradientBuffer part,
-                                               long allowedOffset, String allowed) {
-        if (overlaps(whole, part) && !startsAt(part, allowedOffset)) {
+                                               long allowedByte, String allowed) {
+        if (whole.region().overlaps(part.region())
+                && (allowedByte < 0 || !part.region().startsAt(whole.region(), allowedByte))) {
             throw new IllegalArgumentException(collective + " input and output overlap; the only overlap allowed is: "
                     + allowed);
         }
-    }
-
-    private static boolean overlaps(GradientBuffer a, GradientBuffer b) {
-        Region x = a.region();
-        Region y = b.region();
-        return x.base() == y.base() && x.byteLength() > 0 && y.byteLength() > 0
-                && x.offset() < y.offset() + y.byteLength() && y.offset() < x.offset() + x.byteLength();
-    }
-
-    private static boolean startsAt(GradientBuffer b, long offset) {
-        return b.region().offset() == offset;
     }
 
     private void requireRoot(String collective, int root) {

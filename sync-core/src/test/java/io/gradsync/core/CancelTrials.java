@@ -220,8 +220,7 @@ public final class CancelTrials {
             wrong.add("gradient " + index + " of stream " + phase + " has " + g.count() + " elements");
             return;
         }
-        double[] values = (double[]) g.region().base();
-        for (int j = 0; j < values.length; j++) {
+        for (int j = 0; j < g.count(); j++) {
             double expected = 0;
             for (int r = 0; r < ranks; r++) {
                 double v = value(phase, plan.trial(), index, r, j);
@@ -233,8 +232,9 @@ public final class CancelTrials {
             if (plan.op() == ReduceOp.AVG) {
                 expected /= ranks;
             }
-            if (values[j] != expected) {
-                wrong.add("stream " + phase + " gradient " + index + "[" + j + "] = " + values[j] + ", expected " + expected);
+            double value = g.getDouble(j);
+            if (value != expected) {
+                wrong.add("stream " + phase + " gradient " + index + "[" + j + "] = " + value + ", expected " + expected);
                 return;
             }
         }

@@ -37,27 +37,25 @@ public class KernelBenchmark {
         @Param({"4096", "67108864"})
         public int bytes;
 
-        long a;
-        long b;
-        long dst;
-        private ByteBuffer[] keep;
+        Region a;
+        Region b;
+        Region dst;
 
         @Setup
         public void allocate() {
-            keep = new ByteBuffer[3];
-            long[] addresses = new long[3];
+            Region[] regions = new Region[3];
             for (int i = 0; i < 3; i++) {
-                keep[i] = ByteBuffer.allocateDirect(bytes + 64).alignedSlice(64).order(ByteOrder.nativeOrder());
+                ByteBuffer buffer = ByteBuffer.allocateDirect(bytes + 64).alignedSlice(64).order(ByteOrder.nativeOrder());
                 for (int j = 0; j + 2 <= bytes; j += 2) {
                     // 0x3C00 is 1.0 in float16 and a normal number in every other float format read
                     // over these bytes: no subnormals to slow the floating-point kernels down
-                    keep[i].putShort(j, (short) (0x3C00 + (j / 2) % 17));
+                    buffer.putShort(j, (short) (0x3C00 + (j / 2) % 17));
                 }
-                addresses[i] = Region.ofDirect(keep[i]).offset();
+                regions[i] = Region.ofDirect(buffer);
             }
-            a = addresses[0];
-            b = addresses[1];
-            dst = addresses[2];
+            a = regions[0];
+            b = regions[1];
+            dst = regions[2];
         }
     }
 
@@ -73,11 +71,12 @@ public class KernelBenchmark {
 
     @Benchmark
     public void copy(Buffers m) {
-        Kernels.copy(null, m.a, null, m.dst, m.bytes);
+        Kernels.copy(m.a.base(), m.a.offset(), m.dst.base(), m.dst.offset(), m.bytes);
     }
 
     @Benchmark
     public void reduce(Buffers m, Kernel k) {
-        Kernels.reduce(k.type, k.op, null, m.a, null, m.b, null, m.dst, m.bytes / k.type.bytes());
+        Kernels.reduce(k.type, k.op, m.a.base(), m.a.offset(), m.b.base(), m.b.offset(), m.dst.base(), m.dst.offset(),
+                m.bytes / k.type.bytes());
     }
 }

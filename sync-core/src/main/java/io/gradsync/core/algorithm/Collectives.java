@@ -30,7 +30,7 @@ public final class Collectives {
         int divisor = op == ReduceOp.AVG ? n : 1;
         int[] ring = ring(n);
         long ownBlock = (long) ctx.rank() * block * type.bytes();
-        if (in.base() == out.base() && in.offset() + ownBlock == out.offset()) {
+        if (out.startsAt(in, ownBlock)) {
             return List.of(GroupRing.reduceScatter(ctx, ring, type, op, divisor, in.base(), in.offset(), in.base(), in.offset(), 0, n * block));
         } else {
             return List.of(GroupRing.reduceScatterCompact(ctx, ring, type, op, divisor, in.base(), in.offset(),

@@ -158,7 +158,7 @@ final class Layout {
         }
         Region a = g.region();
         Region v = views[p].region();
-        return a.base() == v.base() && a.offset() == v.offset() && a.byteLength() == v.byteLength();
+        return a.startsAt(v, 0) && a.byteLength() == v.byteLength();
     }
 
     /** Copies (or, when {@code add}, adds) gradient {@code p} into its bucket. */

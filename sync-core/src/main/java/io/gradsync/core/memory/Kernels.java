@@ -1,8 +1,18 @@
 package io.gradsync.core.memory;
 
+import static io.gradsync.core.memory.MemoryAccess.getDouble;
+import static io.gradsync.core.memory.MemoryAccess.getFloat;
+import static io.gradsync.core.memory.MemoryAccess.getInt;
+import static io.gradsync.core.memory.MemoryAccess.getLong;
+import static io.gradsync.core.memory.MemoryAccess.getShort;
+import static io.gradsync.core.memory.MemoryAccess.putDouble;
+import static io.gradsync.core.memory.MemoryAccess.putFloat;
+import static io.gradsync.core.memory.MemoryAccess.putInt;
+import static io.gradsync.core.memory.MemoryAccess.putLong;
+import static io.gradsync.core.memory.MemoryAccess.putShort;
+
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
-import sun.misc.Unsafe;
 
 /**
  * Reduction and copy kernels over memory addressed as (base, offset), heap or off-heap alike (see
@@ -10,7 +20,6 @@ import sun.misc.Unsafe;
  * outside the loop, so each loop is a plain counted loop that the JIT unrolls.
  */
 public final class Kernels {
-    private static final Unsafe U = UnsafeAccess.UNSAFE;
 
     private Kernels() {
     }
@@ -36,7 +45,7 @@ public final class Kernels {
                 float d = divisor;
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 2);
-                    U.putFloat(dst, o, U.getFloat(dst, o) / d);
+                    putFloat(dst, o, getFloat(dst, o) / d);
                 }
                 break;
             }
@@ -44,32 +53,32 @@ public final class Kernels {
                 double d = divisor;
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 3);
-                    U.putDouble(dst, o, U.getDouble(dst, o) / d);
+                    putDouble(dst, o, getDouble(dst, o) / d);
                 }
                 break;
             }
             case INT32:
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 2);
-                    U.putInt(dst, o, U.getInt(dst, o) / divisor);
+                    putInt(dst, o, getInt(dst, o) / divisor);
                 }
                 break;
             case INT64:
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 3);
-                    U.putLong(dst, o, U.getLong(dst, o) / divisor);
+                    putLong(dst, o, getLong(dst, o) / divisor);
                 }
                 break;
             case BFLOAT16:
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 1);
-                    U.putShort(dst, o, HalfFloats.floatToBfloat16(HalfFloats.bfloat16ToFloat(U.getShort(dst, o)) / divisor));
+                    putShort(dst, o, HalfFloats.floatToBfloat16(HalfFloats.bfloat16ToFloat(getShort(dst, o)) / divisor));
                 }
                 break;
             case FLOAT16:
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 1);
-                    U.putShort(dst, o, HalfFloats.floatToFloat16(HalfFloats.float16ToFloat(U.getShort(dst, o)) / divisor));
+                    putShort(dst, o, HalfFloats.floatToFloat16(HalfFloats.float16ToFloat(getShort(dst, o)) / divisor));
                 }
                 break;
             default:
@@ -79,7 +88,7 @@ public final class Kernels {
 
     /** Copies {@code bytes} bytes; the ranges must not overlap. */
     public static void copy(Object src, long srcOff, Object dst, long dstOff, long bytes) {
-        U.copyMemory(src, srcOff, dst, dstOff, bytes);
+        MemoryAccess.copy(src, srcOff, dst, dstOff, bytes);
     }
 
     private static void reduceFloat32(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
@@ -88,25 +97,25 @@ public final class Kernels {
             case AVG:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
-                    U.putFloat(d, dOff + x, U.getFloat(a, ao + x) + U.getFloat(b, bo + x));
+                    putFloat(d, dOff + x, getFloat(a, ao + x) + getFloat(b, bo + x));
                 }
                 break;
             case PROD:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
-                    U.putFloat(d, dOff + x, U.getFloat(a, ao + x) * U.getFloat(b, bo + x));
+                    putFloat(d, dOff + x, getFloat(a, ao + x) * getFloat(b, bo + x));
                 }
                 break;
             case MAX:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
-                    U.putFloat(d, dOff + x, Math.max(U.getFloat(a, ao + x), U.getFloat(b, bo + x)));
+                    putFloat(d, dOff + x, Math.max(getFloat(a, ao + x), getFloat(b, bo + x)));
                 }
                 break;
             case MIN:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
-                    U.putFloat(d, dOff + x, Math.min(U.getFloat(a, ao + x), U.getFloat(b, bo + x)));
+                    putFloat(d, dOff + x, Math.min(getFloat(a, ao + x), getFloat(b, bo + x)));
                 }
                 break;
             default:
@@ -120,25 +129,25 @@ public final class Kernels {
             case AVG:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
-                    U.putDouble(d, dOff + x, U.getDouble(a, ao + x) + U.getDouble(b, bo + x));
+                    putDouble(d, dOff + x, getDouble(a, ao + x) + getDouble(b, bo + x));
                 }
                 break;
             case PROD:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
-                    U.putDouble(d, dOff + x, U.getDouble(a, ao + x) * U.getDouble(b, bo + x));
+                    putDouble(d, dOff + x, getDouble(a, ao + x) * getDouble(b, bo + x));
                 }
                 break;
             case MAX:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
-                    U.putDouble(d, dOff + x, Math.max(U.getDouble(a, ao + x), U.getDouble(b, bo + x)));
+                    putDouble(d, dOff + x, Math.max(getDouble(a, ao + x), getDouble(b, bo + x)));
                 }
                 break;
             case MIN:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
-                    U.putDouble(d, dOff + x, Math.min(U.getDouble(a, ao + x), U.getDouble(b, bo + x)));
+                    putDouble(d, dOff + x, Math.min(getDouble(a, ao + x), getDouble(b, bo + x)));
                 }
                 break;
             default:
@@ -152,25 +161,25 @@ public final class Kernels {
             case AVG:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
-                    U.putInt(d, dOff + x, U.getInt(a, ao + x) + U.getInt(b, bo + x));
+                    putInt(d, dOff + x, getInt(a, ao + x) + getInt(b, bo + x));
                 }
                 break;
             case PROD:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
-                    U.putInt(d, dOff + x, U.getInt(a, ao + x) * U.getInt(b, bo + x));
+                    putInt(d, dOff + x, getInt(a, ao + x) * getInt(b, bo + x));
                 }
                 break;
             case MAX:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
-                    U.putInt(d, dOff + x, Math.max(U.getInt(a, ao + x), U.getInt(b, bo + x)));
+                    putInt(d, dOff + x, Math.max(getInt(a, ao + x), getInt(b, bo + x)));
                 }
                 break;
             case MIN:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
-                    U.putInt(d, dOff + x, Math.min(U.getInt(a, ao + x), U.getInt(b, bo + x)));
+                    putInt(d, dOff + x, Math.min(getInt(a, ao + x), getInt(b, bo + x)));
                 }
                 break;
             default:
@@ -184,25 +193,25 @@ public final class Kernels {
             case AVG:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
-                    U.putLong(d, dOff + x, U.getLong(a, ao + x) + U.getLong(b, bo + x));
+                    putLong(d, dOff + x, getLong(a, ao + x) + getLong(b, bo + x));
                 }
                 break;
             case PROD:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
-                    U.putLong(d, dOff + x, U.getLong(a, ao + x) * U.getLong(b, bo + x));
+                    putLong(d, dOff + x, getLong(a, ao + x) * getLong(b, bo + x));
                 }
                 break;
             case MAX:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
-                    U.putLong(d, dOff + x, Math.max(U.getLong(a, ao + x), U.getLong(b, bo + x)));
+                    putLong(d, dOff + x, Math.max(getLong(a, ao + x), getLong(b, bo + x)));
                 }
                 break;
             case MIN:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
-                    U.putLong(d, dOff + x, Math.min(U.getLong(a, ao + x), U.getLong(b, bo + x)));
+                    putLong(d, dOff + x, Math.min(getLong(a, ao + x), getLong(b, bo + x)));
                 }
                 break;
             default:
@@ -216,25 +225,25 @@ public final class Kernels {
             case AVG:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
-                    U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) + bf16(b, bo + x)));
+                    putShort(d, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) + bf16(b, bo + x)));
                 }
                 break;
             case PROD:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
-                    U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) * bf16(b, bo + x)));
+                    putShort(d, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) * bf16(b, bo + x)));
                 }
                 break;
             case MAX:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
-                    U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(Math.max(bf16(a, ao + x), bf16(b, bo + x))));
+                    putShort(d, dOff + x, HalfFloats.floatToBfloat16(Math.max(bf16(a, ao + x), bf16(b, bo + x))));
                 }
                 break;
             case MIN:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
-                    U.putShort(d, dOff + x, HalfFloats.floatToBfloat16(Math.min(bf16(a, ao + x), bf16(b, bo + x))));
+                    putShort(d, dOff + x, HalfFloats.floatToBfloat16(Math.min(bf16(a, ao + x), bf16(b, bo + x))));
                 }
                 break;
             default:
@@ -248,25 +257,25 @@ public final class Kernels {
             case AVG:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
-                    U.putShort(d, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) + fp16(b, bo + x)));
+                    putShort(d, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) + fp16(b, bo + x)));
                 }
                 break;
             case PROD:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
-                    U.putShort(d, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) * fp16(b, bo + x)));
+                    putShort(d, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) * fp16(b, bo + x)));
                 }
                 break;
             case MAX:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
-                    U.putShort(d, dOff + x, HalfFloats.floatToFloat16(Math.max(fp16(a, ao + x), fp16(b, bo + x))));
+                    putShort(d, dOff + x, HalfFloats.floatToFloat16(Math.max(fp16(a, ao + x), fp16(b, bo + x))));
                 }
                 break;
             case MIN:
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
-                    U.putShort(d, dOff + x, HalfFloats.floatToFloat16(Math.min(fp16(a, ao + x), fp16(b, bo + x))));
+                    putShort(d, dOff + x, HalfFloats.floatToFloat16(Math.min(fp16(a, ao + x), fp16(b, bo + x))));
                 }
                 break;
             default:
@@ -275,10 +284,10 @@ public final class Kernels {
     }
 
     private static float bf16(Object base, long offset) {
-        return HalfFloats.bfloat16ToFloat(U.getShort(base, offset));
+        return HalfFloats.bfloat16ToFloat(getShort(base, offset));
     }
 
     private static float fp16(Object base, long offset) {
-        return HalfFloats.float16ToFloat(U.getShort(base, offset));
+        return HalfFloats.float16ToFloat(getShort(base, offset));
     }
 }

@@ -6,7 +6,13 @@ import java.util.Objects;
 
 /**
  * A contiguous range of bytes, on the Java heap (a primitive array) or off-heap (a direct buffer),
- * addressed as (base object, offset). Regions are views: they never copy and never own memory.
+ * addressed as (base, offset). Regions are views: they never copy and never own memory.
+ *
+ * <p>The pair is opaque: pass {@link #base()} and {@link #offset()} (plus byte distances within the
+ * region) to {@link Kernels}, {@link Elements} and {@link WireCodec}, and compare regions with
+ * {@link #overlaps} and {@link #startsAt}, never by base. What a base is depends on the JDK: on 17 the
+ * array itself (off-heap: {@code null} and an absolute address), on 22 and later a memory segment
+ * with offsets relative to it.
  *
  * <p>Byte order is the platform's (little-endian): every kernel and every transport reads and writes
  * elements in that order.
@@ -18,12 +24,9 @@ public final class Region {
     private Object base;
     private long offset;
     private long byteLength;
+    /** What keeps the memory alive; for heap regions the array, which is also their identity. */
     private final Object owner;
     private final boolean movable;
-
-    private Region(Object base, long offset, long byteLength, Object owner) {
-        this(base, offset, byteLength, owner, false);
-    }
 
     private Region(Object base, long offset, long byteLength, Object owner, boolean movable) {
         this.base = base;
@@ -42,31 +45,57 @@ public final class Region {
     }
 
     /**
-     * Re-points a {@link #movable} region at off-heap memory.
+     * Re-points a {@link #movable} region at {@code length} bytes of off-heap {@code memory}, from its
+     * byte {@code fromByte}.
      *
      * @throws IllegalStateException if this region is not movable
+     * @throws IllegalArgumentException if {@code memory} is on the heap
+     * @throws IndexOutOfBoundsException if the bytes are not all in {@code memory}
      */
-    public Region moveTo(long address, long length) {
+    public Region moveTo(Region memory, long fromByte, long length) {
         if (!movable) {
             throw new IllegalStateException("only regions made by Region.movable() can be moved");
         }
-        this.offset = address;
+        if (!memory.isOffHeap()) {
+            throw new IllegalArgumentException("a movable region walks off-heap memory, not " + memory);
+        }
+        Objects.checkFromIndexSize(fromByte, length, memory.byteLength);
+        this.base = memory.base;
+        this.offset = memory.offset + fromByte;
         this.byteLength = length;
         return this;
     }
 
-    /** A view of {@code length} elements of a primitive array starting at element {@code from}. */
+    /**
+     * A view of {@code length} elements of a primitive array starting at element {@code from}.
+     *
+     * @throws IllegalArgumentException if {@code array} is not an array of a numeric primitive type
+     *         (boolean arrays are not)
+     */
     public static Region ofArray(Object array, int from, int length) {
         Objects.requireNonNull(array, "array");
-        Class<?> type = array.getClass().getComponentType();
-        if (type == null || !type.isPrimitive()) {
-            throw new IllegalArgumentException("not a primitive array: " + array.getClass().getName());
+        int scale = elementBytes(array.getClass().getComponentType());
+        if (scale == 0) {
+            throw new IllegalArgumentException("not a numeric primitive array: " + array.getClass().getName());
         }
-        int scale = UnsafeAccess.UNSAFE.arrayIndexScale(array.getClass());
         int arrayLength = java.lang.reflect.Array.getLength(array);
         Objects.checkFromIndexSize(from, length, arrayLength);
-        long start = UnsafeAccess.UNSAFE.arrayBaseOffset(array.getClass()) + (long) from * scale;
-        return new Region(array, start, (long) length * scale, array);
+        return new Region(MemoryAccess.heapBase(array), MemoryAccess.heapOffset(array, (long) from * scale),
+                (long) length * scale, array, false);
+    }
+
+    /** Bytes per element of a numeric primitive type; 0 for anything else. */
+    private static int elementBytes(Class<?> type) {
+        if (type == byte.class) {
+            return 1;
+        } else if (type == short.class || type == char.class) {
+            return 2;
+        } else if (type == int.class || type == float.class) {
+            return 4;
+        } else if (type == long.class || type == double.class) {
+            return 8;
+        }
+        return 0;
     }
 
     /**
@@ -82,22 +111,22 @@ public final class Region {
             throw new IllegalArgumentException(
                     "buffer byte order is " + buffer.order() + "; use buffer.order(ByteOrder.nativeOrder())");
         }
-        long address = UnsafeAccess.UNSAFE.getLong(buffer, UnsafeAccess.BUFFER_ADDRESS_OFFSET);
-        return new Region(null, address + buffer.position(), buffer.remaining(), buffer);
+        return new Region(MemoryAccess.directBase(buffer), MemoryAccess.directOffset(buffer), buffer.remaining(),
+                buffer, false);
     }
 
     /** A sub-range of this region, in bytes. */
     public Region slice(long fromByte, long length) {
         Objects.checkFromIndexSize(fromByte, length, byteLength);
-        return new Region(base, offset + fromByte, length, owner);
+        return new Region(base, offset + fromByte, length, owner, false);
     }
 
-    /** The heap array, or {@code null} for off-heap memory. */
+    /** The memory's base, to pass with {@link #offset()} to the kernels; opaque (see the class comment). */
     public Object base() {
         return base;
     }
 
-    /** The array offset, or the absolute address for off-heap memory. */
+    /** The offset of this region's first byte against {@link #base()}; opaque (see the class comment). */
     public long offset() {
         return offset;
     }
@@ -108,7 +137,44 @@ public final class Region {
 
     /** True when the bytes live outside the Java heap (and so never move). */
     public boolean isOffHeap() {
-        return base == null;
+        return MemoryAccess.isOffHeap(base);
+    }
+
+    /**
+     * The absolute address of the first byte, for native code (an RDMA registration).
+     *
+     * @throws IllegalStateException for a heap region, whose bytes the garbage collector may move
+     */
+    public long address() {
+        if (!isOffHeap()) {
+            throw new IllegalStateException("a heap region has no fixed address: " + this);
+        }
+        return MemoryAccess.address(base, offset);
+    }
+
+    /** True when the two regions share at least one byte. */
+    public boolean overlaps(Region other) {
+        if (byteLength == 0 || other.byteLength == 0 || !sameMemory(other)) {
+            return false;
+        }
+        long start = position();
+        long otherStart = other.position();
+        return start < otherStart + other.byteLength && otherStart < start + byteLength;
+    }
+
+    /** True when this region's first byte is byte {@code fromByte} of {@code other}'s memory. */
+    public boolean startsAt(Region other, long fromByte) {
+        return sameMemory(other) && position() == other.position() + fromByte;
+    }
+
+    /** Off-heap bytes share one address space; heap bytes are the same only within one array. */
+    private boolean sameMemory(Region other) {
+        return isOffHeap() ? other.isOffHeap() : !other.isOffHeap() && owner == other.owner;
+    }
+
+    /** Where the first byte is: its address off-heap, its offset in the array on the heap. */
+    private long position() {
+        return isOffHeap() ? MemoryAccess.address(base, offset) : offset;
     }
 
     @Override

@@ -1,8 +1,12 @@
 package io.gradsync.core.memory;
 
+import static io.gradsync.core.memory.MemoryAccess.getFloat;
+import static io.gradsync.core.memory.MemoryAccess.getShort;
+import static io.gradsync.core.memory.MemoryAccess.putFloat;
+import static io.gradsync.core.memory.MemoryAccess.putShort;
+
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
-import sun.misc.Unsafe;
 
 /**
  * float32 values sent as 16-bit floats: half the bytes on the wire for about three (float16) or two
@@ -10,7 +14,6 @@ import sun.misc.Unsafe;
  * Like {@link Kernels}, it allocates nothing and addresses memory as (base, offset).
  */
 public final class WireCodec {
-    private static final Unsafe U = UnsafeAccess.UNSAFE;
 
     private WireCodec() {
     }
@@ -24,11 +27,11 @@ public final class WireCodec {
     public static void encode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
         if (wire == DataType.BFLOAT16) {
             for (int i = 0; i < count; i++) {
-                U.putShort(dst, dstOff + ((long) i << 1), HalfFloats.floatToBfloat16(U.getFloat(src, srcOff + ((long) i << 2))));
+                putShort(dst, dstOff + ((long) i << 1), HalfFloats.floatToBfloat16(getFloat(src, srcOff + ((long) i << 2))));
             }
         } else {
             for (int i = 0; i < count; i++) {
-                U.putShort(dst, dstOff + ((long) i << 1), HalfFloats.floatToFloat16(U.getFloat(src, srcOff + ((long) i << 2))));
+                putShort(dst, dstOff + ((long) i << 1), HalfFloats.floatToFloat16(getFloat(src, srcOff + ((long) i << 2))));
             }
         }
     }
@@ -36,7 +39,7 @@ public final class WireCodec {
     /** {@code dst[i] = float32(src[i])}: 16-bit in, float32 out. */
     public static void decode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
         for (int i = 0; i < count; i++) {
-            U.putFloat(dst, dstOff + ((long) i << 2), decodeOne(wire, U.getShort(src, srcOff + ((long) i << 1))));
+            putFloat(dst, dstOff + ((long) i << 2), decodeOne(wire, getShort(src, srcOff + ((long) i << 1))));
         }
     }
 
@@ -44,9 +47,9 @@ public final class WireCodec {
     public static void round(DataType wire, Object base, long offset, int count) {
         for (int i = 0; i < count; i++) {
             long at = offset + ((long) i << 2);
-            float value = U.getFloat(base, at);
+            float value = getFloat(base, at);
             short bits = wire == DataType.BFLOAT16 ? HalfFloats.floatToBfloat16(value) : HalfFloats.floatToFloat16(value);
-            U.putFloat(base, at, decodeOne(wire, bits));
+            putFloat(base, at, decodeOne(wire, bits));
         }
     }
 
@@ -57,22 +60,22 @@ public final class WireCodec {
             case SUM:
             case AVG:
                 for (int i = 0; i < count; i++) {
-                    U.putFloat(dst, dstOff + ((long) i << 2), U.getFloat(a, aOff + ((long) i << 2)) + wireValue(wire, b, bOff, i));
+                    putFloat(dst, dstOff + ((long) i << 2), getFloat(a, aOff + ((long) i << 2)) + wireValue(wire, b, bOff, i));
                 }
                 break;
             case PROD:
                 for (int i = 0; i < count; i++) {
-                    U.putFloat(dst, dstOff + ((long) i << 2), U.getFloat(a, aOff + ((long) i << 2)) * wireValue(wire, b, bOff, i));
+                    putFloat(dst, dstOff + ((long) i << 2), getFloat(a, aOff + ((long) i << 2)) * wireValue(wire, b, bOff, i));
                 }
                 break;
             case MAX:
                 for (int i = 0; i < count; i++) {
-                    U.putFloat(dst, dstOff + ((long) i << 2), Math.max(U.getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
+                    putFloat(dst, dstOff + ((long) i << 2), Math.max(getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
                 }
                 break;
             case MIN:
                 for (int i = 0; i < count; i++) {
-                    U.putFloat(dst, dstOff + ((long) i << 2), Math.min(U.getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
+                    putFloat(dst, dstOff + ((long) i << 2), Math.min(getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
                 }
                 break;
             default:
@@ -81,7 +84,7 @@ public final class WireCodec {
     }
 
     private static float wireValue(DataType wire, Object base, long offset, int i) {
-        return decodeOne(wire, U.getShort(base, offset + ((long) i << 1)));
+        return decodeOne(wire, getShort(base, offset + ((long) i << 1)));
     }
 
     private static float decodeOne(DataType wire, short bits) {

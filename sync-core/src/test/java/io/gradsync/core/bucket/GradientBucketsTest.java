@@ -10,6 +10,7 @@ import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.StreamEndedException;
+import io.gradsync.core.memory.Region;
 import io.gradsync.core.trace.Timeline;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.nio.file.Files;
@@ -235,7 +236,7 @@ class GradientBucketsTest {
                     }
                     // the view is bucket memory: the bucket holds the result
                     Layout.Bucket b = l.buckets[l.bucketOf[p]];
-                    assertSame(views[p].region().base(), b.buffer.region().base());
+                    assertTrue(views[p].region().overlaps(b.buffer.region()));
                 }
             }
             return null;
@@ -386,7 +387,7 @@ class GradientBucketsTest {
                 for (int p = 0; p < sizes.length; p++) {
                     boolean wasEmitted = false;
                     for (GradientBuffer e : emitted) {
-                        wasEmitted |= e.region().base() == g[p];
+                        wasEmitted |= e.region().overlaps(Region.ofArray(g[p], 0, g[p].length));
                     }
                     for (int i = 0; i < sizes[p]; i++) {
                         float want = wasEmitted ? expectedAvg(n, step, p, i) : original[p][i];
@@ -440,7 +441,7 @@ class GradientBucketsTest {
                     for (int p = 0; p < sizes.length; p++) {
                         boolean wasEmitted = false;
                         for (GradientBuffer e : emitted) {
-                            wasEmitted |= e.region().base() == g[p];
+                            wasEmitted |= e.region().overlaps(Region.ofArray(g[p], 0, g[p].length));
                         }
                         for (int i = 0; i < sizes[p]; i++) {
                             float want = wasEmitted ? expectedAvg(n, step, p, i) : original[p][i];

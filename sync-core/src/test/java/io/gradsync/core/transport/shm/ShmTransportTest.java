@@ -166,7 +166,7 @@ class ShmTransportTest {
     void aSlotIsWrittenOnceAndReadInPlace() {
         List<ShmEndpoint> e = open(2, 4096, 2);
         SendSlot slot = e.get(0).link(1).tryClaim(4096);
-        long address = slot.payload().offset();
+        long address = slot.payload().address();
         slot.commit(0, 0, 0);
         RecvSlot got = e.get(1).link(0).poll();
         assertNotNull(got);

@@ -1,0 +1,114 @@
+package io.gradsync.core.memory;
+
+import java.lang.reflect.Field;
+import java.nio.Buffer;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import sun.misc.Unsafe;
+
+/**
+ * The one place that reads and writes memory: heap arrays and off-heap memory alike, as (base, offset),
+ * which is what lets one kernel serve both without copies. {@link Region} makes the pairs; the kernels
+ * pass them through and never look inside.
+ *
+ * <p>This is the JDK 17 version, over {@code sun.misc.Unsafe}: a base is the array, or {@code null}
+ * with the absolute address as offset. On JDK 22 and later the multi-release jar replaces this class
+ * with one over {@code java.lang.foreign} (src/main/java22), whose bases are memory segments; JDK 24
+ * and later warn about {@code Unsafe}'s memory methods, not about that one.
+ */
+final class MemoryAccess {
+    private static final Unsafe U;
+    private static final long BUFFER_ADDRESS_OFFSET;
+
+    static {
+        if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN) {
+            // The wire format is the kernels' memory format; only little-endian hosts share one.
+            throw new ExceptionInInitializerError("gradsync supports little-endian hosts only");
+        }
+        try {
+            Field f = Unsafe.class.getDeclaredField("theUnsafe");
+            f.setAccessible(true);
+            U = (Unsafe) f.get(null);
+            BUFFER_ADDRESS_OFFSET = U.objectFieldOffset(Buffer.class.getDeclaredField("address"));
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private MemoryAccess() {
+    }
+
+    /** The base of a primitive array's bytes. */
+    static Object heapBase(Object array) {
+        return array;
+    }
+
+    /** The offset of byte {@code byteIndex} of {@code array}, against {@link #heapBase}. */
+    static long heapOffset(Object array, long byteIndex) {
+        return U.arrayBaseOffset(array.getClass()) + byteIndex;
+    }
+
+    /** The base of a direct buffer's bytes from its position to its limit. */
+    static Object directBase(ByteBuffer buffer) {
+        return null;
+    }
+
+    /** The offset of the buffer's byte at its position, against {@link #directBase}. */
+    static long directOffset(ByteBuffer buffer) {
+        return U.getLong(buffer, BUFFER_ADDRESS_OFFSET) + buffer.position();
+    }
+
+    static boolean isOffHeap(Object base) {
+        return base == null;
+    }
+
+    /** The absolute address of an off-heap (base, offset). */
+    static long address(Object base, long offset) {
+        return offset;
+    }
+
+    static short getShort(Object base, long offset) {
+        return U.getShort(base, offset);
+    }
+
+    static int getInt(Object base, long offset) {
+        return U.getInt(base, offset);
+    }
+
+    static long getLong(Object base, long offset) {
+        return U.getLong(base, offset);
+    }
+
+    static float getFloat(Object base, long offset) {
+        return U.getFloat(base, offset);
+    }
+
+    static double getDouble(Object base, long offset) {
+        return U.getDouble(base, offset);
+    }
+
+    static void putShort(Object base, long offset, short value) {
+        U.putShort(base, offset, value);
+    }
+
+    static void putInt(Object base, long offset, int value) {
+        U.putInt(base, offset, value);
+    }
+
+    static void putLong(Object base, long offset, long value) {
+        U.putLong(base, offset, value);
+    }
+
+    static void putFloat(Object base, long offset, float value) {
+        U.putFloat(base, offset, value);
+    }
+
+    static void putDouble(Object base, long offset, double value) {
+        U.putDouble(base, offset, value);
+    }
+
+    /** Copies {@code bytes} bytes; the ranges must not overlap. */
+    static void copy(Object src, long srcOffset, Object dst, long dstOffset, long bytes) {
+        U.copyMemory(src, srcOffset, dst, dstOffset, bytes);
+    }
+}
