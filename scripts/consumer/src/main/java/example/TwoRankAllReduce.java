@@ -4,10 +4,13 @@ import io.gradsync.core.Communicator;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 
-/** One rank of a 2-rank job (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GRADSYNC_JOB_SECRET from the launcher). */
+/**
+ * One rank of a 2-rank job (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GRADSYNC_JOB_SECRET from the launcher),
+ * over the transport named by the first argument (default aeron).
+ */
 public final class TwoRankAllReduce {
     public static void main(String[] args) {
-        try (Communicator comm = Communicator.connect("aeron")) {
+        try (Communicator comm = Communicator.connect(args.length > 0 ? args[0] : "aeron")) {
             float[] gradient = new float[1000];
             for (int i = 0; i < gradient.length; i++) {
                 gradient[i] = (comm.rank() + 1) * i;
