@@ -4,8 +4,13 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
+import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -67,6 +72,36 @@ public class KernelBenchmark {
 
         @Param({"SUM", "PROD", "MAX", "MIN"})
         public ReduceOp op;
+
+        /**
+         * Whether the kernel has also run over heap arrays and a mapped file before it is measured, as
+         * in a job (user arrays, shared-memory slots, direct buffers at one call site): on JDK 22+
+         * those are different memory segment classes, which the JIT's type profile then mixes.
+         */
+        @Param({"false"})
+        public boolean mixed;
+
+        @Setup
+        public void mix() throws IOException {
+            if (!mixed) {
+                return;
+            }
+            Path file = Files.createTempFile("kernel-bench", ".bin");
+            try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+                Region mapped = Region.ofDirect(channel.map(FileChannel.MapMode.READ_WRITE, 0, 4096).order(ByteOrder.nativeOrder()));
+                Region[] kinds = {Region.ofArray(new byte[4096], 0, 4096), Region.ofArray(new float[1024], 0, 1024),
+                    Region.ofArray(new long[512], 0, 512), mapped};
+                int count = 4096 / type.bytes();
+                for (int i = 0; i < 20_000; i++) {
+                    Region a = kinds[i % kinds.length];
+                    Region b = kinds[(i / kinds.length) % kinds.length];
+                    Kernels.reduce(type, op, a.base(), a.offset(), b.base(), b.offset(), a.base(), a.offset(), count);
+                    Kernels.copy(b.base(), b.offset(), a.base(), a.offset(), 4096);
+                }
+            } finally {
+                Files.delete(file);
+            }
+        }
     }
 
     @Benchmark

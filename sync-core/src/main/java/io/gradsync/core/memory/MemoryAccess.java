@@ -11,10 +11,10 @@ import sun.misc.Unsafe;
  * which is what lets one kernel serve both without copies. {@link Region} makes the pairs; the kernels
  * pass them through and never look inside.
  *
- * <p>This is the JDK 17 version, over {@code sun.misc.Unsafe}: a base is the array, or {@code null}
+ * <p>This is the JDK 17–21 version, over {@code sun.misc.Unsafe}: a base is the array, or {@code null}
  * with the absolute address as offset. On JDK 22 and later the multi-release jar replaces this class
- * with one over {@code java.lang.foreign} (src/main/java22), whose bases are memory segments; JDK 24
- * and later warn about {@code Unsafe}'s memory methods, not about that one.
+ * with one (src/main/java22) that can also reach memory through {@code java.lang.foreign}
+ * ({@code -Dgradsync.memory=foreign}), which JDK 24+ does not warn about.
  */
 final class MemoryAccess {
     private static final Unsafe U;
@@ -24,6 +24,11 @@ final class MemoryAccess {
         if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN) {
             // The wire format is the kernels' memory format; only little-endian hosts share one.
             throw new ExceptionInInitializerError("gradsync supports little-endian hosts only");
+        }
+        String access = System.getProperty("gradsync.memory", "unsafe");
+        if (!access.equals("unsafe")) {
+            throw new IllegalArgumentException("-Dgradsync.memory=" + access + ": "
+                    + (access.equals("foreign") ? "java.lang.foreign needs JDK 22 or later" : "expected unsafe or foreign"));
         }
         try {
             Field f = Unsafe.class.getDeclaredField("theUnsafe");

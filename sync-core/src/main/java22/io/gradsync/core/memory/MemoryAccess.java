@@ -2,32 +2,67 @@ package io.gradsync.core.memory;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.lang.reflect.Field;
+import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import sun.misc.Unsafe;
 
 /**
  * The one place that reads and writes memory: heap arrays and off-heap memory alike, as (base, offset),
  * which is what lets one kernel serve both without copies. {@link Region} makes the pairs; the kernels
  * pass them through and never look inside.
  *
- * <p>This is the JDK 22+ version of the multi-release jar, over {@code java.lang.foreign}: a base is a
- * memory segment over a whole array or a whole direct buffer, and an offset is a byte index into it. It
- * uses no restricted method (a segment is only ever made from an array or a buffer, never from a bare
- * address), so no JDK warns about it and none needs a flag. The JDK 17 version, over
- * {@code sun.misc.Unsafe}, is in src/main/java.
+ * <p>This is the JDK 22+ version of the multi-release jar. It reaches memory one of two ways, chosen
+ * once per JVM by {@value #PROPERTY} (a constant, so the JIT folds every test of it away):
+ * <ul>
+ *   <li>{@code unsafe} (the default): {@code sun.misc.Unsafe}, as on JDK 17 (src/main/java). JDK 24+
+ *       warns once unless given {@code --sun-misc-unsafe-memory-access=allow}.
+ *   <li>{@code foreign}: {@code java.lang.foreign}. A base is a memory segment over a whole array or a
+ *       whole direct buffer and an offset a byte index into it. No restricted method is used (a segment
+ *       is never made from a bare address), so no JDK warns and none needs a flag. Not the default
+ *       because a segment access is a call on the segment's class: where one kernel sees heap, direct
+ *       and mapped segments (user arrays, buffers, shared-memory slots) the JIT's type profile at that
+ *       call is mixed and the kernels ran about 50 times slower in JMH (docs/benchmarks.md).
+ * </ul>
  */
 final class MemoryAccess {
+    /** The system property that picks how memory is reached: {@code unsafe} or {@code foreign}. */
+    static final String PROPERTY = "gradsync.memory";
+    private static final boolean FOREIGN = foreign(System.getProperty(PROPERTY, "unsafe"));
     private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED;
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED;
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED;
+    private static final Unsafe U;
+    private static final long BUFFER_ADDRESS_OFFSET;
 
     static {
         if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN) {
             // The wire format is the kernels' memory format; only little-endian hosts share one.
             throw new ExceptionInInitializerError("gradsync supports little-endian hosts only");
         }
+        if (FOREIGN) {
+            U = null;
+            BUFFER_ADDRESS_OFFSET = 0;
+        } else {
+            try {
+                Field f = Unsafe.class.getDeclaredField("theUnsafe");
+                f.setAccessible(true);
+                U = (Unsafe) f.get(null);
+                BUFFER_ADDRESS_OFFSET = U.objectFieldOffset(Buffer.class.getDeclaredField("address"));
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+    }
+
+    private static boolean foreign(String value) {
+        if (!value.equals("unsafe") && !value.equals("foreign")) {
+            throw new IllegalArgumentException("-D" + PROPERTY + "=" + value + ": expected unsafe or foreign");
+        }
+        return value.equals("foreign");
     }
 
     private MemoryAccess() {
@@ -35,6 +70,9 @@ final class MemoryAccess {
 
     /** The base of a primitive array's bytes. */
     static Object heapBase(Object array) {
+        if (!FOREIGN) {
+            return array;
+        }
         if (array instanceof float[] a) {
             return MemorySegment.ofArray(a);
         } else if (array instanceof double[] a) {
@@ -55,71 +93,93 @@ final class MemoryAccess {
 
     /** The offset of byte {@code byteIndex} of {@code array}, against {@link #heapBase}. */
     static long heapOffset(Object array, long byteIndex) {
-        return byteIndex;
+        return FOREIGN ? byteIndex : U.arrayBaseOffset(array.getClass()) + byteIndex;
     }
 
     /** The base of a direct buffer's bytes from its position to its limit. */
     static Object directBase(ByteBuffer buffer) {
-        return MemorySegment.ofBuffer(buffer);
+        return FOREIGN ? MemorySegment.ofBuffer(buffer) : null;
     }
 
     /** The offset of the buffer's byte at its position, against {@link #directBase}. */
     static long directOffset(ByteBuffer buffer) {
-        return 0;
+        return FOREIGN ? 0 : U.getLong(buffer, BUFFER_ADDRESS_OFFSET) + buffer.position();
     }
 
     static boolean isOffHeap(Object base) {
-        return base == null || ((MemorySegment) base).isNative();
+        return base == null || FOREIGN && ((MemorySegment) base).isNative();
     }
 
     /** The absolute address of an off-heap (base, offset). */
     static long address(Object base, long offset) {
-        return base == null ? offset : ((MemorySegment) base).address() + offset;
+        return FOREIGN && base != null ? ((MemorySegment) base).address() + offset : offset;
     }
 
     static short getShort(Object base, long offset) {
-        return ((MemorySegment) base).get(SHORT, offset);
+        return FOREIGN ? ((MemorySegment) base).get(SHORT, offset) : U.getShort(base, offset);
     }
 
     static int getInt(Object base, long offset) {
-        return ((MemorySegment) base).get(INT, offset);
+        return FOREIGN ? ((MemorySegment) base).get(INT, offset) : U.getInt(base, offset);
     }
 
     static long getLong(Object base, long offset) {
-        return ((MemorySegment) base).get(LONG, offset);
+        return FOREIGN ? ((MemorySegment) base).get(LONG, offset) : U.getLong(base, offset);
     }
 
     static float getFloat(Object base, long offset) {
-        return ((MemorySegment) base).get(FLOAT, offset);
+        return FOREIGN ? ((MemorySegment) base).get(FLOAT, offset) : U.getFloat(base, offset);
     }
 
     static double getDouble(Object base, long offset) {
-        return ((MemorySegment) base).get(DOUBLE, offset);
+        return FOREIGN ? ((MemorySegment) base).get(DOUBLE, offset) : U.getDouble(base, offset);
     }
 
     static void putShort(Object base, long offset, short value) {
-        ((MemorySegment) base).set(SHORT, offset, value);
+        if (FOREIGN) {
+            ((MemorySegment) base).set(SHORT, offset, value);
+        } else {
+            U.putShort(base, offset, value);
+        }
     }
 
     static void putInt(Object base, long offset, int value) {
-        ((MemorySegment) base).set(INT, offset, value);
+        if (FOREIGN) {
+            ((MemorySegment) base).set(INT, offset, value);
+        } else {
+            U.putInt(base, offset, value);
+        }
     }
 
     static void putLong(Object base, long offset, long value) {
-        ((MemorySegment) base).set(LONG, offset, value);
+        if (FOREIGN) {
+            ((MemorySegment) base).set(LONG, offset, value);
+        } else {
+            U.putLong(base, offset, value);
+        }
     }
 
     static void putFloat(Object base, long offset, float value) {
-        ((MemorySegment) base).set(FLOAT, offset, value);
+        if (FOREIGN) {
+            ((MemorySegment) base).set(FLOAT, offset, value);
+        } else {
+            U.putFloat(base, offset, value);
+        }
     }
 
     static void putDouble(Object base, long offset, double value) {
-        ((MemorySegment) base).set(DOUBLE, offset, value);
+        if (FOREIGN) {
+            ((MemorySegment) base).set(DOUBLE, offset, value);
+        } else {
+            U.putDouble(base, offset, value);
+        }
     }
 
     /** Copies {@code bytes} bytes; the ranges must not overlap. Copying nothing needs no memory (a barrier has none). */
     static void copy(Object src, long srcOffset, Object dst, long dstOffset, long bytes) {
-        if (bytes != 0) {
+        if (!FOREIGN) {
+            U.copyMemory(src, srcOffset, dst, dstOffset, bytes);
+        } else if (bytes != 0) {
             MemorySegment.copy((MemorySegment) src, srcOffset, (MemorySegment) dst, dstOffset, bytes);
         }
     }
