@@ -1,7 +1,5 @@
 package io.gradsync.core.memory;
 
-import java.lang.reflect.Field;
-import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import sun.misc.Unsafe;
@@ -17,8 +15,7 @@ import sun.misc.Unsafe;
  * ({@code -Dgradsync.memory=foreign}), which JDK 24+ does not warn about.
  */
 final class MemoryAccess {
-    private static final Unsafe U;
-    private static final long BUFFER_ADDRESS_OFFSET;
+    private static final Unsafe U = UnsafeAccess.UNSAFE;
 
     static {
         if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN) {
@@ -29,14 +26,6 @@ final class MemoryAccess {
         if (!access.equals("unsafe")) {
             throw new IllegalArgumentException("-Dgradsync.memory=" + access + ": "
                     + (access.equals("foreign") ? "java.lang.foreign needs JDK 22 or later" : "expected unsafe or foreign"));
-        }
-        try {
-            Field f = Unsafe.class.getDeclaredField("theUnsafe");
-            f.setAccessible(true);
-            U = (Unsafe) f.get(null);
-            BUFFER_ADDRESS_OFFSET = U.objectFieldOffset(Buffer.class.getDeclaredField("address"));
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
         }
     }
 
@@ -60,7 +49,7 @@ final class MemoryAccess {
 
     /** The offset of the buffer's byte at its position, against {@link #directBase}. */
     static long directOffset(ByteBuffer buffer) {
-        return U.getLong(buffer, BUFFER_ADDRESS_OFFSET) + buffer.position();
+        return UnsafeAccess.address(buffer) + buffer.position();
     }
 
     static boolean isOffHeap(Object base) {

@@ -2,8 +2,6 @@ package io.gradsync.core.memory;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.lang.reflect.Field;
-import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import sun.misc.Unsafe;
@@ -35,26 +33,13 @@ final class MemoryAccess {
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED;
-    private static final Unsafe U;
-    private static final long BUFFER_ADDRESS_OFFSET;
+    /** {@code null} in foreign mode, so that {@link UnsafeAccess} is never loaded there. */
+    private static final Unsafe U = FOREIGN ? null : UnsafeAccess.UNSAFE;
 
     static {
         if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN) {
             // The wire format is the kernels' memory format; only little-endian hosts share one.
             throw new ExceptionInInitializerError("gradsync supports little-endian hosts only");
-        }
-        if (FOREIGN) {
-            U = null;
-            BUFFER_ADDRESS_OFFSET = 0;
-        } else {
-            try {
-                Field f = Unsafe.class.getDeclaredField("theUnsafe");
-                f.setAccessible(true);
-                U = (Unsafe) f.get(null);
-                BUFFER_ADDRESS_OFFSET = U.objectFieldOffset(Buffer.class.getDeclaredField("address"));
-            } catch (ReflectiveOperationException e) {
-                throw new ExceptionInInitializerError(e);
-            }
         }
     }
 
@@ -103,7 +88,7 @@ final class MemoryAccess {
 
     /** The offset of the buffer's byte at its position, against {@link #directBase}. */
     static long directOffset(ByteBuffer buffer) {
-        return FOREIGN ? 0 : U.getLong(buffer, BUFFER_ADDRESS_OFFSET) + buffer.position();
+        return FOREIGN ? 0 : UnsafeAccess.address(buffer) + buffer.position();
     }
 
     static boolean isOffHeap(Object base) {
