@@ -1,15 +1,26 @@
 package io.gradsync.core.memory;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.io.CleanupMode.ALWAYS;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** Every kernel against Java's own arithmetic, element by element, on heap and off-heap memory. */
 class KernelsTest {
+    /** Every kind of memory a kernel can meet; on JDK 22+ each is its own memory segment class. */
+    private enum Memory { ARRAY_OF_THE_TYPE, BYTE_ARRAY, CHAR_ARRAY, DIRECT, MAPPED }
+
     private static final float[] SPECIAL_FLOATS = {0f, -0f, 1f, -1f, Float.NaN, Float.POSITIVE_INFINITY,
             Float.NEGATIVE_INFINITY, Float.MIN_VALUE, Float.MAX_VALUE, 3.5f, -2.25f};
     private static final double[] SPECIAL_DOUBLES = {0d, -0d, 1d, -1d, Double.NaN, Double.POSITIVE_INFINITY,
@@ -117,5 +128,92 @@ class KernelsTest {
         Region rb = b.region();
         Region rd = dst.region();
         Kernels.reduce(a.dataType(), op, ra.base(), ra.offset(), rb.base(), rb.offset(), rd.base(), rd.offset(), a.count());
+    }
+
+    /**
+     * Every type and operator over every combination of memory kinds for the two inputs and the output,
+     * at byte offsets that are not element-aligned where the memory allows it, gives the bits that
+     * all-direct memory gives. One JVM meets all the kinds here, so this also covers the JIT's view
+     * of mixed kernels (see MemoryAccess on JDK 22+).
+     */
+    @Test
+    void everyKindOfMemoryGivesTheSameBits(@TempDir(cleanup = ALWAYS) Path dir) throws IOException {
+        int count = 67;
+        Random random = new Random(3);
+        try (FileChannel file = FileChannel.open(dir.resolve("mapped"), StandardOpenOption.CREATE_NEW,
+                StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            ByteBuffer mapped = file.map(FileChannel.MapMode.READ_WRITE, 0, 3 * 8 * (count + 1));
+            for (DataType type : DataType.values()) {
+                GradientBuffer a = realValues(type, count, random);
+                GradientBuffer b = realValues(type, count, random);
+                for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN}) {
+                    GradientBuffer expected = GradientBuffer.allocateDirect(type, count);
+                    reduce(op, a, b, expected);
+                    for (Memory ma : Memory.values()) {
+                        for (Memory mb : Memory.values()) {
+                            for (Memory md : Memory.values()) {
+                                Region ra = holding(a, ma, mapped, 0);
+                                Region rb = holding(b, mb, mapped, 1);
+                                Region rd = holding(GradientBuffer.allocateDirect(type, count), md, mapped, 2);
+                                Kernels.reduce(type, op, ra.base(), ra.offset(), rb.base(), rb.offset(), rd.base(),
+                                        rd.offset(), count);
+                                GradientBuffer actual = GradientBuffer.allocateDirect(type, count);
+                                Kernels.copy(rd.base(), rd.offset(), actual.region().base(), actual.region().offset(),
+                                        rd.byteLength());
+                                for (int i = 0; i < count; i++) {
+                                    assertEquals(expected.getBits(i), actual.getBits(i),
+                                            type + " " + op + " " + ma + " " + mb + " into " + md + ", element " + i);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private static GradientBuffer realValues(DataType type, int count, Random random) {
+        GradientBuffer values = GradientBuffer.allocateDirect(type, count);
+        Object base = values.region().base();
+        for (int i = 0; i < count; i++) {
+            long at = values.region().offset() + (long) i * type.bytes();
+            float real = (float) (random.nextGaussian() * 10);
+            switch (type) {
+                case FLOAT32: Elements.putFloat(base, at, real); break;
+                case FLOAT64: Elements.putDouble(base, at, random.nextGaussian() * 10); break;
+                case INT32: Elements.putInt(base, at, random.nextInt()); break;
+                case INT64: Elements.putLong(base, at, random.nextLong()); break;
+                case BFLOAT16: Elements.putShort(base, at, HalfFloats.floatToBfloat16(real)); break;
+                default: Elements.putShort(base, at, HalfFloats.floatToFloat16(real)); break;
+            }
+        }
+        return values;
+    }
+
+    /** A region of kind {@code memory} holding {@code values}' bytes; {@code slot} picks a third of the mapped file. */
+    private static Region holding(GradientBuffer values, Memory memory, ByteBuffer mapped, int slot) {
+        int bytes = (int) values.byteSize();
+        Region region;
+        switch (memory) {
+            case ARRAY_OF_THE_TYPE:
+                region = values.dataType().isHalfFloat() ? Region.ofArray(new short[values.count()], 0, values.count())
+                        : GradientBuffer.wrapArray(arrayOf(values.dataType(), values.count())).region();
+                break;
+            case BYTE_ARRAY: region = Region.ofArray(new byte[bytes + 1], 1, bytes); break;
+            case CHAR_ARRAY: region = Region.ofArray(new char[bytes / 2 + 1], 1, bytes / 2); break;
+            case DIRECT: region = Region.ofDirect(ByteBuffer.allocateDirect(bytes + 1).slice(1, bytes).order(ByteOrder.nativeOrder())); break;
+            default: region = Region.ofDirect(mapped.slice(slot * (mapped.capacity() / 3) + 1, bytes).order(ByteOrder.nativeOrder())); break;
+        }
+        Kernels.copy(values.region().base(), values.region().offset(), region.base(), region.offset(), bytes);
+        return region;
+    }
+
+    private static Object arrayOf(DataType type, int count) {
+        switch (type) {
+            case FLOAT32: return new float[count];
+            case FLOAT64: return new double[count];
+            case INT32: return new int[count];
+            default: return new long[count];
+        }
     }
 }
