@@ -45,6 +45,12 @@ echo "check-consumer: installing gradsync into $repo" >&2
 "${mvn[@]}" -DskipTests -Dmaven.javadoc.skip -Dmaven.source.skip ${GRADSYNC_JDK22:+"-Dgradsync.jdk22=$GRADSYNC_JDK22"} install >"$work/install.log" 2>&1 \
   || { tail -40 "$work/install.log" >&2; echo "check-consumer: FAILED to install gradsync" >&2; exit 1; }
 grep -E '^\[INFO\] (Installing|BUILD)' "$work/install.log" | grep -E 'gradsync-(bom|core|aeron)[^/]*\.(pom|jar)$|BUILD' >&2 || true
+# sync-core's sources jar carries the JDK 22+ sources of its multi-release jar beside the others.
+core_sources=$(ls "$repo"/io/gradsync/gradsync-core/*/gradsync-core-*-sources.jar 2>/dev/null | head -n 1)
+if [ -z "$core_sources" ] || ! jar tf "$core_sources" | grep -qx 'META-INF/versions/22/io/gradsync/core/memory/MemoryAccess.java'; then
+  echo "check-consumer: FAILED: gradsync-core's sources jar (${core_sources:-not installed}) lacks the JDK 22+ sources" >&2
+  exit 1
+fi
 
 echo "check-consumer: building the consumer project" >&2
 rm -rf "$work/consumer" && cp -r scripts/consumer "$work/consumer"
