@@ -27,7 +27,8 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * The reduction kernels against a plain copy of the same buffer size, off-heap. A copy streams two
  * buffers (read one, write one), a reduction three (read two, write one); both are reported per
- * operation, and docs/benchmarks.md turns them into bandwidths.
+ * operation, and docs/benchmarks.md turns them into bandwidths. {@code reduceIntoHeap} is a training
+ * loop's step: a heap gradient array plus an off-heap slot, into the array.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
@@ -105,6 +106,27 @@ public class KernelBenchmark {
         }
     }
 
+    /** A heap array of the kernel's type, {@code bytes} long, holding the bytes of buffer {@code a}. */
+    @State(Scope.Thread)
+    public static class HeapGradient {
+        Region array;
+
+        @Setup
+        public void allocate(Buffers m, Kernel k) {
+            int count = m.bytes / k.type.bytes();
+            Object values;
+            switch (k.type) {
+                case FLOAT32: values = new float[count]; break;
+                case FLOAT64: values = new double[count]; break;
+                case INT32: values = new int[count]; break;
+                case INT64: values = new long[count]; break;
+                default: values = new short[count]; break;
+            }
+            array = Region.ofArray(values, 0, count);
+            Kernels.copy(m.a.base(), m.a.offset(), array.base(), array.offset(), m.bytes);
+        }
+    }
+
     @Benchmark
     public void copy(Buffers m) {
         Kernels.copy(m.a.base(), m.a.offset(), m.dst.base(), m.dst.offset(), m.bytes);
@@ -114,5 +136,12 @@ public class KernelBenchmark {
     public void reduce(Buffers m, Kernel k) {
         Kernels.reduce(k.type, k.op, m.a.base(), m.a.offset(), m.b.base(), m.b.offset(), m.dst.base(), m.dst.offset(),
                 m.bytes / k.type.bytes());
+    }
+
+    /** Accumulates into the array call after call: PROD drifts to subnormals or infinities there, measure it with {@code reduce}. */
+    @Benchmark
+    public void reduceIntoHeap(Buffers m, Kernel k, HeapGradient g) {
+        Kernels.reduce(k.type, k.op, g.array.base(), g.array.offset(), m.b.base(), m.b.offset(), g.array.base(),
+                g.array.offset(), m.bytes / k.type.bytes());
     }
 }
