@@ -85,12 +85,11 @@ GRADSYNC_JOB_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 status=0
 echo "check-consumer: running 2 ranks over aeron" >&2
 run_ranks aeron java aeron --add-opens java.base/jdk.internal.misc=ALL-UNNAMED || status=1
-# On JDK 22+ with -Dgradsync.memory=foreign, sync-core reaches memory through java.lang.foreign: shared memory
-# then needs no other flag and prints no warning (Aeron's Agrona still uses sun.misc.Unsafe, so that run is not
-# held to this).
+# On JDK 22+ sync-core reaches memory through java.lang.foreign by default: shared memory then needs no flag
+# and prints no warning (Aeron's Agrona still uses sun.misc.Unsafe, so that run is not held to this).
 if [ -n "${GRADSYNC_JDK22:-}" ] && [ -x "$GRADSYNC_JDK22/bin/java" ]; then
-  echo "check-consumer: running 2 ranks over shm on $("$GRADSYNC_JDK22/bin/java" -version 2>&1 | head -n 1), -Dgradsync.memory=foreign" >&2
-  run_ranks shm-jdk22 "$GRADSYNC_JDK22/bin/java" shm -Dgradsync.memory=foreign || status=1
+  echo "check-consumer: running 2 ranks over shm on $("$GRADSYNC_JDK22/bin/java" -version 2>&1 | head -n 1), no flags" >&2
+  run_ranks shm-jdk22 "$GRADSYNC_JDK22/bin/java" shm || status=1
   if grep -h "WARNING" "$work"/shm-jdk22.rank*.log >&2; then
     echo "check-consumer: FAILED: a JVM warning (above) on $GRADSYNC_JDK22 over shm" >&2
     status=1

@@ -76,9 +76,8 @@ public class KernelBenchmark {
 
         /**
          * Whether the kernel has also run over heap arrays and a mapped file before it is measured, as
-         * in a job (user arrays, shared-memory slots, direct buffers at one call site). With
-         * {@code -Dgradsync.memory=foreign} those are different memory segment classes, which the JIT's
-         * type profile then mixes.
+         * in a job (user arrays, shared-memory slots, direct buffers at one call site). On JDK 22+ those
+         * are different memory segment classes (see KernelCopies in sync-core).
          */
         @Param({"false"})
         public boolean mixed;

@@ -27,6 +27,9 @@ public final class Kernels {
     /** {@code dst[i] = a[i] op b[i]} for {@code count} elements; {@code dst} may be {@code a} or {@code b}. */
     public static void reduce(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
+        if (MemoryAccess.reducedOnSegments(type, op, a, aOff, b, bOff, dst, dstOff, count)) {
+            return;
+        }
         switch (type) {
             case FLOAT32: reduceFloat32(op, a, aOff, b, bOff, dst, dstOff, count); break;
             case FLOAT64: reduceFloat64(op, a, aOff, b, bOff, dst, dstOff, count); break;
@@ -40,6 +43,9 @@ public final class Kernels {
 
     /** {@code dst[i] = dst[i] / divisor}: the finishing step of {@link ReduceOp#AVG}. */
     public static void divide(DataType type, Object dst, long dstOff, int count, int divisor) {
+        if (MemoryAccess.dividedOnSegments(type, dst, dstOff, count, divisor)) {
+            return;
+        }
         switch (type) {
             case FLOAT32: {
                 float d = divisor;

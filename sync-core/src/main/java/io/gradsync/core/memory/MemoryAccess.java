@@ -1,5 +1,7 @@
 package io.gradsync.core.memory;
 
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import sun.misc.Unsafe;
@@ -11,8 +13,8 @@ import sun.misc.Unsafe;
  *
  * <p>This is the JDK 17–21 version, over {@code sun.misc.Unsafe}: a base is the array, or {@code null}
  * with the absolute address as offset. On JDK 22 and later the multi-release jar replaces this class
- * with one (src/main/java22) that can also reach memory through {@code java.lang.foreign}
- * ({@code -Dgradsync.memory=foreign}), which JDK 24+ does not warn about.
+ * with one (src/main/java22) that reaches memory through {@code java.lang.foreign}, which JDK 24+ does
+ * not warn about ({@code -Dgradsync.memory=unsafe} keeps {@code Unsafe} there).
  */
 final class MemoryAccess {
     private static final Unsafe U = UnsafeAccess.UNSAFE;
@@ -104,5 +106,36 @@ final class MemoryAccess {
     /** Copies {@code bytes} bytes; the ranges must not overlap. */
     static void copy(Object src, long srcOffset, Object dst, long dstOffset, long bytes) {
         U.copyMemory(src, srcOffset, dst, dstOffset, bytes);
+    }
+
+    /*
+     * The kernels' hooks for the JDK 22+ version, which runs their loops on memory segments (KernelCopies);
+     * here they run nothing and say so.
+     */
+
+    static boolean reducedOnSegments(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
+                                     Object dst, long dstOff, int count) {
+        return false;
+    }
+
+    static boolean dividedOnSegments(DataType type, Object dst, long dstOff, int count, int divisor) {
+        return false;
+    }
+
+    static boolean encodedOnSegments(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        return false;
+    }
+
+    static boolean decodedOnSegments(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        return false;
+    }
+
+    static boolean roundedOnSegments(DataType wire, Object base, long offset, int count) {
+        return false;
+    }
+
+    static boolean reducedWireOnSegments(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
+                                         Object dst, long dstOff, int count) {
+        return false;
     }
 }

@@ -7,7 +7,7 @@ import sun.misc.Unsafe;
 
 /**
  * Where both versions of {@link MemoryAccess} get {@code sun.misc.Unsafe}. Loaded only when memory is
- * reached through it: in {@code -Dgradsync.memory=foreign} mode nothing touches this class, so the JDK
+ * reached through it: in foreign mode (the default on JDK 22+) nothing touches this class, so the JDK
  * has no {@code Unsafe} call to warn about.
  */
 final class UnsafeAccess {

@@ -25,6 +25,9 @@ public final class WireCodec {
 
     /** {@code dst[i] = wire(src[i])}: float32 in, 16-bit out. */
     public static void encode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        if (MemoryAccess.encodedOnSegments(wire, src, srcOff, dst, dstOff, count)) {
+            return;
+        }
         if (wire == DataType.BFLOAT16) {
             for (int i = 0; i < count; i++) {
                 putShort(dst, dstOff + ((long) i << 1), HalfFloats.floatToBfloat16(getFloat(src, srcOff + ((long) i << 2))));
@@ -38,6 +41,9 @@ public final class WireCodec {
 
     /** {@code dst[i] = float32(src[i])}: 16-bit in, float32 out. */
     public static void decode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        if (MemoryAccess.decodedOnSegments(wire, src, srcOff, dst, dstOff, count)) {
+            return;
+        }
         for (int i = 0; i < count; i++) {
             putFloat(dst, dstOff + ((long) i << 2), decodeOne(wire, getShort(src, srcOff + ((long) i << 1))));
         }
@@ -45,6 +51,9 @@ public final class WireCodec {
 
     /** {@code buf[i] = float32(wire(buf[i]))}: what a value becomes after one trip over the wire. */
     public static void round(DataType wire, Object base, long offset, int count) {
+        if (MemoryAccess.roundedOnSegments(wire, base, offset, count)) {
+            return;
+        }
         for (int i = 0; i < count; i++) {
             long at = offset + ((long) i << 2);
             float value = getFloat(base, at);
@@ -56,6 +65,9 @@ public final class WireCodec {
     /** {@code dst[i] = a[i] op float32(b[i])}, with {@code a} and {@code dst} float32 and {@code b} on the wire. */
     public static void reduce(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
+        if (MemoryAccess.reducedWireOnSegments(wire, op, a, aOff, b, bOff, dst, dstOff, count)) {
+            return;
+        }
         switch (op) {
             case SUM:
             case AVG:

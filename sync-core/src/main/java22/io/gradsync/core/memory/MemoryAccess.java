@@ -2,6 +2,8 @@ package io.gradsync.core.memory;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import sun.misc.Unsafe;
@@ -14,20 +16,19 @@ import sun.misc.Unsafe;
  * <p>This is the JDK 22+ version of the multi-release jar. It reaches memory one of two ways, chosen
  * once per JVM by {@value #PROPERTY} (a constant, so the JIT folds every test of it away):
  * <ul>
- *   <li>{@code unsafe} (the default): {@code sun.misc.Unsafe}, as on JDK 17 (src/main/java). JDK 24+
- *       warns once unless given {@code --sun-misc-unsafe-memory-access=allow}.
- *   <li>{@code foreign}: {@code java.lang.foreign}. A base is a memory segment over a whole array or a
- *       whole direct buffer and an offset a byte index into it. No restricted method is used (a segment
- *       is never made from a bare address), so no JDK warns and none needs a flag. Not the default
- *       because a segment access is a call on the segment's class: where one kernel sees heap, direct
- *       and mapped segments (user arrays, buffers, shared-memory slots) the JIT's type profile at that
- *       call is mixed and the kernels ran about 50 times slower in JMH (docs/benchmarks.md).
+ *   <li>{@code foreign} (the default): {@code java.lang.foreign}. A base is a memory segment over a
+ *       whole array or a whole direct buffer and an offset a byte index into it. No restricted method
+ *       is used (a segment is never made from a bare address), so no JDK warns and none needs a flag.
+ *       The kernels' loops run on copies of {@link SegmentKernels}, one per combination of segment
+ *       classes ({@link KernelCopies} says why); the accessors here serve single elements.
+ *   <li>{@code unsafe}: {@code sun.misc.Unsafe}, as on JDK 17 (src/main/java). JDK 24+ warns once
+ *       unless given {@code --sun-misc-unsafe-memory-access=allow}.
  * </ul>
  */
 final class MemoryAccess {
-    /** The system property that picks how memory is reached: {@code unsafe} or {@code foreign}. */
+    /** The system property that picks how memory is reached: {@code foreign} or {@code unsafe}. */
     static final String PROPERTY = "gradsync.memory";
-    private static final boolean FOREIGN = foreign(System.getProperty(PROPERTY, "unsafe"));
+    private static final boolean FOREIGN = foreign(System.getProperty(PROPERTY, "foreign"));
     private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED;
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED;
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
@@ -167,5 +168,72 @@ final class MemoryAccess {
         } else if (bytes != 0) {
             MemorySegment.copy((MemorySegment) src, srcOffset, (MemorySegment) dst, dstOffset, bytes);
         }
+    }
+
+    /*
+     * The kernels' hooks: in foreign mode Kernels and WireCodec run their loops here, on the copy of
+     * SegmentKernels for their segments' classes (KernelCopies says why), and are told so.
+     */
+
+    static boolean reducedOnSegments(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
+                                     Object dst, long dstOff, int count) {
+        if (!FOREIGN || count == 0) {
+            return FOREIGN;
+        }
+        MemorySegment sa = (MemorySegment) a;
+        MemorySegment sb = (MemorySegment) b;
+        MemorySegment sd = (MemorySegment) dst;
+        KernelCopies.of(sa, sb, sd).reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count);
+        return true;
+    }
+
+    static boolean dividedOnSegments(DataType type, Object dst, long dstOff, int count, int divisor) {
+        if (!FOREIGN || count == 0) {
+            return FOREIGN;
+        }
+        MemorySegment sd = (MemorySegment) dst;
+        KernelCopies.of(sd, sd, sd).divide(type, sd, dstOff, count, divisor);
+        return true;
+    }
+
+    static boolean encodedOnSegments(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        if (!FOREIGN || count == 0) {
+            return FOREIGN;
+        }
+        MemorySegment ss = (MemorySegment) src;
+        MemorySegment sd = (MemorySegment) dst;
+        KernelCopies.of(ss, ss, sd).encode(wire, ss, srcOff, sd, dstOff, count);
+        return true;
+    }
+
+    static boolean decodedOnSegments(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        if (!FOREIGN || count == 0) {
+            return FOREIGN;
+        }
+        MemorySegment ss = (MemorySegment) src;
+        MemorySegment sd = (MemorySegment) dst;
+        KernelCopies.of(ss, ss, sd).decode(wire, ss, srcOff, sd, dstOff, count);
+        return true;
+    }
+
+    static boolean roundedOnSegments(DataType wire, Object base, long offset, int count) {
+        if (!FOREIGN || count == 0) {
+            return FOREIGN;
+        }
+        MemorySegment s = (MemorySegment) base;
+        KernelCopies.of(s, s, s).round(wire, s, offset, count);
+        return true;
+    }
+
+    static boolean reducedWireOnSegments(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
+                                         Object dst, long dstOff, int count) {
+        if (!FOREIGN || count == 0) {
+            return FOREIGN;
+        }
+        MemorySegment sa = (MemorySegment) a;
+        MemorySegment sb = (MemorySegment) b;
+        MemorySegment sd = (MemorySegment) dst;
+        KernelCopies.of(sa, sb, sd).reduceWire(wire, op, sa, aOff, sb, bOff, sd, dstOff, count);
+        return true;
     }
 }

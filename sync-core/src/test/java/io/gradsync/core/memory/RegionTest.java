@@ -68,12 +68,12 @@ class RegionTest {
         assertEquals(8, Region.ofArray(new char[4], 0, 4).byteLength());
     }
 
-    /** What the multi-release jar promises: java.lang.foreign when asked for from JDK 22, sun.misc.Unsafe otherwise. */
+    /** What the multi-release jar promises: java.lang.foreign from JDK 22 unless told otherwise, sun.misc.Unsafe before. */
     @Test
-    void memoryIsReachedThroughMemorySegmentsWhenAskedFromJdk22() throws ClassNotFoundException {
+    void memoryIsReachedThroughMemorySegmentsFromJdk22() throws ClassNotFoundException {
         Object heap = Region.ofArray(new float[4], 0, 4).base();
         Object direct = Region.ofDirect(ByteBuffer.allocateDirect(16).order(ByteOrder.nativeOrder())).base();
-        if (Runtime.version().feature() >= 22 && "foreign".equals(System.getProperty("gradsync.memory"))) {
+        if (Runtime.version().feature() >= 22 && "foreign".equals(System.getProperty("gradsync.memory", "foreign"))) {
             Class<?> segment = Class.forName("java.lang.foreign.MemorySegment");
             assertTrue(segment.isInstance(heap), "heap base " + heap);
             assertTrue(segment.isInstance(direct), "off-heap base " + direct);

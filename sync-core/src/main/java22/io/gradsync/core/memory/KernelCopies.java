@@ -1,0 +1,102 @@
+package io.gradsync.core.memory;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+/**
+ * The kernels' loops on the JDK 22+ foreign path, one hidden copy of {@link SegmentKernels} per
+ * combination of memory segment classes (first input, second input, output).
+ *
+ * <p>Why copies: a segment access is a chain of calls on the segment's class inside the JDK. The JIT
+ * inlines that chain where the type profile at the access shows one class, and profiles belong to
+ * methods. One copy of the loops serving every call sees user arrays, direct buffers and mapped
+ * shared-memory slots at the same accesses; its profile is then mixed, every access becomes a call,
+ * and JMH measured the kernels about 50 times slower. Testing the class at each access inside one copy
+ * was tried and was worse for heap gradients: C2 hoisted one class's range checks ahead of the loop
+ * ("profiled loop predicates") and deoptimised whenever a call brought another class
+ * (docs/benchmarks.md). A hidden class has methods, and so profiles, of its own: with a copy per
+ * combination every loop sees one class per operand, as on JDK 17 with {@code Unsafe}.
+ *
+ * <p>Up to {@value #KINDS} segment classes get copies (a job meets three or four: heap arrays of its
+ * types, direct buffers, mapped files); calls with any other class share one copy, correct but not
+ * specialised, and so do all calls where {@code SegmentKernels.class} cannot be read as a resource (a
+ * class loader that serves no class files). Copies are defined on first use and kept for the JVM's life.
+ */
+final class KernelCopies {
+
+    /** What a copy does: the loops of {@link Kernels} and {@link WireCodec}. */
+    interface Loops {
+        void reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
+                    MemorySegment dst, long dstOff, int count);
+
+        void divide(DataType type, MemorySegment dst, long dstOff, int count, int divisor);
+
+        void encode(DataType wire, MemorySegment src, long srcOff, MemorySegment dst, long dstOff, int count);
+
+        void decode(DataType wire, MemorySegment src, long srcOff, MemorySegment dst, long dstOff, int count);
+
+        void round(DataType wire, MemorySegment base, long offset, int count);
+
+        void reduceWire(DataType wire, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
+                        MemorySegment dst, long dstOff, int count);
+    }
+
+    static final int KINDS = 8;
+    private static final AtomicInteger KINDS_SEEN = new AtomicInteger();
+    private static final ClassValue<Integer> KIND = new ClassValue<>() {
+        @Override
+        protected Integer computeValue(Class<?> type) {
+            int kind = KINDS_SEEN.getAndIncrement();
+            return kind < KINDS ? kind : -1;
+        }
+    };
+    private static final AtomicReferenceArray<Loops> COPIES = new AtomicReferenceArray<>(KINDS * KINDS * KINDS);
+    private static final Loops SHARED = new SegmentKernels();
+    private static final byte[] CLASS_FILE = classFile();
+
+    private KernelCopies() {
+    }
+
+    /** The copy for these segments' classes. */
+    static Loops of(MemorySegment a, MemorySegment b, MemorySegment dst) {
+        int ka = KIND.get(a.getClass());
+        int kb = KIND.get(b.getClass());
+        int kd = KIND.get(dst.getClass());
+        if ((ka | kb | kd) < 0 || CLASS_FILE == null) {
+            return SHARED;
+        }
+        int slot = (ka * KINDS + kb) * KINDS + kd;
+        Loops copy = COPIES.get(slot);
+        return copy != null ? copy : define(slot);
+    }
+
+    private static synchronized Loops define(int slot) {
+        Loops copy = COPIES.get(slot);
+        if (copy == null) {
+            try {
+                MethodHandles.Lookup hidden = MethodHandles.lookup().defineHiddenClass(CLASS_FILE, true);
+                copy = (Loops) hidden.findConstructor(hidden.lookupClass(), MethodType.methodType(void.class)).invoke();
+            } catch (Throwable e) {
+                throw new IllegalStateException("cannot define a copy of the kernels", e);
+            }
+            COPIES.set(slot, copy);
+        }
+        return copy;
+    }
+
+    private static byte[] classFile() {
+        try (InputStream in = SegmentKernels.class.getResourceAsStream("SegmentKernels.class")) {
+            return in == null ? null : in.readAllBytes();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+}
