@@ -19,41 +19,10 @@ final class SegmentKernels implements KernelCopies.Loops {
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED;
 
+    /** {@code dst[i] = a[i] op b[i]} for {@code count} elements; {@code dst} may be {@code a} or {@code b}. */
     @Override
     public void reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
                        MemorySegment dst, long dstOff, int count) {
-        reduceAny(type, op, a, aOff, b, bOff, dst, dstOff, count);
-    }
-
-    @Override
-    public void divide(DataType type, MemorySegment dst, long dstOff, int count, int divisor) {
-        divideAny(type, dst, dstOff, count, divisor);
-    }
-
-    @Override
-    public void encode(DataType wire, MemorySegment src, long srcOff, MemorySegment dst, long dstOff, int count) {
-        encodeAny(wire, src, srcOff, dst, dstOff, count);
-    }
-
-    @Override
-    public void decode(DataType wire, MemorySegment src, long srcOff, MemorySegment dst, long dstOff, int count) {
-        decodeAny(wire, src, srcOff, dst, dstOff, count);
-    }
-
-    @Override
-    public void round(DataType wire, MemorySegment base, long offset, int count) {
-        roundAny(wire, base, offset, count);
-    }
-
-    @Override
-    public void reduceWire(DataType wire, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
-                           MemorySegment dst, long dstOff, int count) {
-        reduceWireAny(wire, op, a, aOff, b, bOff, dst, dstOff, count);
-    }
-
-    /** {@code dst[i] = a[i] op b[i]} for {@code count} elements; {@code dst} may be {@code a} or {@code b}. */
-    static void reduceAny(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
-                              MemorySegment dst, long dstOff, int count) {
         switch (type) {
             case FLOAT32: reduceFloat32(op, a, aOff, b, bOff, dst, dstOff, count); break;
             case FLOAT64: reduceFloat64(op, a, aOff, b, bOff, dst, dstOff, count); break;
@@ -66,7 +35,8 @@ final class SegmentKernels implements KernelCopies.Loops {
     }
 
     /** {@code dst[i] = dst[i] / divisor}: the finishing step of {@link ReduceOp#AVG}. */
-    static void divideAny(DataType type, MemorySegment dst, long dstOff, int count, int divisor) {
+    @Override
+    public void divide(DataType type, MemorySegment dst, long dstOff, int count, int divisor) {
         switch (type) {
             case FLOAT32: {
                 float d = divisor;
@@ -312,8 +282,10 @@ final class SegmentKernels implements KernelCopies.Loops {
     private static float fp16(MemorySegment base, long offset) {
         return HalfFloats.float16ToFloat(base.get(SHORT, offset));
     }
+
     /** {@code dst[i] = wire(src[i])}: float32 in, 16-bit out. */
-    static void encodeAny(DataType wire, MemorySegment src, long srcOff, MemorySegment dst, long dstOff, int count) {
+    @Override
+    public void encode(DataType wire, MemorySegment src, long srcOff, MemorySegment dst, long dstOff, int count) {
         if (wire == DataType.BFLOAT16) {
             for (int i = 0; i < count; i++) {
                 dst.set(SHORT, dstOff + ((long) i << 1), HalfFloats.floatToBfloat16(src.get(FLOAT, srcOff + ((long) i << 2))));
@@ -326,14 +298,16 @@ final class SegmentKernels implements KernelCopies.Loops {
     }
 
     /** {@code dst[i] = float32(src[i])}: 16-bit in, float32 out. */
-    static void decodeAny(DataType wire, MemorySegment src, long srcOff, MemorySegment dst, long dstOff, int count) {
+    @Override
+    public void decode(DataType wire, MemorySegment src, long srcOff, MemorySegment dst, long dstOff, int count) {
         for (int i = 0; i < count; i++) {
             dst.set(FLOAT, dstOff + ((long) i << 2), decodeOne(wire, src.get(SHORT, srcOff + ((long) i << 1))));
         }
     }
 
     /** {@code buf[i] = float32(wire(buf[i]))}: what a value becomes after one trip over the wire. */
-    static void roundAny(DataType wire, MemorySegment base, long offset, int count) {
+    @Override
+    public void round(DataType wire, MemorySegment base, long offset, int count) {
         for (int i = 0; i < count; i++) {
             long at = offset + ((long) i << 2);
             float value = base.get(FLOAT, at);
@@ -343,8 +317,9 @@ final class SegmentKernels implements KernelCopies.Loops {
     }
 
     /** {@code dst[i] = a[i] op float32(b[i])}, with {@code a} and {@code dst} float32 and {@code b} on the wire. */
-    static void reduceWireAny(DataType wire, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
-                              MemorySegment dst, long dstOff, int count) {
+    @Override
+    public void reduceWire(DataType wire, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
+                           MemorySegment dst, long dstOff, int count) {
         switch (op) {
             case SUM:
             case AVG:
