@@ -1,9 +1,9 @@
 package io.gradsync.core.memory;
 
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import sun.misc.Unsafe;
