@@ -8,7 +8,7 @@ import java.io.UncheckedIOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
@@ -50,14 +50,11 @@ final class KernelCopies {
     }
 
     static final int KINDS = 8;
-    private static final AtomicInteger KINDS_SEEN = new AtomicInteger();
-    private static final ClassValue<Integer> KIND = new ClassValue<>() {
-        @Override
-        protected Integer computeValue(Class<?> type) {
-            int kind = KINDS_SEEN.getAndIncrement();
-            return kind < KINDS ? kind : -1;
-        }
-    };
+    /**
+     * The segment classes met so far, a class's index its kind; copied on write. A scan of a few
+     * classes costs less per kernel call than a {@code ClassValue} lookup.
+     */
+    private static volatile Class<?>[] kinds = {};
     private static final AtomicReferenceArray<Loops> COPIES = new AtomicReferenceArray<>(KINDS * KINDS * KINDS);
     private static final Loops SHARED = new SegmentKernels();
     private static final byte[] CLASS_FILE = classFile();
@@ -67,15 +64,38 @@ final class KernelCopies {
 
     /** The copy for these segments' classes. */
     static Loops of(MemorySegment a, MemorySegment b, MemorySegment dst) {
-        int ka = KIND.get(a.getClass());
-        int kb = KIND.get(b.getClass());
-        int kd = KIND.get(dst.getClass());
+        int ka = kind(a.getClass());
+        int kb = kind(b.getClass());
+        int kd = kind(dst.getClass());
         if ((ka | kb | kd) < 0 || CLASS_FILE == null) {
             return SHARED;
         }
         int slot = (ka * KINDS + kb) * KINDS + kd;
         Loops copy = COPIES.get(slot);
         return copy != null ? copy : define(slot);
+    }
+
+    private static int kind(Class<?> type) {
+        Class<?>[] known = kinds;
+        for (int i = 0; i < known.length; i++) {
+            if (known[i] == type) {
+                return i;
+            }
+        }
+        return addKind(type);
+    }
+
+    /** The new class's kind, or -1 once {@value #KINDS} classes have kinds. */
+    private static synchronized int addKind(Class<?> type) {
+        Class<?>[] known = kinds;
+        int kind = Arrays.asList(known).indexOf(type);
+        if (kind < 0 && known.length < KINDS) {
+            Class<?>[] more = Arrays.copyOf(known, known.length + 1);
+            more[known.length] = type;
+            kinds = more;
+            kind = known.length;
+        }
+        return kind;
     }
 
     private static synchronized Loops define(int slot) {
