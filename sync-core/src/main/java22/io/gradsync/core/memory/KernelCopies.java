@@ -85,17 +85,21 @@ final class KernelCopies {
         return addKind(type);
     }
 
-    /** The new class's kind, or -1 once {@value #KINDS} classes have kinds. */
+    /** The new class's kind, or -1 once {@value #KINDS} classes have kinds (it allocates nothing then). */
     private static synchronized int addKind(Class<?> type) {
         Class<?>[] known = kinds;
-        int kind = Arrays.asList(known).indexOf(type);
-        if (kind < 0 && known.length < KINDS) {
-            Class<?>[] more = Arrays.copyOf(known, known.length + 1);
-            more[known.length] = type;
-            kinds = more;
-            kind = known.length;
+        for (int i = 0; i < known.length; i++) {
+            if (known[i] == type) {
+                return i;
+            }
         }
-        return kind;
+        if (known.length == KINDS) {
+            return -1;
+        }
+        Class<?>[] more = Arrays.copyOf(known, known.length + 1);
+        more[known.length] = type;
+        kinds = more;
+        return known.length;
     }
 
     private static synchronized Loops define(int slot) {
