@@ -4,6 +4,7 @@ import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.algorithm.CallIds;
 import io.gradsync.core.algorithm.CollectiveContext;
+import io.gradsync.core.algorithm.DirectAllReduce;
 import io.gradsync.core.algorithm.Phase;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
 import io.gradsync.core.algorithm.CollectiveKind;
@@ -16,6 +17,9 @@ import io.gradsync.core.select.CostModelFile;
 import io.gradsync.core.select.Topology;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.SharedMemory;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
@@ -72,6 +76,10 @@ public final class Communicator implements AutoCloseable {
     private final Duration timeout;
     private final AtomicLong nextStream = new AtomicLong();
     private final AllReduceSelector allReduceSelector;
+    /** With {@code auto}: shared buffers of at least {@link #directMinBytes} go {@link DirectAllReduce}. */
+    private final boolean autoDirect;
+    private final long directMinBytes;
+    private final DirectAllReduce direct = new DirectAllReduce();
     /** The 16-bit type float32 AllReduce payloads travel as, or null. */
     private final ProgressThread progress;
     private final int maxInFlight;
@@ -81,6 +89,9 @@ public final class Communicator implements AutoCloseable {
         this.chunkBytes = Math.min(builder.chunkBytes, endpoint.maxMessageBytes());
         this.timeout = builder.timeout;
         this.allReduceSelector = builder.allReduceSelector();
+        this.autoDirect = builder.fixedAlgorithm == null && "auto".equals(allReduceSelector.name())
+                && endpoint.sharedMemory() != null;
+        this.directMinBytes = GradSyncConfiguration.directMinBytes();
         this.maxInFlight = builder.maxInFlight;
         this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.aheadMessages,
                 builder.idleStrategy, builder.callerRuns);
@@ -134,6 +145,25 @@ public final class Communicator implements AutoCloseable {
     /** Number of ranks on this host. */
     public int localSize() {
         return endpoint.job().localSize();
+    }
+
+    /**
+     * {@code bytes} of new zeroed off-heap memory, in native byte order, that every peer can read in place
+     * where the transport offers it ({@code shm} with every rank on one host); elsewhere a plain direct
+     * buffer. Wrap gradients in it with {@link GradientBuffer#wrap(ByteBuffer, DataType)}, whole or as
+     * slices. An AllReduce whose input and output lie in such memory on every rank skips the transport's
+     * copies ({@link DirectAllReduce}) from {@value GradSyncConfiguration#DIRECT_MIN_BYTES_DEFAULT} bytes
+     * on ({@value GradSyncConfiguration#DIRECT_MIN_BYTES_PROP}), when the algorithm is {@code auto}. The
+     * memory lives as long as this communicator: allocate gradient buffers once and reuse them.
+     *
+     * @throws IllegalArgumentException if {@code bytes} is negative
+     */
+    public ByteBuffer allocate(int bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("bytes must be >= 0, was " + bytes);
+        }
+        SharedMemory shared = endpoint.sharedMemory();
+        return shared != null ? shared.allocate(bytes) : ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
     }
 
     /** The transport behind this communicator, e.g. {@code local}. */
@@ -213,8 +243,9 @@ public final class Communicator implements AutoCloseable {
 
     /** Submits gradient {@code position} of stream {@code stream}, reduced in place. */
     void submitStreamCall(long stream, long position, GradientBuffer gradient, ReduceOp op, ProgressThread.Completion completion) {
-        progress.submit(allReduceTask(CallIds.of(stream, position), gradient, gradient, op,
-                allReduceChoice(gradient.count(), gradient.dataType()), completion));
+        AllReduceChoice choice = choiceFor(gradient, gradient);
+        checkDirect(gradient, gradient, choice);
+        progress.submit(allReduceTask(CallIds.of(stream, position), gradient, gradient, op, choice, completion));
     }
 
     /** Records, after the stream's last submission, that it ended after {@code submitted} calls. */
@@ -249,7 +280,31 @@ public final class Communicator implements AutoCloseable {
 
     private Prepared allReduceCall(GradientBuffer input, GradientBuffer output, ReduceOp op) {
         validate(input, output, op);
-        return allReduceCall(input, output, op, allReduceChoice(input.count(), input.dataType()));
+        return allReduceCall(input, output, op, choiceFor(input, output));
+    }
+
+    /**
+     * How an AllReduce of these buffers runs: {@link #allReduceChoice(int, DataType)}, or, with {@code auto},
+     * {@code direct} for buffers from {@link #allocate} of at least {@value GradSyncConfiguration#DIRECT_MIN_BYTES_PROP}.
+     */
+    public AllReduceChoice allReduceChoice(GradientBuffer input, GradientBuffer output) {
+        return choiceFor(input, output);
+    }
+
+    private AllReduceChoice choiceFor(GradientBuffer input, GradientBuffer output) {
+        AllReduceChoice choice = allReduceChoice(input.count(), input.dataType());
+        if (autoDirect && choice.wire() == null && input.byteSize() >= directMinBytes
+                && DirectAllReduce.accepts(endpoint.sharedMemory(), input, output)) {
+            return new AllReduceChoice(direct, choice.chunkBytes());
+        }
+        return choice;
+    }
+
+    private void checkDirect(GradientBuffer input, GradientBuffer output, AllReduceChoice choice) {
+        if (choice.algorithm() instanceof DirectAllReduce && !DirectAllReduce.accepts(endpoint.sharedMemory(), input, output)) {
+            throw new IllegalArgumentException("rank " + rank() + ": the direct allreduce needs input and output from "
+                    + "Communicator.allocate on a transport that shares memory (transport " + transportName() + ")");
+        }
     }
 
     /**
@@ -263,6 +318,7 @@ public final class Communicator implements AutoCloseable {
     }
 
     private Prepared allReduceCall(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
+        checkDirect(input, output, choice);
         return new Prepared(ALLREDUCE, output, (call, completion) -> allReduceTask(call, input, output, op, choice, completion));
     }
 

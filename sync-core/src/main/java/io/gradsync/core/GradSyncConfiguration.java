@@ -19,6 +19,8 @@ public final class GradSyncConfiguration {
      */
     public static final String CHUNK_BYTES_PROP = "gradsync.chunk.bytes";
     public static final int CHUNK_BYTES_DEFAULT = TransportOptions.DEFAULT.messageBytes();
+    public static final String DIRECT_MIN_BYTES_PROP = "gradsync.direct.min.bytes";
+    public static final int DIRECT_MIN_BYTES_DEFAULT = 64 * 1024;
 
     /**
      * Pipelining depth: receive slots per link, so how many chunks may be in flight to one peer before
@@ -152,6 +154,21 @@ public final class GradSyncConfiguration {
      */
     public static int chunkBytes() {
         return positive(CHUNK_BYTES_PROP, Settings.bytes(CHUNK_BYTES_PROP, CHUNK_BYTES_DEFAULT));
+    }
+
+    /**
+     * {@value #DIRECT_MIN_BYTES_PROP}: the smallest AllReduce, in bytes, that {@code auto} runs as
+     * {@code direct} when both buffers are shared memory ({@code Communicator.allocate}); below it the
+     * cost model's choice runs, whose one round of messages beats direct's three.
+     *
+     * @throws IllegalArgumentException for a malformed or negative value, naming the property
+     */
+    public static int directMinBytes() {
+        int bytes = Settings.bytes(DIRECT_MIN_BYTES_PROP, DIRECT_MIN_BYTES_DEFAULT);
+        if (bytes < 0) {
+            throw new IllegalArgumentException(DIRECT_MIN_BYTES_PROP + " must be >= 0, was " + bytes);
+        }
+        return bytes;
     }
 
     /**

@@ -34,7 +34,8 @@ class ManyInFlightTest {
     @ParameterizedTest(name = "ranks={0}")
     @ValueSource(ints = {2, 3, 5, 8})
     void aBurstOfMixedCollectivesIsExactAndCompletesInOrder(int n) throws Exception {
-        List<String> algorithms = AllReduceAlgorithms.names();
+        // Every algorithm that runs on any buffer: direct needs shared ones, which the local transport has not.
+        List<String> algorithms = AllReduceAlgorithms.names().stream().filter(a -> !a.equals("direct")).toList();
         try (LocalTransport transport = LocalTransport.create(n, 512, 1)) {
             List<Communicator> comms = new ArrayList<>();
             for (int r = 0; r < n; r++) {

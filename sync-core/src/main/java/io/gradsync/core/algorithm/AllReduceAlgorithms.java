@@ -24,7 +24,12 @@ public enum AllReduceAlgorithms {
     /** Reduce to one rank per host, AllReduce among those, broadcast back. */
     HIER_LEADER("hier-leader", () -> new HierarchicalAllReduce(true)),
     /** Recursive doubling: the whole buffer swapped and reduced in each of {@code log2 n} steps; short messages. */
-    RD("rd", RecursiveDoublingAllReduce::new);
+    RD("rd", RecursiveDoublingAllReduce::new),
+    /**
+     * Reads the peers' buffers in place; only for buffers in shared memory ({@code Communicator.allocate}),
+     * which is when {@code auto} takes it, never by the cost model.
+     */
+    DIRECT("direct", DirectAllReduce::new);
     // Append only: an entry's position is its wire code.
 
     /** The code of an algorithm that is none of these (a user's own): the largest the descriptor holds. */

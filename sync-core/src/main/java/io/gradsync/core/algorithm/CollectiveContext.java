@@ -12,6 +12,7 @@ import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.PeerAbort;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.SharedMemory;
 import io.gradsync.core.transport.StreamEnd;
 import io.gradsync.core.transport.TransportException;
 import java.util.ArrayList;
@@ -87,6 +88,11 @@ public final class CollectiveContext {
     /** Largest payload per message for this call, in bytes. */
     public int chunkBytes() {
         return chunkBytes;
+    }
+
+    /** Memory every peer reads in place, or null: see {@link Endpoint#sharedMemory()}. */
+    SharedMemory sharedMemory() {
+        return endpoint.sharedMemory();
     }
 
     Link link(int peer) {

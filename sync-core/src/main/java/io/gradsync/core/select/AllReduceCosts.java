@@ -26,6 +26,7 @@ public final class AllReduceCosts {
             case RING, RHD, TREE, BTREE, RD -> true;
             case HIER -> topology.hosts() >= 2 && topology.ranksPerHost() > 0;
             case HIER_LEADER -> topology.hosts() >= 2;
+            case DIRECT -> false; // taken for shared buffers (Communicator), not by cost
         };
     }
 
@@ -51,6 +52,7 @@ public final class AllReduceCosts {
             case HIER -> hierarchical(bytes, topology, chunkBytes);
             case HIER_LEADER -> leader(bytes, topology, chunkBytes);
             case RD -> recursiveDoubling(bytes, topology, chunkBytes);
+            case DIRECT -> throw new IllegalStateException("unreachable: direct never applies");
         };
     }
 

@@ -29,6 +29,14 @@ public interface Endpoint extends AutoCloseable {
     Link link(int peer);
 
     /**
+     * Memory every peer can read in place, or null when this transport cannot offer it (the default): see
+     * {@link SharedMemory}.
+     */
+    default SharedMemory sharedMemory() {
+        return null;
+    }
+
+    /**
      * Lets the transport make progress (poll completions, return credits). Algorithms call it from
      * their wait loops.
      *

@@ -5,6 +5,7 @@ import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
+import io.gradsync.core.transport.SharedMemory;
 import io.gradsync.core.transport.SharedMemoryDirectories;
 import io.gradsync.core.transport.TransportException;
 import io.gradsync.core.transport.TransportOptions;
@@ -58,6 +59,8 @@ public final class ShmEndpoint implements Endpoint {
     private final long[] peerPids;
     private final boolean[] checkLiveness;
     private final Thread cleanupHook;
+    /** Offered only when every rank of the job is on this host, so that every peer can map it. */
+    private final ShmWindows windows;
     private volatile boolean open = true;
 
     /** Opens this rank's endpoint; every rank of the job must open one (set-up exchanges all-gathers). */
@@ -142,6 +145,7 @@ public final class ShmEndpoint implements Endpoint {
                 throw new TransportException(peer, new String(mapped[peer], StandardCharsets.UTF_8));
             }
         }
+        this.windows = size > 1 && job.localSize() == size ? new ShmWindows(rank, directory) : null;
     }
 
     /** The job's all-gather; when it fails (a peer died in set-up), this rank's files go before the exception. */
@@ -242,6 +246,12 @@ public final class ShmEndpoint implements Endpoint {
         return link;
     }
 
+    /** This rank's shared allocations, which its peers read in place; null unless the whole job is on this host. */
+    @Override
+    public SharedMemory sharedMemory() {
+        return windows;
+    }
+
     @Override
     public int doWork() {
         return 0;
@@ -257,6 +267,9 @@ public final class ShmEndpoint implements Endpoint {
             return;
         }
         open = false;
+        if (windows != null) {
+            windows.close();
+        }
         for (int peer = 0; peer < job.size(); peer++) {
             if (outbound[peer] != null) {
                 outbound[peer].closeSender();
