@@ -134,6 +134,11 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
     @Option(names = {"-T", "--timeout"}, defaultValue = "60", description = "Seconds a collective may go without progress (default ${DEFAULT-VALUE}).")
     long timeoutSeconds;
 
+    @Option(names = {"-R", "--local_register"}, defaultValue = "0", description = "1: buffers from Communicator.allocate, "
+            + "which the peers read in place where the transport shares memory (shm, one host), so auto runs the direct "
+            + "allreduce from gradsync.direct.min.bytes on; 0: plain direct buffers (default ${DEFAULT-VALUE}).")
+    int register;
+
     @Option(names = "--csv", description = "Also write the rows to this CSV file (rank 0).")
     Path csv;
 
@@ -348,8 +353,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         }
         int maxCount = Math.toIntExact(maxBytes / type.bytes());
         int bytes = Math.multiplyExact(maxCount, type.bytes());
-        ByteBuffer inMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
-        ByteBuffer outMemory = ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
+        ByteBuffer inMemory = register == 1 ? comm.allocate(bytes) : ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
+        ByteBuffer outMemory = register == 1 ? comm.allocate(bytes) : ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
         double[] nanos = new double[2];
         long[] wrong = new long[4];
         if (rank == 0) {
@@ -360,6 +365,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         warmUpJit(comm, type, reduceOp, sizes, inMemory, outMemory);
         for (int s = 0; s < sizes.size(); s++) {
             int count = collective.roundCount(Math.toIntExact(sizes.get(s) / type.bytes()), n);
+            AllReduceChoice shown = null;
             for (int inPlace = 0; inPlace < 2; inPlace++) {
                 nanos[inPlace] = -1;
                 wrong[inPlace] = 0;
@@ -368,6 +374,9 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                     continue;
                 }
                 PerfCollective.Call call = collective.layout(inMemory, outMemory, type, count, n, rank, inPlace == 1);
+                if (inPlace == 0 && collective == PerfCollective.ALLREDUCE) {
+                    shown = comm.allReduceChoice(call.in(), call.out());
+                }
                 collective.prepare(call, reduceOp, n, rank, root);
                 long timed = 0;
                 long wrongHere = 0;
@@ -407,7 +416,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
             if (rank == 0) {
                 rows[s] = row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong,
-                        collective == PerfCollective.ALLREDUCE ? comm.allReduceChoice(count, type) : null);
+                        shown);
                 printRow(rows[s], type, reduceOp);
             }
         }

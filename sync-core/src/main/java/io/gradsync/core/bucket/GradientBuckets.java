@@ -279,7 +279,7 @@ public final class GradientBuckets implements AutoCloseable {
      * @throws IllegalStateException if a different layout was fixed already
      */
     public synchronized GradientBuffer[] allocate(DataType[] types, int[] counts) {
-        Layout l = Layout.of(types, counts, firstBucketBytes, bucketBytes);
+        Layout l = Layout.of(types, counts, firstBucketBytes, bucketBytes, comm::allocate);
         if (layout != null) {
             if (layout.fingerprint() != l.fingerprint()) {
                 throw new IllegalStateException("layout already fixed: " + layout.summary());
@@ -300,7 +300,7 @@ public final class GradientBuckets implements AutoCloseable {
             t[p] = gradients.get(p).dataType();
             c[p] = gradients.get(p).count();
         }
-        Layout l = Layout.of(t, c, firstBucketBytes, bucketBytes);
+        Layout l = Layout.of(t, c, firstBucketBytes, bucketBytes, comm::allocate);
         install(l);
         return l;
     }

@@ -13,6 +13,7 @@ import java.util.EnumMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.function.IntFunction;
 
 /**
  * The gradients of a step (types and counts in arrival order) and the buckets they are packed into.
@@ -60,7 +61,7 @@ final class Layout {
         }
     }
 
-    private Layout(DataType[] types, int[] counts, long firstBucketBytes, long bucketBytes) {
+    private Layout(DataType[] types, int[] counts, long firstBucketBytes, long bucketBytes, IntFunction<ByteBuffer> allocator) {
         this.types = types;
         this.counts = counts;
         this.firstBucketBytes = firstBucketBytes;
@@ -107,7 +108,7 @@ final class Layout {
             if (total > Integer.MAX_VALUE) {
                 throw new IllegalArgumentException("bucket of " + total + " bytes exceeds 2 GiB");
             }
-            ByteBuffer memory = ByteBuffer.allocateDirect((int) total).order(ByteOrder.nativeOrder());
+            ByteBuffer memory = allocator.apply((int) total);
             int[] g = m.stream().mapToInt(Integer::intValue).toArray();
             buckets[b] = new Bucket(b, t, g, GradientBuffer.wrap(memory, t));
             for (int p : g) {
@@ -129,6 +130,11 @@ final class Layout {
     }
 
     static Layout of(DataType[] types, int[] counts, long firstBucketBytes, long bucketBytes) {
+        return of(types, counts, firstBucketBytes, bucketBytes, bytes -> ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder()));
+    }
+
+    /** @param allocator makes each bucket's memory, zeroed, in native byte order */
+    static Layout of(DataType[] types, int[] counts, long firstBucketBytes, long bucketBytes, IntFunction<ByteBuffer> allocator) {
         if (types.length != counts.length) {
             throw new IllegalArgumentException(types.length + " types but " + counts.length + " counts");
         }
@@ -140,7 +146,7 @@ final class Layout {
                 throw new IllegalArgumentException("gradient #" + p + " has count " + counts[p]);
             }
         }
-        return new Layout(types.clone(), counts.clone(), firstBucketBytes, bucketBytes);
+        return new Layout(types.clone(), counts.clone(), firstBucketBytes, bucketBytes, allocator);
     }
 
     int size() {
