@@ -51,11 +51,11 @@ class ShmMultiProcessTest {
                 (System.nanoTime() - start) / 1_000_000);
     }
 
-    @ParameterizedTest(name = "{0}, {1} ranks")
-    @CsvSource({"shm, 2", "shm, 4", "auto, 3"})
-    void everyRankIsExactAndNothingIsLeftInDevShm(String transport, int ranks) throws Exception {
+    @ParameterizedTest(name = "{0}, {1} ranks, {2}")
+    @CsvSource({"shm, 2, check", "shm, 4, check", "auto, 3, check", "auto, 3, check-shared"})
+    void everyRankIsExactAndNothingIsLeftInDevShm(String transport, int ranks, String mode) throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();
-        Result job = gradsyncRun(ranks, 120, "check", transport);
+        Result job = gradsyncRun(ranks, 120, mode, transport);
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < ranks; r++) {
             assertTrue(job.out().contains("rank " + r + ": 100 collectives exact"), "rank " + r + ":\n" + job.out());
@@ -64,12 +64,14 @@ class ShmMultiProcessTest {
         assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
     }
 
-    @Test
-    void aRankKilledWithSigkillIsNamedByEverySurvivorWithinTheDeadline() throws Exception {
+    /** loop: copies through the rings; loop-shared: the direct allreduce, reading the peers' buffers in place. */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"loop", "loop-shared"})
+    void aRankKilledWithSigkillIsNamedByEverySurvivorWithinTheDeadline(String mode) throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();
         int ranks = 3;
         int killed = 1;
-        Result job = gradsyncRun(ranks, 90, "loop", "shm", Integer.toString(killed), "2000");
+        Result job = gradsyncRun(ranks, 90, mode, "shm", Integer.toString(killed), "2000");
         assertTrue(job.out().contains("rank " + killed + " kills itself with SIGKILL"), job.out());
         Matcher failed = Pattern.compile("\\[(\\d+)] FAILED: (.*)").matcher(job.out());
         List<Integer> reporting = new ArrayList<>();

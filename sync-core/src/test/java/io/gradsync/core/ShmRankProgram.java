@@ -4,8 +4,9 @@ import io.gradsync.core.check.CheckPattern;
 
 /**
  * One rank of {@link ShmMultiProcessTest}, started by gradsync-run. Usage: {@code ShmRankProgram check TRANSPORT}
- * (exact results for every op, float32 and int64, several counts) or {@code ShmRankProgram loop TRANSPORT
- * KILLED_RANK DELAY_MS} (AllReduce in a loop; the killed rank SIGKILLs itself after the delay, in the middle
+ * (exact results for every op, float32 and int64, several counts; {@code check-shared}: the same with buffers
+ * from {@link Communicator#allocate}, so the direct allreduce) or {@code ShmRankProgram loop TRANSPORT
+ * KILLED_RANK DELAY_MS} (AllReduce in a loop, {@code loop-shared} with a shared buffer; the killed rank SIGKILLs itself after the delay, in the middle
  * of a collective), or {@code ShmRankProgram die-in-setup KILLED_RANK} (the killed rank SIGKILLs itself in the
  * shm endpoint's set-up, after creating its ring files and before any peer has mapped them).
  */
@@ -24,8 +25,10 @@ public final class ShmRankProgram {
             System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
                     + comm.transportName() + ", " + comm.localSize() + " ranks on its host");
             switch (mode) {
-                case "check" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 20) + 3});
-                case "loop" -> loop(comm, Integer.parseInt(args[2]), Long.parseLong(args[3]));
+                case "check" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 20) + 3}, false);
+                case "check-shared" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 20) + 3}, true);
+                case "loop" -> loop(comm, Integer.parseInt(args[2]), Long.parseLong(args[3]), false);
+                case "loop-shared" -> loop(comm, Integer.parseInt(args[2]), Long.parseLong(args[3]), true);
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             }
         } catch (Exception e) {
@@ -67,13 +70,14 @@ public final class ShmRankProgram {
         System.exit(0);
     }
 
-    private static void check(Communicator comm, int[] counts) {
+    /** @param shared buffers from {@link Communicator#allocate}, which the direct allreduce reads in place */
+    private static void check(Communicator comm, int[] counts, boolean shared) {
         int collectives = 0;
         for (ReduceOp op : ReduceOp.values()) {
             for (DataType type : new DataType[] {DataType.FLOAT32, DataType.INT64}) {
                 for (int count : counts) {
-                    GradientBuffer in = GradientBuffer.allocateDirect(type, count);
-                    GradientBuffer out = GradientBuffer.allocateDirect(type, count);
+                    GradientBuffer in = allocate(comm, type, count, shared);
+                    GradientBuffer out = allocate(comm, type, count, shared);
                     CheckPattern.fill(in, op, comm.rank());
                     comm.allReduceBlocking(in, out, op);
                     expectExact(comm, out, op, count);
@@ -86,6 +90,10 @@ public final class ShmRankProgram {
         System.out.println("rank " + comm.rank() + ": " + collectives + " collectives exact");
     }
 
+    private static GradientBuffer allocate(Communicator comm, DataType type, int count, boolean shared) {
+        return shared ? GradientBuffer.wrap(comm.allocate(count * type.bytes()), type) : GradientBuffer.allocateDirect(type, count);
+    }
+
     private static void expectExact(Communicator comm, GradientBuffer result, ReduceOp op, int count) {
         long wrong = CheckPattern.countWrong(result, op, comm.size());
         if (wrong != 0) {
@@ -93,7 +101,7 @@ public final class ShmRankProgram {
         }
     }
 
-    private static void loop(Communicator comm, int killed, long delayMs) {
+    private static void loop(Communicator comm, int killed, long delayMs, boolean shared) {
         if (comm.rank() == killed) {
             Thread killer = new Thread(() -> {
                 try {
@@ -108,7 +116,7 @@ public final class ShmRankProgram {
             killer.setDaemon(true);
             killer.start();
         }
-        GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, 4 << 20);
+        GradientBuffer buffer = allocate(comm, DataType.FLOAT32, 4 << 20, shared);
         while (true) {
             comm.allReduceBlocking(buffer, ReduceOp.MAX);
         }
