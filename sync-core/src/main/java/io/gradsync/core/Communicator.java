@@ -76,7 +76,7 @@ public final class Communicator implements AutoCloseable {
     private final Duration timeout;
     private final AtomicLong nextStream = new AtomicLong();
     private final AllReduceSelector allReduceSelector;
-    /** With {@code auto}: shared buffers of at least {@link #directMinBytes} go {@link DirectAllReduce}. */
+    /** With {@code auto} and no override rules: shared buffers of at least {@link #directMinBytes} go {@link DirectAllReduce}. */
     private final boolean autoDirect;
     private final long directMinBytes;
     private final DirectAllReduce direct = new DirectAllReduce();
@@ -89,8 +89,9 @@ public final class Communicator implements AutoCloseable {
         this.chunkBytes = Math.min(builder.chunkBytes, endpoint.maxMessageBytes());
         this.timeout = builder.timeout;
         this.allReduceSelector = builder.allReduceSelector();
+        // Rules the user wrote (GRADSYNC_ALLREDUCE) win, and may name direct themselves.
         this.autoDirect = builder.fixedAlgorithm == null && "auto".equals(allReduceSelector.name())
-                && endpoint.sharedMemory() != null;
+                && builder.allReduceOverride == null && endpoint.sharedMemory() != null;
         this.directMinBytes = GradSyncConfiguration.directMinBytes();
         this.maxInFlight = builder.maxInFlight;
         this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.aheadMessages,
