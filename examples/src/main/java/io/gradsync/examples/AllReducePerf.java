@@ -244,8 +244,10 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
      * compilation, or a deoptimisation and recompilation, takes that core from the rank, and rows timed while one
      * was under way ran 3-30x slower than the same rows a moment later (4 KiB out of place at 30-170 us against
      * 4-12 us in place). So the warm-up runs what the rows run: every size of the sweep up to JIT_WARMUP_ELEMENTS
-     * (or two chunks per ring segment, if more) in both placements, since auto picks other algorithms, and other
-     * branches run, at other sizes; bursts of one size back to back; between bursts, the barrier, the time and
+     * (or depth + 2 chunks per ring segment, if more) in both placements, since auto picks other algorithms, and other
+     * branches run, at other sizes; the larger of these is there because a sender that finds its peer's window full
+     * takes paths (no credit, the liveness check) that smaller calls never reach: the first large row deoptimised
+     * the engine's pump and the links' claims, and ran 3-15x slower while they recompiled; bursts of one size back to back; between bursts, the barrier, the time and
      * error reductions (a FLOAT64 reduction nobody had run before deoptimised rd's step) and, on rank 0, the
      * formatting of a row (the first row printed queued the formatter's compilations, which then ran during the
      * next row). It goes on, in rounds, until compilation took under 1% of a round on every rank (background
@@ -259,7 +261,8 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         long[] wrong = new long[4];
         List<WarmUpLayout> jit = new ArrayList<>();
         int previousCount = -1;
-        long largest = Math.max(JIT_WARMUP_ELEMENTS, 2L * n * chunkBytes / type.bytes()); // two chunks per ring segment
+        // depth + 2 chunks per ring segment: enough for a sender to run out of credit and wait
+        long largest = Math.max(JIT_WARMUP_ELEMENTS, (depth + 2L) * n * chunkBytes / type.bytes());
         for (long size : sizes) {
             int count = collective.roundCount(Math.toIntExact(Math.min(size / type.bytes(), largest)), n);
             // bursts of JIT_WARMUP_BURST calls up to JIT_WARMUP_ELEMENTS, proportionally fewer (4 at least) above
