@@ -20,7 +20,7 @@ public final class GradSyncConfiguration {
     public static final String CHUNK_BYTES_PROP = "gradsync.chunk.bytes";
     public static final int CHUNK_BYTES_DEFAULT = TransportOptions.DEFAULT.messageBytes();
     public static final String DIRECT_MIN_BYTES_PROP = "gradsync.direct.min.bytes";
-    public static final int DIRECT_MIN_BYTES_DEFAULT = 16 * 1024;
+    public static final int DIRECT_MIN_BYTES_DEFAULT = 64 * 1024;
 
     /**
      * Pipelining depth: receive slots per link, so how many chunks may be in flight to one peer before
