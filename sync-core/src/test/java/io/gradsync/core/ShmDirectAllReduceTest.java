@@ -6,7 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.bucket.GradientBuckets;
 import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.trace.Timeline;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.nio.ByteBuffer;
@@ -18,6 +20,7 @@ import java.util.Random;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import reactor.core.publisher.Flux;
 
 /**
  * The direct AllReduce over shm, ranks as threads with their own mappings: buffers from
@@ -99,6 +102,38 @@ class ShmDirectAllReduceTest {
             return report;
         });
         AllReduceCorrectnessTest.assertExactAndIdentical(results);
+    }
+
+    /** DDP-style buckets live in shared memory on shm, so their AllReduce goes direct; averages exact, 3 steps. */
+    @Test
+    void gradientBucketsAreSharedAndReduceDirect() throws Exception {
+        int[] counts = {70_000, 5, 30_000, 100_000};
+        List<List<String>> results = ShmThreadJob.run("shm", new int[3], OPTIONS, Duration.ofSeconds(60), "auto", c -> {
+            GradientBuckets buckets = GradientBuckets.builder(c).bucketBytes(1 << 20).firstBucketBytes(256 * 1024)
+                    .timeline(Timeline.OFF).build();
+            List<String> report = new ArrayList<>();
+            for (int step = 0; step < 3; step++) {
+                GradientBuffer[] grads = buckets.allocate(new DataType[] {DataType.FLOAT32, DataType.FLOAT32,
+                    DataType.FLOAT32, DataType.FLOAT32}, counts);
+                for (int p = 0; p < counts.length; p++) {
+                    for (int i = 0; i < counts[p]; i++) {
+                        grads[p].set(i, (c.rank() + 1) * 2L * (p + 1 + i % 7) + step); // average: 4 (p + 1 + i % 7) + step
+                    }
+                }
+                Flux.fromArray(grads).transform(buckets.reduce()).blockLast(Duration.ofSeconds(30));
+                for (int p = 0; p < counts.length; p++) {
+                    long wrong = 0;
+                    for (int i = 0; i < counts[p]; i++) {
+                        wrong += grads[p].getDouble(i) == 4.0 * (p + 1 + i % 7) + step ? 0 : 1;
+                    }
+                    report.add("step " + step + " gradient " + p + (wrong == 0 ? " exact" : " WRONG " + wrong) + ", "
+                            + c.allReduceChoice(grads[p], grads[p]).algorithmName());
+                }
+            }
+            return report;
+        });
+        AllReduceCorrectnessTest.assertExactAndIdentical(results);
+        assertTrue(results.get(0).contains("step 2 gradient 3 exact, direct"), results.get(0).toString());
     }
 
     /** One rank's buffer is not shared: it is told at once; its peers fail within their timeout naming it. */
