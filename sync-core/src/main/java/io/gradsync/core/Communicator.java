@@ -90,8 +90,8 @@ public final class Communicator implements AutoCloseable {
         this.timeout = builder.timeout;
         this.allReduceSelector = builder.allReduceSelector();
         // Rules the user wrote (GRADSYNC_ALLREDUCE) win, and may name direct themselves.
-        this.autoDirect = builder.fixedAlgorithm == null && "auto".equals(allReduceSelector.name())
-                && builder.allReduceOverride == null && endpoint.sharedMemory() != null;
+        this.autoDirect = "auto".equals(allReduceSelector.name()) && builder.allReduceOverride == null
+                && endpoint.sharedMemory() != null;
         this.directMinBytes = GradSyncConfiguration.directMinBytes();
         this.maxInFlight = builder.maxInFlight;
         this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.aheadMessages,
@@ -302,9 +302,8 @@ public final class Communicator implements AutoCloseable {
     }
 
     private void checkDirect(GradientBuffer input, GradientBuffer output, AllReduceChoice choice) {
-        if (choice.algorithm() instanceof DirectAllReduce && !DirectAllReduce.accepts(endpoint.sharedMemory(), input, output)) {
-            throw new IllegalArgumentException("rank " + rank() + ": the direct allreduce needs input and output from "
-                    + "Communicator.allocate on a transport that shares memory (transport " + transportName() + ")");
+        if (choice.algorithm() instanceof DirectAllReduce) {
+            DirectAllReduce.requireShared(rank(), endpoint.sharedMemory(), input, output);
         }
     }
 

@@ -50,16 +50,25 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         return shared != null && shared.handleOf(input.region()) >= 0 && shared.handleOf(output.region()) >= 0;
     }
 
+    /**
+     * Throws unless {@link #accepts} these buffers.
+     *
+     * @throws IllegalArgumentException naming {@code rank} and what it lacks
+     */
+    public static void requireShared(int rank, SharedMemory shared, GradientBuffer input, GradientBuffer output) {
+        if (!accepts(shared, input, output)) {
+            throw new IllegalArgumentException("rank " + rank + ": the direct allreduce needs input and output from "
+                    + "Communicator.allocate on a transport that shares memory (shm with every rank on one host)");
+        }
+    }
+
     @Override
     public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         if (ctx.size() == 1) {
             return List.of(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
         }
         SharedMemory shared = ctx.sharedMemory();
-        if (!accepts(shared, input, output)) {
-            throw new IllegalArgumentException("rank " + ctx.rank() + ": the direct allreduce needs input and output in "
-                    + "shared memory (Communicator.allocate on a transport that shares memory: shm with every rank on one host)");
-        }
+        requireShared(ctx.rank(), shared, input, output);
         Handles handles = new Handles(ctx, shared, input, output);
         List<Phase> plan = new ArrayList<>();
         plan.add(handles);

@@ -129,10 +129,6 @@ final class Layout {
         return bucketTypes.contains(t);
     }
 
-    static Layout of(DataType[] types, int[] counts, long firstBucketBytes, long bucketBytes) {
-        return of(types, counts, firstBucketBytes, bucketBytes, bytes -> ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder()));
-    }
-
     /** @param allocator makes each bucket's memory, zeroed, in native byte order */
     static Layout of(DataType[] types, int[] counts, long firstBucketBytes, long bucketBytes, IntFunction<ByteBuffer> allocator) {
         if (types.length != counts.length) {

@@ -38,7 +38,7 @@ final class ShmWindows implements SharedMemory {
     private static final int MAX_ID = (1 << 23) - 1;
 
     /** One allocation of this rank. */
-    private record Window(int id, long address, long bytes, Path file, MappedByteBuffer memory) {
+    private record Window(int id, long address, long bytes, MappedByteBuffer memory) {
     }
 
     private final int rank;
@@ -80,7 +80,7 @@ final class ShmWindows implements SharedMemory {
                 memory.order(ByteOrder.nativeOrder());
                 long address = Region.ofDirect(memory).address();
                 Window[] grown = Arrays.copyOf(windows, id + 1);
-                grown[id] = new Window(id, address, bytes, file, memory);
+                grown[id] = new Window(id, address, bytes, memory);
                 windows = grown;
                 return memory.limit(bytes).slice().order(ByteOrder.nativeOrder());
             } catch (IOException e) {
