@@ -123,23 +123,29 @@ class AllReduceCorrectnessTest {
                         boolean direct = (op.ordinal() + type.ordinal()) % 2 == 0;
                         GradientBuffer in = direct ? slice(directIn, type, count) : heap(type, count);
                         GradientBuffer out = inPlace ? in : direct ? slice(directOut, type, count) : heap(type, count);
-                        CheckPattern.fill(in, op, c.rank());
-                        c.allReduceBlocking(in, out, op);
-                        String name = count + " " + type + " " + op + (inPlace ? " in-place" : " out-of-place")
-                                + (direct ? " direct" : " heap");
-                        long wrong = CheckPattern.countWrong(out, op, c.size());
-                        if (wrong != 0) {
-                            report.add("WRONG " + name + ": " + wrong + " elements");
-                        } else if (!inPlace && CheckPattern.countChanged(in, op, c.rank()) != 0) {
-                            report.add("WRONG " + name + ": input was modified");
-                        } else {
-                            report.add(name + " fingerprint " + fingerprint(out));
-                        }
+                        report.add(runCase(c, in, out, op, count + " " + type + " " + op
+                                + (inPlace ? " in-place" : " out-of-place") + (direct ? " direct" : " heap")));
                     }
                 }
             }
         }
         return report;
+    }
+
+    /**
+     * One case of a matrix: fills {@code in} with the check pattern, reduces it into {@code out} and returns
+     * "WRONG ..." or the result's fingerprint, under {@code name}.
+     */
+    static String runCase(Communicator c, GradientBuffer in, GradientBuffer out, ReduceOp op, String name) {
+        CheckPattern.fill(in, op, c.rank());
+        c.allReduceBlocking(in, out, op);
+        long wrong = CheckPattern.countWrong(out, op, c.size());
+        if (wrong != 0) {
+            return "WRONG " + name + ": " + wrong + " elements";
+        } else if (in != out && CheckPattern.countChanged(in, op, c.rank()) != 0) {
+            return "WRONG " + name + ": input was modified";
+        }
+        return name + " fingerprint " + fingerprint(out);
     }
 
     private static GradientBuffer slice(ByteBuffer memory, DataType type, int count) {
@@ -158,7 +164,7 @@ class AllReduceCorrectnessTest {
         }
     }
 
-    private static long fingerprint(GradientBuffer b) {
+    static long fingerprint(GradientBuffer b) {
         long h = 1125899906842597L;
         for (int i = 0; i < b.count(); i++) {
             h = 31 * h + b.getBits(i);

@@ -159,7 +159,8 @@ class GradientBucketsTest {
     @Test
     void layoutFollowsDdpRules() {
         DataType f = DataType.FLOAT32;
-        Layout l = Layout.of(new DataType[] {f, f, f, f, f}, new int[] {100, 100, 300, 10, 1000}, 400, 1600);
+        Layout l = Layout.of(new DataType[] {f, f, f, f, f}, new int[] {100, 100, 300, 10, 1000}, 400, 1600,
+                bytes -> java.nio.ByteBuffer.allocateDirect(bytes).order(java.nio.ByteOrder.nativeOrder()));
         // first bucket: 400 B -> gradient 0 (400 B); gradient 1 starts bucket 1 (cap 1600): 1, 2 (400+1200) ; 3 -> 1640 > 1600 -> bucket 2
         assertEquals(0, l.bucketOf[0]);
         assertEquals(1, l.bucketOf[1]);
