@@ -55,6 +55,38 @@ class DataPathAllocationTest {
     }
 
     /**
+     * A short blocking AllReduce, run by its caller, allocates only the call's own objects, and few of them:
+     * every byte allocated is a first touch of fresh heap until the young generation has been used once,
+     * which costs a page fault per 4 KiB (docs/benchmarks.md, "Fresh heap"), so latency-bound calls keep
+     * well under a page each.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"rd", "ring"})
+    void shortBlockingCallsAllocateUnderAKilobyte(String algorithm) {
+        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        int calls = 20_000;
+        try (LocalJob job = new LocalJob(2, 256 * 1024, 4, Duration.ofSeconds(30), algorithm, true)) {
+            List<GradientBuffer> ins = new ArrayList<>();
+            List<GradientBuffer> outs = new ArrayList<>();
+            for (int r = 0; r < 2; r++) {
+                ins.add(GradientBuffer.allocateDirect(DataType.FLOAT32, 256));
+                outs.add(GradientBuffer.allocateDirect(DataType.FLOAT32, 256));
+            }
+            LocalJob.RankBody<Long> body = c -> {
+                long start = threads.getCurrentThreadAllocatedBytes();
+                for (int i = 0; i < calls; i++) {
+                    c.allReduceBlocking(ins.get(c.rank()), outs.get(c.rank()), ReduceOp.SUM);
+                }
+                return (threads.getCurrentThreadAllocatedBytes() - start) / calls;
+            };
+            job.run(body);
+            List<Long> perCall = job.run(body);
+            assertTrue(perCall.stream().allMatch(bytes -> bytes < 1024), algorithm + ": bytes per 1 KiB blocking call, "
+                    + "per rank: " + perCall);
+        }
+    }
+
+    /**
      * Collectives in flight at once, their small chunks sent ahead of each other's (sub-streams, credits,
      * stash), late in a job (stream numbers past {@code Long}'s boxing cache): still nothing per chunk.
      */

@@ -34,7 +34,9 @@ public enum AllReduceAlgorithms {
 
     /** The code of an algorithm that is none of these (a user's own): the largest the descriptor holds. */
     static final int OTHER_CODE = 0x7F;
-    private static final List<String> NAMES = Arrays.stream(values()).map(a -> a.algorithmName).toList();
+    /** {@code values()} once: it clones the array on every call, and the codec looks names up per call. */
+    private static final AllReduceAlgorithms[] ALL = values();
+    private static final List<String> NAMES = Arrays.stream(ALL).map(a -> a.algorithmName).toList();
 
     private final String algorithmName;
     private final Supplier<AllReduceAlgorithm> factory;
@@ -66,7 +68,7 @@ public enum AllReduceAlgorithms {
 
     /** The entry called {@code name}, or null. */
     public static AllReduceAlgorithms find(String name) {
-        for (AllReduceAlgorithms a : values()) {
+        for (AllReduceAlgorithms a : ALL) {
             if (a.algorithmName.equals(name)) {
                 return a;
             }
@@ -95,6 +97,6 @@ public enum AllReduceAlgorithms {
 
     /** The name for a descriptor code, for error messages. */
     static String nameOf(int code) {
-        return code >= 1 && code <= values().length ? values()[code - 1].algorithmName : "another algorithm";
+        return code >= 1 && code <= ALL.length ? ALL[code - 1].algorithmName : "another algorithm";
     }
 }

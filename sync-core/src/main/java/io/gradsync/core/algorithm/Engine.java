@@ -375,7 +375,8 @@ public final class Engine {
             this.phaseReceives = new int[size];
             this.phaseSends = new int[size];
             int peers = 0;
-            for (Phase p : plan) {
+            for (int i = 0; i < plan.size(); i++) { // indexed: no iterator per collective
+                Phase p = plan.get(i);
                 for (int peer : p.sendPeers()) {
                     peers += sends[peer] == 0 && p.sends(peer) > 0 ? 1 : 0;
                     sends[peer] += p.sends(peer);

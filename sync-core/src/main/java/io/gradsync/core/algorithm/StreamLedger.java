@@ -81,9 +81,14 @@ public final class StreamLedger {
         return end != null && end.calls() <= CallIds.position(call) ? end : null;
     }
 
-    /** This rank starts {@code call}. */
+    /**
+     * This rank starts {@code call}. A single call's stream needs no state while it runs (it ends only when
+     * the call is done), so starting one allocates nothing.
+     */
     public void begin(long call) {
-        open(CallIds.stream(call));
+        if (!CallIds.isSingle(call)) {
+            open(CallIds.stream(call));
+        }
     }
 
     /** This rank is done with {@code call}: it completed, failed or abandoned it. */
@@ -170,9 +175,10 @@ public final class StreamLedger {
     }
 
     private void close(long stream) {
-        open.remove(stream);
+        if (!open.isEmpty()) { // the common single call has no entry: skip boxing its stream number
+            open.remove(stream);
+        }
         lookedUp = -1;
-        earlyPeerEnds.remove(stream);
         if (stream >= closedBelow) {
             closedAbove.set(Math.toIntExact(stream - closedBelow));
             int run = closedAbove.nextClearBit(0);
@@ -187,7 +193,10 @@ public final class StreamLedger {
                 }
             }
         }
-        earlyPeerEnds.keySet().removeIf(s -> s < closedBelow);
+        if (!earlyPeerEnds.isEmpty()) {
+            earlyPeerEnds.remove(stream);
+            earlyPeerEnds.keySet().removeIf(s -> s < closedBelow);
+        }
     }
 
     private boolean isClosed(long stream) {
