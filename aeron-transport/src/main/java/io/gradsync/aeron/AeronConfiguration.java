@@ -1,5 +1,6 @@
 package io.gradsync.aeron;
 
+import io.aeron.driver.ThreadingMode;
 import io.gradsync.core.Settings;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
@@ -39,6 +40,16 @@ public final class AeronConfiguration {
     public static final String DRIVER_IDLE_PROP = "gradsync.aeron.driver.idle";
     public static final String DRIVER_IDLE_DEFAULT = "backoff";
 
+    /**
+     * The media driver's threads: {@code shared} (one thread for everything: the fewest threads on a
+     * host whose cores the ranks fill), {@code shared-network} (one thread sends and receives, a second runs
+     * the conductor, whose bookkeeping then stays off the socket path) or {@code dedicated} (sender, receiver
+     * and conductor each on a thread of its own, for hosts with cores to spare). Every driver thread waits
+     * with {@link #DRIVER_IDLE_PROP}.
+     */
+    public static final String DRIVER_THREADING_PROP = "gradsync.aeron.driver.threading";
+    public static final String DRIVER_THREADING_DEFAULT = "shared";
+
     /** UDP socket buffer size in bytes, send and receive (the kernel caps it at net.core.[rw]mem_max). */
     public static final String SOCKET_BUFFER_PROP = "gradsync.aeron.socket.buffer";
     public static final int SOCKET_BUFFER_DEFAULT = 4 << 20;
@@ -73,6 +84,17 @@ public final class AeronConfiguration {
             throw new IllegalArgumentException(DRIVER_PROP + "=" + value + ": expected host or process");
         }
         return value;
+    }
+
+    static ThreadingMode driverThreading() {
+        String value = System.getProperty(DRIVER_THREADING_PROP, DRIVER_THREADING_DEFAULT);
+        return switch (value) {
+            case "shared-network" -> ThreadingMode.SHARED_NETWORK;
+            case "shared" -> ThreadingMode.SHARED;
+            case "dedicated" -> ThreadingMode.DEDICATED;
+            default -> throw new IllegalArgumentException(DRIVER_THREADING_PROP + "=" + value
+                    + ": expected shared-network, shared or dedicated");
+        };
     }
 
     static String driverIdle() {

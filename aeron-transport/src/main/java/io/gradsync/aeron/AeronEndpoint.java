@@ -81,7 +81,7 @@ final class AeronEndpoint implements Endpoint {
         boolean launches = perProcess || job.localRank() == 0;
         File ownDir = launches ? newDriverDirectory(perProcess ? "r" + job.rank() : "h" + job.hostOf(job.rank())) : null;
         this.driver = launches ? MediaDriverHost.launch(ownDir, mtu, termLength, AeronConfiguration.socketBuffer(),
-                AeronConfiguration.driverIdle()) : null;
+                AeronConfiguration.driverThreading(), AeronConfiguration.driverIdle()) : null;
         this.driverShutdownHook = driver == null ? null : closeDriverOnExit();
         try {
             // Every rank that started a driver publishes its directory once the driver is up; the others attach

@@ -57,14 +57,14 @@ final class MediaDriverHost {
      * Launches an embedded driver in {@code dir}, a fresh directory in this user's directory, after deleting
      * the stale driver directories beside it.
      */
-    static MediaDriver launch(File dir, int mtu, int termLength, int socketBuffer, String idle) {
+    static MediaDriver launch(File dir, int mtu, int termLength, int socketBuffer, ThreadingMode threading, String idle) {
         removeStaleDirectories(dir.getParentFile());
         MediaDriver.Context ctx = new MediaDriver.Context()
                 .aeronDirectoryName(dir.getAbsolutePath())
                 .dirDeleteOnStart(true)
                 .dirDeleteOnShutdown(true)
                 .warnIfDirectoryExists(false)
-                .threadingMode(ThreadingMode.SHARED)
+                .threadingMode(threading)
                 .sharedThreadFactory(DAEMON_THREADS)
                 .sharedNetworkThreadFactory(DAEMON_THREADS)
                 .conductorThreadFactory(DAEMON_THREADS)
@@ -72,6 +72,10 @@ final class MediaDriverHost {
                 .receiverThreadFactory(DAEMON_THREADS)
                 .asyncExecutorThreadFactory(DAEMON_THREADS)
                 .sharedIdleStrategy(idleStrategy(idle))
+                .sharedNetworkIdleStrategy(idleStrategy(idle))
+                .conductorIdleStrategy(idleStrategy(idle))
+                .senderIdleStrategy(idleStrategy(idle))
+                .receiverIdleStrategy(idleStrategy(idle))
                 .mtuLength(mtu)
                 .ipcMtuLength(mtu)
                 .publicationTermBufferLength(termLength)
