@@ -57,7 +57,7 @@ class DataPathAllocationTest {
     /**
      * A short blocking AllReduce, run by its caller, allocates only the call's own objects, and few of them:
      * every byte allocated is a first touch of fresh heap until the young generation has been used once,
-     * which costs a page fault per 4 KiB (docs/benchmarks.md, "Fresh heap"), so latency-bound calls keep
+     * which costs a page fault per 4 KiB (docs/benchmarks.md, "A fresh heap"), so latency-bound calls keep
      * well under a page each.
      */
     @ParameterizedTest(name = "{0}")
