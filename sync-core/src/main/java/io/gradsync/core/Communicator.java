@@ -76,9 +76,11 @@ public final class Communicator implements AutoCloseable {
     private final Duration timeout;
     private final AtomicLong nextStream = new AtomicLong();
     private final AllReduceSelector allReduceSelector;
-    /** With {@code auto} and no override rules: shared buffers of at least {@link #directMinBytes} go {@link DirectAllReduce}. */
+    /** With {@code auto}, no override rules and shared memory: calls of at least {@link #directMinBytes} go {@link DirectAllReduce}. */
     private final boolean autoDirect;
     private final long directMinBytes;
+    /** Whether plain buffers go {@link DirectAllReduce} too, staged through shared windows. */
+    private final boolean directStaging;
     private final DirectAllReduce direct = new DirectAllReduce();
     /** The 16-bit type float32 AllReduce payloads travel as, or null. */
     private final ProgressThread progress;
@@ -93,6 +95,7 @@ public final class Communicator implements AutoCloseable {
         this.autoDirect = "auto".equals(allReduceSelector.name()) && builder.allReduceOverride == null
                 && endpoint.sharedMemory() != null;
         this.directMinBytes = GradSyncConfiguration.directMinBytes();
+        this.directStaging = GradSyncConfiguration.directStaging(endpoint.job().localSize());
         this.maxInFlight = builder.maxInFlight;
         this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.aheadMessages,
                 builder.idleStrategy, builder.callerRuns);
@@ -295,15 +298,20 @@ public final class Communicator implements AutoCloseable {
     private AllReduceChoice choiceFor(GradientBuffer input, GradientBuffer output) {
         AllReduceChoice choice = allReduceChoice(input.count(), input.dataType());
         if (autoDirect && choice.wire() == null && input.byteSize() >= directMinBytes
-                && DirectAllReduce.accepts(endpoint.sharedMemory(), input, output)) {
+                && DirectAllReduce.accepts(endpoint.sharedMemory(), input.byteSize())
+                && (directStaging || shared(input) && shared(output))) {
             return new AllReduceChoice(direct, choice.chunkBytes());
         }
         return choice;
     }
 
+    private boolean shared(GradientBuffer buffer) {
+        return endpoint.sharedMemory().handleOf(buffer.region()) >= 0;
+    }
+
     private void checkDirect(GradientBuffer input, GradientBuffer output, AllReduceChoice choice) {
         if (choice.algorithm() instanceof DirectAllReduce) {
-            DirectAllReduce.requireShared(rank(), endpoint.sharedMemory(), input, output);
+            DirectAllReduce.requireShared(rank(), endpoint.sharedMemory(), input);
         }
     }
 

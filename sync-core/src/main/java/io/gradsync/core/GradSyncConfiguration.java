@@ -23,6 +23,16 @@ public final class GradSyncConfiguration {
     public static final int DIRECT_MIN_BYTES_DEFAULT = 64 * 1024;
 
     /**
+     * Whether {@code auto} also runs {@code direct} for plain buffers (not from {@code Communicator.allocate}),
+     * staging them through shared windows: {@code true}, {@code false} (only shared buffers go direct), or
+     * {@code auto}: when the host's ranks do not outnumber its online CPUs. Direct waits on three rounds of
+     * messages that need every rank running; with more ranks than CPUs each round waits for the scheduler,
+     * which measured slower than the ring at some sizes (docs/benchmarks.md).
+     */
+    public static final String DIRECT_STAGING_PROP = "gradsync.direct.staging";
+    public static final String DIRECT_STAGING_DEFAULT = "auto";
+
+    /**
      * Pipelining depth: receive slots per link, so how many chunks may be in flight to one peer before
      * it frees one. Together with the chunk size it bounds transport memory: {@code depth * chunk} per
      * link direction.
@@ -158,8 +168,8 @@ public final class GradSyncConfiguration {
 
     /**
      * {@value #DIRECT_MIN_BYTES_PROP}: the smallest AllReduce, in bytes, that {@code auto} runs as
-     * {@code direct} when both buffers are shared memory ({@code Communicator.allocate}); below it the
-     * cost model's choice runs, whose one round of messages beats direct's three.
+     * {@code direct} on a transport that shares memory (for plain buffers only with {@value #DIRECT_STAGING_PROP});
+     * below it the cost model's choice runs, whose one round of messages beats direct's three.
      *
      * @throws IllegalArgumentException for a malformed or negative value, naming the property
      */
@@ -169,6 +179,20 @@ public final class GradSyncConfiguration {
             throw new IllegalArgumentException(DIRECT_MIN_BYTES_PROP + " must be >= 0, was " + bytes);
         }
         return bytes;
+    }
+
+    /**
+     * {@value #DIRECT_STAGING_PROP} for a host running {@code ranksOnHost} ranks of the job.
+     *
+     * @throws IllegalArgumentException for a value other than true, false or auto, naming the property
+     */
+    public static boolean directStaging(int ranksOnHost) {
+        String value = System.getProperty(DIRECT_STAGING_PROP, DIRECT_STAGING_DEFAULT).trim().toLowerCase(java.util.Locale.ROOT);
+        return switch (value) {
+            case "auto", "" -> ranksOnHost <= HostCpus.online();
+            case "true", "false" -> value.equals("true");
+            default -> throw new IllegalArgumentException(DIRECT_STAGING_PROP + "=" + value + ": expected true, false or auto");
+        };
     }
 
     /**

@@ -154,7 +154,7 @@ class AllReduceCorrectnessTest {
         return GradientBuffer.wrap(view.slice().order(ByteOrder.nativeOrder()), type);
     }
 
-    private static GradientBuffer heap(DataType type, int count) {
+    static GradientBuffer heap(DataType type, int count) {
         switch (type) {
             case FLOAT32: return GradientBuffer.wrap(new float[count]);
             case FLOAT64: return GradientBuffer.wrap(new double[count]);

@@ -1,8 +1,6 @@
 package io.gradsync.core;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertInstanceOf;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -24,9 +22,10 @@ import reactor.core.publisher.Flux;
 
 /**
  * The direct AllReduce over shm, ranks as threads with their own mappings: buffers from
- * {@link Communicator#allocate}, read by the peers in place. Exact for every count, op, type and placement,
- * bitwise equal on every rank with real-valued inputs, chosen by {@code auto} only for shared buffers, a rank
- * whose buffers are not shared fails loudly on every rank, and no file is left in /dev/shm.
+ * {@link Communicator#allocate}, read by the peers in place, and plain buffers staged through shared windows,
+ * alone or mixed in one call. Exact for every count, op, type and placement, bitwise equal on every rank with
+ * real-valued inputs, exact with calls in flight together, chosen by {@code auto} from its threshold on, refused
+ * on a transport without shared memory, and no file is left in /dev/shm.
  */
 class ShmDirectAllReduceTest {
     private static final TransportOptions OPTIONS = new TransportOptions(16 * 1024, 4);
@@ -34,12 +33,59 @@ class ShmDirectAllReduceTest {
     @ParameterizedTest(name = "{0} ranks")
     @ValueSource(ints = {2, 3, 4, 5})
     void everyCountOpTypeAndPlacementIsExactOnEveryRank(int ranks) throws Exception {
+        assertMatrixExact(ranks, rank -> Memory.SHARED);
+    }
+
+    /** Plain direct buffers and heap arrays, staged through shared windows: the same matrix, the same bits. */
+    @ParameterizedTest(name = "{0} ranks")
+    @ValueSource(ints = {2, 3, 5})
+    void plainBuffersAreStagedAndExact(int ranks) throws Exception {
+        assertMatrixExact(ranks, rank -> rank % 2 == 0 ? Memory.PLAIN : Memory.HEAP);
+    }
+
+    /** Ranks decide for themselves whether to stage: shared, plain and heap buffers in one call. */
+    @ParameterizedTest(name = "{0} ranks")
+    @ValueSource(ints = {3, 4})
+    void sharedAndPlainBuffersMixInOneCall(int ranks) throws Exception {
+        assertMatrixExact(ranks, rank -> Memory.values()[rank % 3]);
+    }
+
+    private static void assertMatrixExact(int ranks, java.util.function.IntFunction<Memory> memoryOfRank) throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();
         int[] counts = {0, 1, ranks - 1, ranks + 1, 10_007, 100_003};
         List<List<String>> results = ShmThreadJob.run("shm", new int[ranks], OPTIONS, Duration.ofSeconds(60), "direct",
-                c -> matrix(c, counts));
+                c -> matrix(c, counts, memoryOfRank.apply(c.rank())));
         AllReduceCorrectnessTest.assertExactAndIdentical(results);
         assertEquals(before, ShmAllReduceTest.leftovers(), "files left in /dev/shm");
+    }
+
+    /** Several staged calls in flight at once each get a window of their own: every result exact. */
+    @Test
+    void stagedCallsInFlightTogetherAreExact() throws Exception {
+        int calls = 8;
+        List<List<String>> results = ShmThreadJob.run("shm", new int[3], OPTIONS, Duration.ofSeconds(60), "direct", c -> {
+            List<String> report = new ArrayList<>();
+            for (int round = 0; round < 3; round++) {
+                GradientBuffer[] grads = new GradientBuffer[calls];
+                for (int k = 0; k < calls; k++) {
+                    grads[k] = GradientBuffer.allocateDirect(DataType.FLOAT32, 20_000 + 7919 * k);
+                    for (int i = 0; i < grads[k].count(); i++) {
+                        grads[k].set(i, (c.rank() + 1L) * (k + 1) + i % 5 + round);
+                    }
+                }
+                Flux.fromArray(grads).flatMap(g -> c.allReduce(g, ReduceOp.SUM), calls).blockLast(Duration.ofSeconds(30));
+                int n = c.size();
+                for (int k = 0; k < calls; k++) {
+                    long wrong = 0;
+                    for (int i = 0; i < grads[k].count(); i++) {
+                        wrong += grads[k].getDouble(i) == (k + 1.0) * n * (n + 1) / 2 + n * (i % 5 + round) ? 0 : 1;
+                    }
+                    report.add("round " + round + " call " + k + (wrong == 0 ? " exact" : " WRONG " + wrong));
+                }
+            }
+            return report;
+        });
+        AllReduceCorrectnessTest.assertExactAndIdentical(results);
     }
 
     /** Gaussian float32 and float64 gradients: every rank holds the same bits, close to the sum in double. */
@@ -82,24 +128,52 @@ class ShmDirectAllReduceTest {
         }
     }
 
-    /** auto: shared buffers from the threshold up go direct and are exact; plain buffers still work beside them. */
+    /** auto with staging on: from the threshold up, shared and plain buffers go direct (plain ones staged), exact. */
     @Test
-    void autoTakesSharedBuffersDirectAndPlainOnesAsBefore() throws Exception {
-        List<List<String>> results = ShmThreadJob.run("auto", new int[4], OPTIONS, Duration.ofSeconds(60), "auto", c -> {
-            List<String> report = new ArrayList<>();
-            for (int count : new int[] {100, 16_384, 300_001}) {
-                GradientBuffer shared = GradientBuffer.wrap(c.allocate(count * 4), DataType.FLOAT32);
-                GradientBuffer plain = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
-                for (GradientBuffer g : new GradientBuffer[] {shared, plain, shared}) {
-                    CheckPattern.fill(g, ReduceOp.SUM, c.rank());
-                    c.allReduceBlocking(g, ReduceOp.SUM);
-                    long wrong = CheckPattern.countWrong(g, ReduceOp.SUM, c.size());
-                    report.add(count + (g == shared ? " shared" : " plain") + (wrong == 0 ? " exact" : " WRONG " + wrong));
+    void autoTakesSharedAndPlainBuffersDirect() throws Exception {
+        System.setProperty(GradSyncConfiguration.DIRECT_STAGING_PROP, "true");
+        List<List<String>> results;
+        try {
+            results = ShmThreadJob.run("auto", new int[4], OPTIONS, Duration.ofSeconds(60), "auto", c -> {
+                List<String> report = new ArrayList<>();
+                for (int count : new int[] {100, 16_384, 300_001}) {
+                    GradientBuffer shared = GradientBuffer.wrap(c.allocate(count * 4), DataType.FLOAT32);
+                    GradientBuffer plain = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+                    GradientBuffer heap = GradientBuffer.wrap(new float[count]);
+                    for (GradientBuffer g : new GradientBuffer[] {shared, plain, heap, shared}) {
+                        CheckPattern.fill(g, ReduceOp.SUM, c.rank());
+                        c.allReduceBlocking(g, ReduceOp.SUM);
+                        long wrong = CheckPattern.countWrong(g, ReduceOp.SUM, c.size());
+                        report.add(count + (g == shared ? " shared " : g == plain ? " plain " : " heap ")
+                                + c.allReduceChoice(g, g).algorithmName() + (wrong == 0 ? " exact" : " WRONG " + wrong));
+                    }
                 }
-            }
-            return report;
-        });
+                return report;
+            });
+        } finally {
+            System.clearProperty(GradSyncConfiguration.DIRECT_STAGING_PROP);
+        }
         AllReduceCorrectnessTest.assertExactAndIdentical(results);
+        assertTrue(results.get(0).contains("300001 plain direct exact"), results.get(0).toString());
+        assertTrue(results.get(0).contains("300001 heap direct exact"), results.get(0).toString());
+        assertTrue(results.get(0).stream().filter(line -> line.startsWith("100 ")).noneMatch(line -> line.contains("direct")),
+                results.get(0).toString());
+    }
+
+    /** With gradsync.direct.staging=false, auto sends only shared buffers direct. */
+    @Test
+    void stagingCanBeTurnedOff() throws Exception {
+        System.setProperty(GradSyncConfiguration.DIRECT_STAGING_PROP, "false");
+        try {
+            List<String> choices = ShmThreadJob.run("shm", new int[2], OPTIONS, Duration.ofSeconds(60), "auto", c -> {
+                GradientBuffer shared = GradientBuffer.wrap(c.allocate(1 << 20), DataType.FLOAT32);
+                GradientBuffer plain = GradientBuffer.allocateDirect(DataType.FLOAT32, 1 << 18);
+                return c.allReduceChoice(shared, shared).algorithmName() + " " + c.allReduceChoice(plain, plain).algorithmName();
+            });
+            assertTrue(choices.get(0).startsWith("direct ") && !choices.get(0).endsWith(" direct"), choices.get(0));
+        } finally {
+            System.clearProperty(GradSyncConfiguration.DIRECT_STAGING_PROP);
+        }
     }
 
     /** DDP-style buckets live in shared memory on shm, so their AllReduce goes direct; averages exact, 3 steps. */
@@ -134,24 +208,34 @@ class ShmDirectAllReduceTest {
         assertTrue(results.get(0).contains("step 2 gradient 3 exact, direct"), results.get(0).toString());
     }
 
-    /** One rank's buffer is not shared: it is told at once; its peers fail within their timeout naming it. */
+    /** auto stages when the host's ranks do not outnumber its online CPUs; other values are refused by name. */
     @Test
-    void aRankWithoutSharedBuffersFailsEveryRankNamingIt() throws Exception {
-        List<Throwable> errors = ShmThreadJob.run("shm", new int[2], OPTIONS, Duration.ofSeconds(3), "direct", c -> {
-            GradientBuffer g = c.rank() == 1 ? GradientBuffer.allocateDirect(DataType.FLOAT32, 1000)
-                    : GradientBuffer.wrap(c.allocate(4000), DataType.FLOAT32);
-            try {
-                c.allReduceBlocking(g, ReduceOp.SUM);
+    void stagingByDefaultOnlyWhenRanksHaveCpusOfTheirOwn() {
+        assertTrue(GradSyncConfiguration.directStaging(1));
+        assertTrue(!GradSyncConfiguration.directStaging(100_000));
+        assertEquals(4, HostCpus.count("0-3\n"));
+        assertEquals(6, HostCpus.count("0-3,8,10"));
+        System.setProperty(GradSyncConfiguration.DIRECT_STAGING_PROP, "yes");
+        try {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> GradSyncConfiguration.directStaging(1));
+            assertTrue(e.getMessage().contains(GradSyncConfiguration.DIRECT_STAGING_PROP), e.getMessage());
+        } finally {
+            System.clearProperty(GradSyncConfiguration.DIRECT_STAGING_PROP);
+        }
+    }
+
+    /** direct on a transport that shares no memory: every rank is told at once, naming itself. */
+    @Test
+    void directWithoutSharedMemoryIsRefusedOnEveryRank() {
+        try (LocalJob job = new LocalJob(2, 16 * 1024, 4, Duration.ofSeconds(3), "direct")) {
+            job.run(c -> {
+                IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                        () -> c.allReduceBlocking(GradientBuffer.allocateDirect(DataType.FLOAT32, 1000), ReduceOp.SUM));
+                assertTrue(e.getMessage().contains("rank " + c.rank() + ": the direct allreduce needs a transport that shares memory"),
+                        e.getMessage());
                 return null;
-            } catch (RuntimeException e) {
-                return e;
-            }
-        });
-        assertInstanceOf(IllegalArgumentException.class, errors.get(1));
-        assertTrue(errors.get(1).getMessage().contains("rank 1: the direct allreduce needs"), errors.get(1).getMessage());
-        CollectiveException peer = assertInstanceOf(CollectiveException.class, errors.get(0));
-        assertEquals(1, peer.peer(), peer.getMessage());
-        assertNotNull(peer.getMessage());
+            });
+        }
     }
 
     @Test
@@ -164,11 +248,14 @@ class ShmDirectAllReduceTest {
         }
     }
 
-    /** Per case, "WRONG ..." or the result's fingerprint; every buffer is a slice of shared allocations. */
-    private static List<String> matrix(Communicator c, int[] counts) {
+    /** Where a rank's buffers live. */
+    private enum Memory { SHARED, PLAIN, HEAP }
+
+    /** Per case, "WRONG ..." or the result's fingerprint; buffers are slices of {@code memory} (heap: fresh arrays). */
+    private static List<String> matrix(Communicator c, int[] counts, Memory memory) {
         int maxBytes = 100_003 * 8 + 16;
-        ByteBuffer inMemory = c.allocate(maxBytes);
-        ByteBuffer outMemory = c.allocate(maxBytes);
+        ByteBuffer inMemory = memory == Memory.SHARED ? c.allocate(maxBytes) : ByteBuffer.allocateDirect(maxBytes).order(ByteOrder.nativeOrder());
+        ByteBuffer outMemory = memory == Memory.SHARED ? c.allocate(maxBytes) : ByteBuffer.allocateDirect(maxBytes).order(ByteOrder.nativeOrder());
         List<String> report = new ArrayList<>();
         for (int count : counts) {
             for (ReduceOp op : ReduceOp.values()) {
@@ -176,8 +263,10 @@ class ShmDirectAllReduceTest {
                     for (boolean inPlace : new boolean[] {true, false}) {
                         // An odd offset in elements, so that the segments start off the allocation's alignment.
                         int skip = (count % 3) * type.bytes();
-                        GradientBuffer in = slice(inMemory, skip, count * type.bytes(), type);
-                        GradientBuffer out = inPlace ? in : slice(outMemory, 0, count * type.bytes(), type);
+                        GradientBuffer in = memory == Memory.HEAP ? AllReduceCorrectnessTest.heap(type, count)
+                                : slice(inMemory, skip, count * type.bytes(), type);
+                        GradientBuffer out = inPlace ? in : memory == Memory.HEAP ? AllReduceCorrectnessTest.heap(type, count)
+                                : slice(outMemory, 0, count * type.bytes(), type);
                         report.add(AllReduceCorrectnessTest.runCase(c, in, out, op,
                                 count + " " + type + " " + op + (inPlace ? " in-place" : " out-of-place")));
                     }

@@ -43,6 +43,7 @@ public final class CollectiveContext {
     private final JobContext job;
     private final Inbox inbox;
     private final StreamLedger ledger;
+    private final StagingWindows staging;
     private final String collective;
     private final long call;
     private final long descriptor;
@@ -55,12 +56,13 @@ public final class CollectiveContext {
     private long nextAgreementCheckNanos;
 
     /** @param call the call's header; its arguments carry the chunk size in use */
-    CollectiveContext(Endpoint endpoint, Inbox inbox, StreamLedger ledger, String collective, Call call,
-                      long timeoutNanos) {
+    CollectiveContext(Endpoint endpoint, Inbox inbox, StreamLedger ledger, StagingWindows staging, String collective,
+                      Call call, long timeoutNanos) {
         this.endpoint = endpoint;
         this.job = endpoint.job();
         this.inbox = inbox;
         this.ledger = ledger;
+        this.staging = staging;
         this.collective = collective;
         this.call = call.id();
         this.descriptor = call.descriptor();
@@ -93,6 +95,11 @@ public final class CollectiveContext {
     /** Memory every peer reads in place, or null: see {@link Endpoint#sharedMemory()}. */
     SharedMemory sharedMemory() {
         return endpoint.sharedMemory();
+    }
+
+    /** This endpoint's staging windows for {@link DirectAllReduce}; null when {@link #sharedMemory()} is. */
+    StagingWindows staging() {
+        return staging;
     }
 
     Link link(int peer) {

@@ -12,29 +12,38 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * AllReduce that reads the peers' buffers in place, for buffers in memory every rank maps
- * ({@link io.gradsync.core.Communicator#allocate}, {@link SharedMemory}): no byte of the gradient goes
- * through a transport slot. Each rank owns segment {@code r} of {@code n} and
+ * AllReduce that reads the peers' memory in place, for ranks that all map each other's shared memory
+ * ({@link SharedMemory}: {@code shm} with every rank on one host). Each rank owns segment {@code r} of
+ * {@code n} and tells its peers where to read its input and, later, its result: the buffers themselves when
+ * they lie in shared memory ({@link io.gradsync.core.Communicator#allocate}), else a staging window of the
+ * same layout ({@link StagingWindows}). Then it
  * <ol>
- *   <li>sends every peer the handles of its input and output (one 16-byte message each way per pair:
- *       after it, every rank's input is ready and mapped everywhere);</li>
- *   <li>reduces its own segment straight from the {@code n} inputs into its output, in pieces small
- *       enough to stay in cache while the other inputs are added in;</li>
+ *   <li>copies the segments its peers will reduce into its window, if its input is not shared;</li>
+ *   <li>sends every peer the handles of where to read its input and its result (one 16-byte message each way
+ *       per pair: after it, every rank's input is ready and mapped everywhere);</li>
+ *   <li>reduces its own segment straight from the {@code n} inputs (its own from its own buffer) into its
+ *       output, in pieces small enough to stay in cache while the other inputs are added in, and copies each
+ *       piece on into its window if its output is not shared;</li>
  *   <li>passes a barrier, after which every segment is final and no input is read any more;</li>
- *   <li>copies each peer's segment from that peer's output into its own;</li>
- *   <li>passes a second barrier, after which no peer reads its output, so the buffers go back to the caller.</li>
+ *   <li>copies each peer's segment from where that peer published its result into its own output;</li>
+ *   <li>passes a second barrier, after which no peer reads its buffers or its window, so the buffers go back to
+ *       the caller and the window to the pool.</li>
  * </ol>
- * Per rank that is {@code S} bytes read and {@code S/n} written for the reduction, and {@code (n-1)/n S}
- * read and written for the copies, against a ring's {@code 2(n-1)/n S} through slots on top of the same
- * reduction; the price is three rounds of small messages, so it pays from medium sizes on.
+ * With shared buffers that is, per rank, {@code S} bytes read and {@code S/n} written for the reduction and
+ * {@code (n-1)/n S} read and written for the copies; staging adds {@code (n-1)/n S} read and written before and
+ * {@code S/n} after the reduction. A ring moves {@code 2(n-1)/n S} through slots on top of the same reduction,
+ * and copies that much again out of them: at {@code n = 2} staged direct moves {@code 4 S} against the ring's
+ * {@code 4.5 S}, at {@code n = 4} {@code 4.5 S} against {@code 6.75 S}. The price is three rounds of small
+ * messages, so it pays from medium sizes on.
  *
  * <p>Every segment is reduced by one rank, always in the order {@code r, r+1, ..., r-1} of inputs (starting
  * with its own input, which in place is its output and so must be read before anything is written over
- * it), and copied from there, so every rank holds the same bits. A peer that dies is named by the barrier
- * that waits for it. Needs both buffers to be shared memory on every rank: a rank whose buffers are not
- * gets an {@link IllegalArgumentException} before it submits, and its peers' calls fail for lack of its
- * messages within the timeout. {@link io.gradsync.core.Communicator} chooses it by itself only for shared
- * buffers.
+ * it), and copied from there, so every rank holds the same bits. Ranks decide for themselves whether to
+ * stage, so shared and plain buffers mix in one call. A peer that dies is named by the barrier that waits for
+ * it. Needs a transport that shares memory: elsewhere a rank gets an {@link IllegalArgumentException} before
+ * it submits, and its peers' calls fail for lack of its messages within the timeout.
+ * {@link io.gradsync.core.Communicator} chooses it by itself from
+ * {@value io.gradsync.core.GradSyncConfiguration#DIRECT_MIN_BYTES_PROP} bytes on.
  */
 public final class DirectAllReduce implements AllReduceAlgorithm {
     /** Bytes reduced at a time: the running result stays in the core's cache while each input is added. */
@@ -45,9 +54,13 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         return "direct";
     }
 
-    /** True when this rank can run it for these buffers: both lie in {@code shared}. */
-    public static boolean accepts(SharedMemory shared, GradientBuffer input, GradientBuffer output) {
-        return shared != null && shared.handleOf(input.region()) >= 0 && shared.handleOf(output.region()) >= 0;
+    /**
+     * True when this rank can run it for {@code bytes}-byte buffers: the transport shares memory, and plain
+     * buffers of that size fit a staging window. The same on every rank of a job, since it depends on
+     * the size alone.
+     */
+    public static boolean accepts(SharedMemory shared, long bytes) {
+        return shared != null && bytes <= StagingWindows.MAX_BYTES;
     }
 
     /**
@@ -55,10 +68,14 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
      *
      * @throws IllegalArgumentException naming {@code rank} and what it lacks
      */
-    public static void requireShared(int rank, SharedMemory shared, GradientBuffer input, GradientBuffer output) {
-        if (!accepts(shared, input, output)) {
-            throw new IllegalArgumentException("rank " + rank + ": the direct allreduce needs input and output from "
-                    + "Communicator.allocate on a transport that shares memory (shm with every rank on one host)");
+    public static void requireShared(int rank, SharedMemory shared, GradientBuffer input) {
+        if (shared == null) {
+            throw new IllegalArgumentException("rank " + rank + ": the direct allreduce needs a transport that shares "
+                    + "memory (shm with every rank on one host)");
+        }
+        if (!accepts(shared, input.byteSize())) {
+            throw new IllegalArgumentException("rank " + rank + ": the direct allreduce stages at most "
+                    + StagingWindows.MAX_BYTES + " bytes, not " + input.byteSize());
         }
     }
 
@@ -68,18 +85,43 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             return List.of(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
         }
         SharedMemory shared = ctx.sharedMemory();
-        requireShared(ctx.rank(), shared, input, output);
-        Handles handles = new Handles(ctx, shared, input, output);
+        requireShared(ctx.rank(), shared, input);
+        DataType type = input.dataType();
+        int count = input.count();
+        long inputHandle = shared.handleOf(input.region());
+        long outputHandle = shared.handleOf(output.region());
+        Region window = inputHandle < 0 || outputHandle < 0
+                ? ctx.staging().take(input.region().byteLength()).slice(0, input.region().byteLength()) : null;
+        long windowHandle = window == null ? -1 : shared.handleOf(window);
+        Region stagedResult = outputHandle < 0 ? window : null;
+        Handles handles = new Handles(ctx, shared, input, output, inputHandle < 0 ? windowHandle : inputHandle,
+                outputHandle < 0 ? windowHandle : outputHandle);
         List<Phase> plan = new ArrayList<>();
+        if (inputHandle < 0) {
+            plan.add(new LocalPhase(() -> stageOtherSegments(ctx, input.region(), window, type, count)));
+        }
         plan.add(handles);
-        plan.add(new LocalPhase(() -> reduceOwnSegment(ctx, handles, input.dataType(), op, input.count())));
+        plan.add(new LocalPhase(() -> reduceOwnSegment(ctx, handles, stagedResult, type, op, count)));
         plan.addAll(DisseminationBarrier.plan(ctx));
-        plan.add(new LocalPhase(() -> copyOtherSegments(ctx, handles, input.dataType(), input.count())));
+        plan.add(new LocalPhase(() -> copyOtherSegments(ctx, handles, type, count)));
         plan.addAll(DisseminationBarrier.plan(ctx));
+        if (window != null) {
+            plan.add(new LocalPhase(() -> ctx.staging().giveBack(window)));
+        }
         return plan;
     }
 
-    private static void reduceOwnSegment(CollectiveContext ctx, Handles handles, DataType type, ReduceOp op, int count) {
+    /** Copies every segment but this rank's from its input into its window, at the same offsets. */
+    private static void stageOtherSegments(CollectiveContext ctx, Region input, Region window, DataType type, int count) {
+        int n = ctx.size();
+        long first = (long) segmentStart(count, n, ctx.rank()) * type.bytes();
+        long end = (long) segmentStart(count, n, ctx.rank() + 1) * type.bytes();
+        Kernels.copy(input.base(), input.offset(), window.base(), window.offset(), first);
+        Kernels.copy(input.base(), input.offset() + end, window.base(), window.offset() + end, input.byteLength() - end);
+    }
+
+    private static void reduceOwnSegment(CollectiveContext ctx, Handles handles, Region stagedResult, DataType type,
+                                         ReduceOp op, int count) {
         int n = ctx.size();
         int rank = ctx.rank();
         int first = segmentStart(count, n, rank);
@@ -101,6 +143,10 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             }
             if (op == ReduceOp.AVG) {
                 Kernels.divide(type, out.base(), out.offset() + at, elements, n);
+            }
+            if (stagedResult != null) {
+                Kernels.copy(out.base(), out.offset() + at, stagedResult.base(), stagedResult.offset() + at,
+                        (long) elements * esize);
             }
         }
     }
@@ -124,8 +170,8 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
     }
 
     /**
-     * Step 1: one message to and from every peer, carrying the handles of its input and output; once all have
-     * arrived, the peers' buffers are mapped here. Its arrival is also the peer's word that its input is ready.
+     * One message to and from every peer, carrying the handles of where to read its input and its result; once
+     * all have arrived, the peers' memory is mapped here. Its arrival is also the peer's word that its input is ready.
      */
     private static final class Handles extends Phase {
         private static final int BYTES = 16;
@@ -144,11 +190,13 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         final Region[] outputs;
         final Region output;
 
-        Handles(CollectiveContext ctx, SharedMemory shared, GradientBuffer input, GradientBuffer output) {
+        /** @param inputHandle where peers read this rank's input; {@code outputHandle}: its result */
+        Handles(CollectiveContext ctx, SharedMemory shared, GradientBuffer input, GradientBuffer output, long inputHandle,
+                long outputHandle) {
             this.ctx = ctx;
             this.shared = shared;
-            this.inputHandle = shared.handleOf(input.region());
-            this.outputHandle = shared.handleOf(output.region());
+            this.inputHandle = inputHandle;
+            this.outputHandle = outputHandle;
             this.bytes = input.region().byteLength();
             int n = ctx.size();
             this.peers = new int[n - 1];

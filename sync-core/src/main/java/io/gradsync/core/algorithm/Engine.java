@@ -64,6 +64,8 @@ public final class Engine {
     private final StreamLedger ledger;
     private final long timeoutNanos;
     private final int rank;
+    /** Where the direct AllReduce stages plain buffers; null without shared memory. */
+    private final StagingWindows staging;
     /** Oldest first; indexed, not iterated, so that a duty cycle allocates nothing. */
     private final ArrayList<Run> active = new ArrayList<>();
     /** Per peer, whether an older active collective still has messages to send there this pass. */
@@ -84,6 +86,7 @@ public final class Engine {
         this.rank = endpoint.job().rank();
         int size = endpoint.job().size();
         this.sendTaken = new boolean[size];
+        this.staging = endpoint.sharedMemory() == null ? null : new StagingWindows(endpoint.sharedMemory());
     }
 
     /** Collectives admitted and not yet retired. */
@@ -114,7 +117,7 @@ public final class Engine {
         ledger.begin(call.id());
         endpoint.job().announce(call);
         try {
-            run.context = new CollectiveContext(endpoint, inbox, ledger, collective, call, timeoutNanos);
+            run.context = new CollectiveContext(endpoint, inbox, ledger, staging, collective, call, timeoutNanos);
             run.context.checkPeers();
             run.start(planner.apply(run.context));
         } catch (RuntimeException | Error e) {
