@@ -18,8 +18,8 @@ import subprocess
 import sys
 from collections import defaultdict
 
-ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-direct", "gradsync-udp", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
-GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-direct", "gradsync-udp", "gradsync-ipc"]
+ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
+GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-ipc"]
 BASELINES = ["gloo", "mpi-tcp", "mpi-shm"]
 DESCRIPTION = {
     "gloo": "PyTorch torch.distributed, Gloo backend, TCP on loopback (in-place)",
@@ -31,6 +31,8 @@ DESCRIPTION = {
     "gradsync-shm-handoff": "gradsync allreduce-perf over shm with -Dgradsync.caller.runs=false: each blocking call "
                             "handed to the progress thread, as before caller-runs (out-of-place columns)",
     "gradsync-auto": "gradsync allreduce-perf, auto transport: shm on one host (out-of-place columns)",
+    "gradsync-auto-unstaged": "the same with -Dgradsync.direct.staging=false: plain buffers never staged for the direct "
+                              "allreduce (out-of-place columns)",
     "gradsync-direct": "gradsync allreduce-perf -R 1, auto transport: buffers from Communicator.allocate, which the "
                        "peers read in place (the direct allreduce from gradsync.direct.min.bytes; out-of-place columns)",
 }
