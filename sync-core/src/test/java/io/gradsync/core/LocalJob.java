@@ -11,6 +11,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.UnaryOperator;
 
 /** Ranks as threads of the test JVM, as Gloo's tests do: one communicator per rank over the in-JVM transport. */
 final class LocalJob implements AutoCloseable {
@@ -50,11 +51,22 @@ final class LocalJob implements AutoCloseable {
                 GradSyncConfiguration.callerRuns());
     }
 
+    /** A job whose ranks see the in-JVM transport through {@code wrap}, e.g. to change how its links behave. */
+    LocalJob(int ranks, int chunkBytes, int depth, Duration timeout, String algorithm, UnaryOperator<Endpoint> wrap) {
+        this(LocalTransport.create(ranks, chunkBytes, depth), chunkBytes, timeout, algorithm, GradSyncConfiguration.callerRuns(),
+                wrap);
+    }
+
     private LocalJob(LocalTransport transport, int chunkBytes, Duration timeout, String algorithm, boolean callerRuns) {
+        this(transport, chunkBytes, timeout, algorithm, callerRuns, UnaryOperator.identity());
+    }
+
+    private LocalJob(LocalTransport transport, int chunkBytes, Duration timeout, String algorithm, boolean callerRuns,
+                     UnaryOperator<Endpoint> wrap) {
         this.transport = transport;
         int ranks = transport.size();
         for (int r = 0; r < ranks; r++) {
-            endpoints.add(transport.endpoint(r));
+            endpoints.add(wrap.apply(transport.endpoint(r)));
             communicators.add(Communicator.builder(endpoints.get(r)).chunkBytes(chunkBytes).timeout(timeout)
                     .allReduceAlgorithm(algorithm).callerRuns(callerRuns).build());
         }

@@ -5,6 +5,7 @@ import io.gradsync.core.CollectiveMismatchException;
 import io.gradsync.core.CollectiveTimeoutException;
 import io.gradsync.core.PeerFailureException;
 import io.gradsync.core.StreamEndedException;
+import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
@@ -114,6 +115,24 @@ public final class CollectiveContext {
     SendSlot tryClaim(Link link, int length) {
         try {
             return link.tryClaim(length);
+        } catch (TransportException e) {
+            throw linkFailure(link.peer(), e.getMessage(), e);
+        }
+    }
+
+    /** A slot sending {@code length} bytes of {@code buffer} from where they lie, or null (see {@link Link#tryClaimInPlace}). */
+    SendSlot tryClaimInPlace(Link link, Region buffer, long fromByte, int length) {
+        try {
+            return link.tryClaimInPlace(buffer, fromByte, length);
+        } catch (TransportException e) {
+            throw linkFailure(link.peer(), e.getMessage(), e);
+        }
+    }
+
+    /** {@link Link#inPlaceSendsDone()}, failing this collective if the link broke first. */
+    long inPlaceSendsDone(Link link) {
+        try {
+            return link.inPlaceSendsDone();
         } catch (TransportException e) {
             throw linkFailure(link.peer(), e.getMessage(), e);
         }

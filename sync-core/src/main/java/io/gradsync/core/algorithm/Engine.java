@@ -3,6 +3,7 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.CollectiveException;
 import io.gradsync.core.CollectiveMismatchException;
 import io.gradsync.core.StreamEndedException;
+import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
@@ -276,7 +277,12 @@ public final class Engine {
             if (ahead && !inbox.takeAheadCredit(peer, length)) {
                 break;
             }
-            SendSlot slot = run.context.tryClaim(link, length);
+            Region buffer = phase.inPlaceBuffer(peer);
+            SendSlot slot = buffer == null ? null : run.context.tryClaimInPlace(link, buffer, phase.inPlaceOffset(peer), length);
+            boolean inPlace = slot != null;
+            if (!inPlace) {
+                slot = run.context.tryClaim(link, length);
+            }
             if (slot == null) {
                 if (ahead) {
                     inbox.returnAheadCredit(peer);
@@ -284,6 +290,9 @@ public final class Engine {
                 break;
             }
             run.context.commit(slot, phase.produce(peer, slot.payload()), ahead);
+            if (inPlace) {
+                run.sentInPlace(peer, link.inPlaceSends());
+            }
             run.phaseSends[peer]--;
             run.sends[peer]--;
             run.phaseMessagesLeft--;
@@ -320,6 +329,9 @@ public final class Engine {
     private void retire() {
         Run head;
         while (!active.isEmpty() && (head = active.get(0)).done) {
+            if (head.error == null && !inPlaceSendsDone(head)) {
+                break; // the caller may change its buffers once told: not before the transport has read them
+            }
             active.remove(0);
             ledger.finish(head.call.id());
             lastRetired = head.call.id();
@@ -333,6 +345,19 @@ public final class Engine {
             } catch (RuntimeException e) {
                 LOG.log(System.Logger.Level.WARNING, "subscriber threw while receiving a collective's result", e);
             }
+        }
+    }
+
+    /** Whether the transport has read every message {@code run} sent in place; a link that broke first fails it. */
+    private boolean inPlaceSendsDone(Run run) {
+        try {
+            return run.inPlaceSendsDone();
+        } catch (RuntimeException e) {
+            fail(run, e);
+            if (run.error == null) {
+                run.error = failure;
+            }
+            return true;
         }
     }
 
@@ -363,6 +388,8 @@ public final class Engine {
         int[] planPeers = new int[0];
         boolean done;
         CollectiveException error;
+        /** Per peer, the link's count of in-place sends as of this collective's last one; null if it sent none. */
+        long[] inPlaceMarks;
 
         Run(String collective, Call call, Completion completion, Object buffers) {
             this.collective = collective;
@@ -417,6 +444,26 @@ public final class Engine {
                 phaseSends[peer] = next.sends(peer);
                 phaseMessagesLeft += phaseSends[peer];
             }
+        }
+
+        void sentInPlace(int peer, long linkCount) {
+            if (inPlaceMarks == null) {
+                inPlaceMarks = new long[context.size()];
+            }
+            inPlaceMarks[peer] = linkCount;
+        }
+
+        boolean inPlaceSendsDone() {
+            if (inPlaceMarks == null) {
+                return true;
+            }
+            for (int peer = 0; peer < inPlaceMarks.length; peer++) {
+                if (inPlaceMarks[peer] > 0 && context.inPlaceSendsDone(context.link(peer)) < inPlaceMarks[peer]) {
+                    return false;
+                }
+            }
+            inPlaceMarks = null;
+            return true;
         }
 
         /** Gives up: frees its links for later collectives and retires with {@code error}. */

@@ -48,6 +48,22 @@ public abstract class Phase {
     /** Fills the message {@link #nextLength} announced for {@code peer}; returns its sub-stream tag (0..15). */
     public abstract int produce(int peer, Region payload);
 
+    /**
+     * The caller's buffer that holds the next message to {@code peer} (the one {@link #nextLength} announced)
+     * exactly as it travels, when those bytes stay unchanged until the collective completes; null (the
+     * default) when the message is computed into its slot, encoded, or its source changes later. A transport
+     * that can send from the buffer then claims the slot {@linkplain io.gradsync.core.transport.Link#tryClaimInPlace
+     * in place}, and {@link #produce} finds its payload already there.
+     */
+    public Region inPlaceBuffer(int peer) {
+        return null;
+    }
+
+    /** Where in {@link #inPlaceBuffer} the next message to {@code peer} starts, in bytes. */
+    public long inPlaceOffset(int peer) {
+        throw new UnsupportedOperationException("no message of this phase is sent in place");
+    }
+
     /** Local work once every message has moved, before the next phase. */
     public void end() {
     }

@@ -27,6 +27,11 @@ import java.util.List;
  * from the output buffer. Because receiving never waits for sending, no window size can deadlock the
  * ring. Each segment's final value is computed by exactly one rank and then copied, so every rank
  * holds the same bits.
+ *
+ * <p>Two kinds of message carry bytes that stay as they are until the call completes, so a transport that
+ * can send from the caller's memory (RDMA from registered buffers) sends them without a copy: the first
+ * step's, from the input of an out-of-place call, and the all-gather's, which are final values. The
+ * reduce-scatter's partial sums are copied, since the all-gather overwrites them.
  */
 public final class RingAllReduce implements AllReduceAlgorithm {
     private final DataType wire;
@@ -80,6 +85,10 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         private final int count;
         private final int chunksPerSegment;
         private final int messages;
+        private final Region in;
+        private final Region out;
+        /** Whether the input is untouched by the call: out of place. */
+        private final boolean inputStays;
         private final Object inBase;
         private final long inOffset;
         private final Object outBase;
@@ -102,6 +111,9 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             // At least one message per step, so that even an empty call is checked against every peer.
             this.chunksPerSegment = Math.max(1, (largestSegment + chunkElements - 1) / chunkElements);
             this.messages = 2 * (n - 1) * chunksPerSegment;
+            this.in = input.region();
+            this.out = output.region();
+            this.inputStays = !in.overlaps(out);
             this.inBase = input.region().base();
             this.inOffset = input.region().offset();
             this.outBase = output.region().base();
@@ -157,6 +169,23 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             return (chunkStart(segment, j % chunksPerSegment + 1) - first) * wireBytes;
         }
 
+        /** The input for the first step out of place, the output for the all-gather's final values; else null. */
+        @Override
+        public Region inPlaceBuffer(int peer) {
+            int step = sent / chunksPerSegment;
+            if (wire != null || step > 0 && step < n - 1) {
+                return null;
+            }
+            return step == 0 ? (inputStays ? in : null) : out;
+        }
+
+        @Override
+        public long inPlaceOffset(int peer) {
+            int j = sent;
+            int segment = Math.floorMod(position - j / chunksPerSegment, n);
+            return (long) chunkStart(segment, j % chunksPerSegment) * type.bytes();
+        }
+
         /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code position - step}. */
         @Override
         public int produce(int peer, Region payload) {
@@ -169,7 +198,9 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             Object src = step == 0 ? inBase : outBase;
             long srcOffset = (step == 0 ? inOffset : outOffset) + at;
             if (wire == null) {
-                Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * type.bytes());
+                if (!payload.startsAt(step == 0 ? in : out, at)) { // else claimed in place: already there
+                    Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * type.bytes());
+                }
             } else {
                 WireCodec.encode(wire, src, srcOffset, payload.base(), payload.offset(), length);
             }

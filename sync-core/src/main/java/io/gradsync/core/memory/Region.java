@@ -135,6 +135,15 @@ public final class Region {
         return byteLength;
     }
 
+    /**
+     * What keeps the memory alive: the array, the direct buffer viewed, or for a {@link #movable} region the
+     * object it belongs to. While the owner is reachable the bytes at this region's address stay the same
+     * allocation, which is what lets a transport cache an RDMA registration of them.
+     */
+    public Object owner() {
+        return owner;
+    }
+
     /** True when the bytes live outside the Java heap (and so never move). */
     public boolean isOffHeap() {
         return MemoryAccess.isOffHeap(base);

@@ -1,5 +1,7 @@
 package io.gradsync.core.transport;
 
+import io.gradsync.core.memory.Region;
+
 /**
  * A directed pair of message queues between this rank and one peer (Gloo calls it a Pair). Messages
  * arrive in the order they were committed. Each message lands in a receive slot that the peer owns;
@@ -22,6 +24,35 @@ public interface Link {
      * @throws TransportException if the link is broken or the peer has closed
      */
     SendSlot tryClaim(int length);
+
+    /**
+     * Claims a send slot whose payload is {@code length} bytes of {@code buffer} from byte {@code fromByte},
+     * where they already lie, for a transport that can send them from there (RDMA from registered memory):
+     * the caller {@link SendSlot#commit commits} without copying. The caller keeps those bytes unchanged until
+     * {@link #inPlaceSendsDone()} counts this message.
+     *
+     * @return the slot, or {@code null} when this transport does not send from this memory or the peer has no
+     *         room yet: then claim with {@link #tryClaim} and copy
+     * @throws TransportException if the link is broken or the peer has closed
+     */
+    default SendSlot tryClaimInPlace(Region buffer, long fromByte, int length) {
+        return null;
+    }
+
+    /** How many messages were committed from slots claimed {@linkplain #tryClaimInPlace in place}. */
+    default long inPlaceSends() {
+        return 0;
+    }
+
+    /**
+     * How many of the {@link #inPlaceSends()}, in commit order, the transport has finished reading: their
+     * bytes may change. May poll the transport for completions.
+     *
+     * @throws TransportException if the link broke before the transport finished reading them
+     */
+    default long inPlaceSendsDone() {
+        return 0;
+    }
 
     /**
      * The next message from the peer. Read it, then {@link RecvSlot#release() release} it, which returns
