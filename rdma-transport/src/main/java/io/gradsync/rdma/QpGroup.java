@@ -49,7 +49,7 @@ final class QpGroup extends RdmaEndpointGroup<QpEndpoint> {
         IbvQPInitAttr attr = new IbvQPInitAttr();
         attr.cap().setMax_send_wr(maxSendWr);
         attr.cap().setMax_recv_wr(maxRecvWr);
-        attr.cap().setMax_send_sge(1);
+        attr.cap().setMax_send_sge(2); // header and payload of a message sent in place
         attr.cap().setMax_recv_sge(1);
         attr.cap().setMax_inline_data(0);
         attr.setQp_type(IbvQP.IBV_QPT_RC);

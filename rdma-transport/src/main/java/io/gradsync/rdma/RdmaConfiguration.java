@@ -90,6 +90,22 @@ public final class RdmaConfiguration {
     public static final String RETRY_COUNT_PROP = "gradsync.rdma.retry.count";
     public static final int RETRY_COUNT_DEFAULT = 7;
 
+    /**
+     * Whether messages whose bytes lie unchanged in a caller's direct buffer (the ring's first step out of
+     * place, and its all-gather) are sent from there, by a registration of the buffer, instead of through
+     * a staging copy ({@code true}, the default), or always copied ({@code false}).
+     */
+    public static final String SEND_IN_PLACE_PROP = "gradsync.rdma.send.in.place";
+    public static final boolean SEND_IN_PLACE_DEFAULT = true;
+
+    /**
+     * How many bytes of callers' buffers a rank keeps registered for sending in place, at most; the least
+     * recently used buffer is deregistered to make room, and a larger buffer is copied. Registered memory
+     * is pinned, so this also bounds what the transport pins besides its own slots.
+     */
+    public static final String REGISTRATION_CACHE_BYTES_PROP = "gradsync.rdma.registration.cache.bytes";
+    public static final long REGISTRATION_CACHE_BYTES_DEFAULT = 1L << 30;
+
     private RdmaConfiguration() {
     }
 
@@ -185,6 +201,16 @@ public final class RdmaConfiguration {
     static long connectTimeoutMs() {
         return Settings.duration(CONNECT_TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS,
                 Duration.ofMillis(CONNECT_TIMEOUT_MS_DEFAULT)).toMillis();
+    }
+
+    static boolean sendInPlace() {
+        return Settings.bool(SEND_IN_PLACE_PROP, SEND_IN_PLACE_DEFAULT);
+    }
+
+    static long registrationCacheBytes() {
+        String value = System.getProperty(REGISTRATION_CACHE_BYTES_PROP);
+        return value == null || value.isBlank() ? REGISTRATION_CACHE_BYTES_DEFAULT
+                : Settings.parseBytes(REGISTRATION_CACHE_BYTES_PROP, value);
     }
 
     static byte retryCount() {

@@ -54,6 +54,8 @@ final class VerbsEndpoint implements Endpoint {
     private final RdmaConfiguration.Verb verb;
     private final long timeoutMs;
     private final VerbsLink[] links;
+    /** Callers' buffers registered for sending in place; null when that is off. */
+    private Registrations registrations;
     private final QpEndpoint[] qps;
     private final AtomicReferenceArray<RingMessage> fromLower;
     private final CountDownLatch ready = new CountDownLatch(1);
@@ -209,7 +211,10 @@ final class VerbsEndpoint implements Endpoint {
         completions = new CompletionQueue(rank, Objects.requireNonNull(group.cq()), size - 1);
         for (int p = 0; p < size; p++) {
             if (p != rank) {
-                links[p] = new VerbsLink(completions, rank, p, qps[p], qps[p].getPd(), verb, window, slotBytes);
+                if (registrations == null && RdmaConfiguration.sendInPlace()) {
+                    registrations = new Registrations(rank, qps[p].getPd(), RdmaConfiguration.registrationCacheBytes());
+                }
+                links[p] = new VerbsLink(completions, rank, p, qps[p], qps[p].getPd(), verb, window, slotBytes, registrations);
                 completions.add(links[p]);
             }
         }
@@ -446,6 +451,9 @@ final class VerbsEndpoint implements Endpoint {
             if (link != null) {
                 link.release();
             }
+        }
+        if (registrations != null) {
+            registrations.close();
         }
         if (listeners != null) {
             for (RdmaServerEndpoint<QpEndpoint> listener : listeners) {

@@ -38,8 +38,13 @@ import java.util.List;
  * released messages into the sender's "credit in" word, so credits are exactly the free receive slots, a
  * sender never overruns its peer, and there are never receiver-not-ready retries.
  *
- * <p>Every work request is a DiSNI stateful verb call built at set-up; a message only changes the length
- * in its scatter-gather entry, so the data path allocates nothing.
+ * <p>A message claimed {@linkplain #tryClaimInPlace in place} goes by the slot's second work request, which
+ * gathers the header from the staging slot and the payload from the caller's buffer, registered once by
+ * {@link Registrations}: no staging copy. Its bytes are the caller's until its completion, which
+ * {@link #inPlaceSendsDone()} counts.
+ *
+ * <p>Every work request is a DiSNI stateful verb call built at set-up; a message only changes the fields
+ * of its scatter-gather entries, so the data path allocates nothing.
  */
 final class VerbsLink implements Link {
     static final int HEADER = 32;
@@ -73,6 +78,16 @@ final class VerbsLink implements Link {
     private final SVCPostRecv[] recvs;
     private final SVCPostSend[] sends;
     private final SVCPostSend.SgeMod[] sendSges;
+    /** Per slot, the work request whose second entry gathers the payload from a registered buffer. */
+    private final SVCPostSend[] inPlaceSends;
+    private final SVCPostSend.SgeMod[] inPlacePayloads;
+    /** Null when sending in place is off. */
+    private final Registrations registrations;
+    /** Per slot, the buffer its message in flight is sent from, or null when it was copied. */
+    private final Registrations.Registration[] sentFrom;
+    private Registrations.Registration claimedFrom;
+    private long inPlaceSent;
+    private long inPlaceDone;
     private SVCPostSend creditSend;
 
     private long sent;
@@ -94,8 +109,9 @@ final class VerbsLink implements Link {
     private final Receiver receiver = new Receiver();
 
     VerbsLink(CompletionQueue completions, int rank, int peer, QpEndpoint qp, IbvPd pd, RdmaConfiguration.Verb verb,
-              int window, int slotBytes) throws IOException {
+              int window, int slotBytes, Registrations registrations) throws IOException {
         this.completions = completions;
+        this.registrations = registrations;
         this.rank = rank;
         this.peer = peer;
         this.qp = qp;
@@ -128,6 +144,9 @@ final class VerbsLink implements Link {
         this.recvs = new SVCPostRecv[window];
         this.sends = new SVCPostSend[window];
         this.sendSges = new SVCPostSend.SgeMod[window];
+        this.inPlaceSends = new SVCPostSend[window];
+        this.inPlacePayloads = new SVCPostSend.SgeMod[window];
+        this.sentFrom = new Registrations.Registration[window];
         for (int i = 0; i < window; i++) {
             IbvSge sge = sge(base + (long) i * stride, stride);
             IbvRecvWR wr = new IbvRecvWR();
@@ -150,10 +169,8 @@ final class VerbsLink implements Link {
         return sge;
     }
 
-    private static LinkedList<IbvSge> list(IbvSge sge) {
-        LinkedList<IbvSge> list = new LinkedList<>();
-        list.add(sge);
-        return list;
+    private static LinkedList<IbvSge> list(IbvSge... sges) {
+        return new LinkedList<>(List.of(sges));
     }
 
     long ringAddress() {
@@ -175,20 +192,14 @@ final class VerbsLink implements Link {
     /** Builds the send work requests once the peer's ring and credit word are known. */
     void wire(long remoteRing, long remoteCredit, int remoteKey) throws IOException {
         for (int i = 0; i < window; i++) {
-            IbvSendWR wr = new IbvSendWR();
-            wr.setWr_id(KIND_DATA | i);
-            wr.setSg_list(list(sge(base + stagingOffset + (long) i * stride, HEADER)));
-            wr.setSend_flags(IbvSendWR.IBV_SEND_SIGNALED);
-            if (verb == RdmaConfiguration.Verb.WRITE_IMM) {
-                wr.setOpcode(IbvSendWR.IBV_WR_RDMA_WRITE_WITH_IMM);
-                wr.setImm_data(i);
-                wr.getRdma().setRemote_addr(remoteRing + (long) i * stride);
-                wr.getRdma().setRkey(remoteKey);
-            } else {
-                wr.setOpcode(IbvSendWR.IBV_WR_SEND);
-            }
-            sends[i] = qp.postSend(List.of(wr));
+            long header = base + stagingOffset + (long) i * stride;
+            sends[i] = qp.postSend(List.of(dataRequest(i, remoteRing, remoteKey, sge(header, HEADER))));
             sendSges[i] = sends[i].getWrMod(0).getSgeMod(0);
+            if (registrations != null) {
+                inPlaceSends[i] = qp.postSend(List.of(dataRequest(i, remoteRing, remoteKey, sge(header, HEADER),
+                        sge(header + HEADER, 0))));
+                inPlacePayloads[i] = inPlaceSends[i].getWrMod(0).getSgeMod(1);
+            }
         }
         IbvSendWR credit = new IbvSendWR();
         credit.setWr_id(KIND_CREDIT);
@@ -200,6 +211,23 @@ final class VerbsLink implements Link {
         creditSend = qp.postSend(List.of(credit));
     }
 
+    /** The message of slot {@code i}: its header at the start of the first entry, its payload after it. */
+    private IbvSendWR dataRequest(int i, long remoteRing, int remoteKey, IbvSge... sges) {
+        IbvSendWR wr = new IbvSendWR();
+        wr.setWr_id(KIND_DATA | i);
+        wr.setSg_list(list(sges));
+        wr.setSend_flags(IbvSendWR.IBV_SEND_SIGNALED);
+        if (verb == RdmaConfiguration.Verb.WRITE_IMM) {
+            wr.setOpcode(IbvSendWR.IBV_WR_RDMA_WRITE_WITH_IMM);
+            wr.setImm_data(i);
+            wr.getRdma().setRemote_addr(remoteRing + (long) i * stride);
+            wr.getRdma().setRkey(remoteKey);
+        } else {
+            wr.setOpcode(IbvSendWR.IBV_WR_SEND);
+        }
+        return wr;
+    }
+
     @Override
     public int peer() {
         return peer;
@@ -207,6 +235,31 @@ final class VerbsLink implements Link {
 
     @Override
     public SendSlot tryClaim(int length) {
+        if (!mayClaim(length)) {
+            return null;
+        }
+        claimedFrom = null;
+        sender.payload.moveTo(registered, stagingOffset + (long) slot(sent) * stride + HEADER, length);
+        return sender;
+    }
+
+    /** A slot whose payload is the caller's bytes, when sending in place is on and their buffer can be registered. */
+    @Override
+    public SendSlot tryClaimInPlace(Region buffer, long fromByte, int length) {
+        if (registrations == null || length == 0) {
+            return null;
+        }
+        Registrations.Registration from = registrations.find(buffer);
+        if (from == null || !mayClaim(length)) {
+            return null;
+        }
+        claimedFrom = from;
+        sender.payload.moveTo(buffer, fromByte, length);
+        return sender;
+    }
+
+    /** Claims the next slot if the peer has a free receive slot and the previous send of this slot completed. */
+    private boolean mayClaim(int length) {
         if (claimed) {
             throw new IllegalStateException("a send slot is already claimed on the link to rank " + peer);
         }
@@ -223,13 +276,29 @@ final class VerbsLink implements Link {
                 throw broken();
             }
             if (sent - credits() >= window || sent - sendsCompleted >= window) {
-                return null;
+                return false;
             }
         }
         claimed = true;
         claimedLength = length;
-        sender.payload.moveTo(registered, stagingOffset + (long) slot(sent) * stride + HEADER, length);
-        return sender;
+        return true;
+    }
+
+    @Override
+    public long inPlaceSends() {
+        return inPlaceSent;
+    }
+
+    @Override
+    public long inPlaceSendsDone() {
+        if (inPlaceDone < inPlaceSent) {
+            completions.checkOpen();
+            completions.poll();
+            if (inPlaceDone < inPlaceSent && (failure != null || qp.disconnected())) {
+                throw broken();
+            }
+        }
+        return inPlaceDone;
     }
 
     private int slot(long count) {
@@ -298,6 +367,13 @@ final class VerbsLink implements Link {
             arrived++;
         } else if (kind == KIND_DATA) {
             sendsCompleted++;
+            int slot = (int) id;
+            Registrations.Registration from = sentFrom[slot];
+            if (from != null) {
+                sentFrom[slot] = null;
+                from.inFlight--;
+                inPlaceDone++;
+            }
         } else if (kind == KIND_CREDIT) {
             creditWritesInFlight--;
             if (creditPending) {
@@ -350,9 +426,11 @@ final class VerbsLink implements Link {
                 r.free();
             }
         }
-        for (SVCPostSend s : sends) {
-            if (s != null) {
-                s.free();
+        for (SVCPostSend[] requests : List.of(sends, inPlaceSends)) {
+            for (SVCPostSend s : requests) {
+                if (s != null) {
+                    s.free();
+                }
             }
         }
         if (creditSend != null) {
@@ -385,10 +463,22 @@ final class VerbsLink implements Link {
             alignedView.putLong(at, call);
             alignedView.putLong(at + 8, descriptor);
             alignedView.putLong(at + 16, arguments);
-            sendSges[slot].setLength(HEADER + claimedLength);
+            SVCPostSend request;
+            if (claimedFrom == null) {
+                sendSges[slot].setLength(HEADER + claimedLength);
+                request = sends[slot];
+            } else {
+                inPlacePayloads[slot].setAddr(payload.address());
+                inPlacePayloads[slot].setLkey(claimedFrom.lkey);
+                inPlacePayloads[slot].setLength(claimedLength);
+                sentFrom[slot] = claimedFrom;
+                claimedFrom.inFlight++;
+                inPlaceSent++;
+                request = inPlaceSends[slot];
+            }
             sent++;
             try {
-                sends[slot].execute();
+                request.execute();
             } catch (IOException e) {
                 fail("posting a message failed: " + e.getMessage());
                 throw broken();

@@ -54,6 +54,25 @@ class RdmaMultiProcessTest {
         }
     }
 
+    /**
+     * The ring sends the out-of-place input and the all-gather's final values straight from the callers'
+     * registered buffers (no staging copy): exact on every rank, every buffer registered on the way
+     * deregistered at close, as when every message is copied.
+     */
+    @ParameterizedTest(name = "send in place: {0}")
+    @ValueSource(booleans = {true, false})
+    void theRingIsExactSendingFromRegisteredBuffersOrCopying(boolean inPlace) throws Exception {
+        Job job = launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=ring", "-Dgradsync.chunk.bytes=16384",
+                "-D" + RdmaConfiguration.SEND_IN_PLACE_PROP + "=" + inPlace), "check");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        for (int r = 0; r < 3; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+            assertEquals(inPlace, job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
+        }
+    }
+
     @Test
     void sixtyFourMebibytes() throws Exception {
         Job job = launch(List.of("-n", "2"), List.of(), "big", "64");

@@ -1,6 +1,7 @@
 package io.gradsync.rdma;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -64,6 +65,27 @@ class RdmaTransportUnitTest {
         assertEquals(64, VerbsLink.stride(32));
         assertEquals(128, VerbsLink.stride(33));
         assertEquals(262_144 + 64, VerbsLink.stride(262_144));
+    }
+
+    @Test
+    void sendingInPlaceIsOnByDefaultAndItsSettingsFailLoudly() {
+        assertTrue(RdmaConfiguration.sendInPlace());
+        assertEquals(1L << 30, RdmaConfiguration.registrationCacheBytes());
+        System.setProperty(RdmaConfiguration.SEND_IN_PLACE_PROP, "sometimes");
+        System.setProperty(RdmaConfiguration.REGISTRATION_CACHE_BYTES_PROP, "lots");
+        try {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, RdmaConfiguration::sendInPlace);
+            assertTrue(e.getMessage().contains(RdmaConfiguration.SEND_IN_PLACE_PROP), e.getMessage());
+            e = assertThrows(IllegalArgumentException.class, RdmaConfiguration::registrationCacheBytes);
+            assertTrue(e.getMessage().contains(RdmaConfiguration.REGISTRATION_CACHE_BYTES_PROP), e.getMessage());
+            System.setProperty(RdmaConfiguration.SEND_IN_PLACE_PROP, "false");
+            System.setProperty(RdmaConfiguration.REGISTRATION_CACHE_BYTES_PROP, "256m");
+            assertFalse(RdmaConfiguration.sendInPlace());
+            assertEquals(256L << 20, RdmaConfiguration.registrationCacheBytes());
+        } finally {
+            System.clearProperty(RdmaConfiguration.SEND_IN_PLACE_PROP);
+            System.clearProperty(RdmaConfiguration.REGISTRATION_CACHE_BYTES_PROP);
+        }
     }
 
     @Test
