@@ -139,6 +139,11 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             + "allreduce from gradsync.direct.min.bytes on; 0: plain direct buffers (default ${DEFAULT-VALUE}).")
     int register;
 
+    @Option(names = "--jit_warmup", defaultValue = "1", description = "1: before the first size, run the JIT warm-up "
+            + "(rounds of 6 000 calls until compilation is quiet); 0: skip it, for emulated CPUs (the soft-RoCE guest), "
+            + "where a round takes hours (default ${DEFAULT-VALUE}).")
+    int jitWarmup;
+
     @Option(names = "--csv", description = "Also write the rows to this CSV file (rank 0).")
     Path csv;
 
@@ -365,7 +370,9 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
             jobTransport = comm.transportName();
             printHeader(type, comm);
         }
-        warmUpJit(comm, type, reduceOp, sizes, inMemory, outMemory);
+        if (jitWarmup != 0) {
+            warmUpJit(comm, type, reduceOp, sizes, inMemory, outMemory);
+        }
         for (int s = 0; s < sizes.size(); s++) {
             int count = collective.roundCount(Math.toIntExact(sizes.get(s) / type.bytes()), n);
             AllReduceChoice shown = null;

@@ -42,34 +42,26 @@ class RdmaMultiProcessTest {
         assumeTrue(devices != null && devices.length > 0, "no RDMA device here (/sys/class/infiniband is empty)");
     }
 
+    /**
+     * Every op, two types, counts from 0 to 65 539, in and out of place, exact on every rank; nothing left
+     * behind, the registrations of callers' buffers included. With 3 processes the ring runs with small
+     * chunks, sending its first step (out of place) and its all-gather from the callers' registered buffers
+     * and its partial sums through staging copies, and every rank says it sent in place.
+     */
     @ParameterizedTest(name = "{0} processes")
     @ValueSource(ints = {2, 3, 4})
     void exactResultsOnEveryRankAndNothingLeftBehind(int ranks) throws Exception {
-        Job job = launch(List.of("-n", Integer.toString(ranks)), List.of(), "check");
+        List<String> options = ranks == 3 ? List.of("-Dgradsync.allreduce.algorithm=ring", "-Dgradsync.chunk.bytes=16384")
+                : List.of();
+        Job job = launch(List.of("-n", Integer.toString(ranks)), options, "check");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < ranks; r++) {
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
-        }
-    }
-
-    /**
-     * The ring sends the out-of-place input and the all-gather's final values straight from the callers'
-     * registered buffers (no staging copy): exact on every rank, every buffer registered on the way
-     * deregistered at close, as when every message is copied.
-     */
-    @ParameterizedTest(name = "send in place: {0}")
-    @ValueSource(booleans = {true, false})
-    void theRingIsExactSendingFromRegisteredBuffersOrCopying(boolean inPlace) throws Exception {
-        Job job = launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=ring", "-Dgradsync.chunk.bytes=16384",
-                "-D" + RdmaConfiguration.SEND_IN_PLACE_PROP + "=" + inPlace), "check");
-        System.out.println(job.out());
-        assertEquals(0, job.status(), job.out());
-        for (int r = 0; r < 3; r++) {
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
-            assertEquals(inPlace, job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
+            if (ranks == 3) {
+                assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
+            }
         }
     }
 

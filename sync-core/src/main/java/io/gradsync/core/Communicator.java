@@ -311,7 +311,7 @@ public final class Communicator implements AutoCloseable {
 
     private void checkDirect(GradientBuffer input, GradientBuffer output, AllReduceChoice choice) {
         if (choice.algorithm() instanceof DirectAllReduce) {
-            DirectAllReduce.requireShared(rank(), endpoint.sharedMemory(), input);
+            DirectAllReduce.requireSharedMemory(rank(), endpoint.sharedMemory(), input);
         }
     }
 

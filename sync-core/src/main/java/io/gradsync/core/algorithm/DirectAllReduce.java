@@ -68,7 +68,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
      *
      * @throws IllegalArgumentException naming {@code rank} and what it lacks
      */
-    public static void requireShared(int rank, SharedMemory shared, GradientBuffer input) {
+    public static void requireSharedMemory(int rank, SharedMemory shared, GradientBuffer input) {
         if (shared == null) {
             throw new IllegalArgumentException("rank " + rank + ": the direct allreduce needs a transport that shares "
                     + "memory (shm with every rank on one host)");
@@ -85,7 +85,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             return List.of(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
         }
         SharedMemory shared = ctx.sharedMemory();
-        requireShared(ctx.rank(), shared, input);
+        requireSharedMemory(ctx.rank(), shared, input);
         DataType type = input.dataType();
         int count = input.count();
         long inputHandle = shared.handleOf(input.region());
