@@ -144,11 +144,6 @@ final class Registrations {
         }
     }
 
-    /** Buffers registered now, for tests and the close check. */
-    int size() {
-        return entries.size();
-    }
-
     /** Deregisters everything; the queue pairs must be gone. */
     void close() {
         for (int i = entries.size() - 1; i >= 0; i--) {

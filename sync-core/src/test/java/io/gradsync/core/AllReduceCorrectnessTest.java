@@ -21,10 +21,15 @@ import org.junit.jupiter.params.provider.MethodSource;
  * the ranks' results are compared with each other.
  */
 class AllReduceCorrectnessTest {
-    /** Small enough that 1 000 003 elements make hundreds of chunks per segment even at 16 ranks. */
+    /** Small enough that 100 003 elements make dozens of chunks per segment even at 16 ranks. */
     static final int TINY_CHUNK = 1024;
     static final int LARGE_CHUNK = 1 << 20;
-    static final int LARGE_COUNT = 1_000_003;
+    /**
+     * With large chunks: 1.2 MB of float32, 2.4 MB of float64, whose segments end inside their second chunk at
+     * 2 ranks. (It was 1 000 003, whose cases took 400 of this class's 600 s in CI; the multi-process tests
+     * reduce 64 MiB.)
+     */
+    static final int LARGE_COUNT = 300_007;
     static final List<String> FLAT_ALGORITHMS = List.of("ring", "rhd", "tree", "btree", "rd");
 
     /**
@@ -56,7 +61,7 @@ class AllReduceCorrectnessTest {
 
     /**
      * The element counts of one job. With tiny chunks, 100 003 elements already make dozens of chunks per
-     * segment at 16 ranks; the million-element case runs with large chunks, where it is memory-bound.
+     * segment at 16 ranks; the largest case runs with large chunks, where it is memory-bound.
      */
     static int[] counts(int ranks, int chunkBytes) {
         int large = chunkBytes == TINY_CHUNK ? 100_003 : LARGE_COUNT;
