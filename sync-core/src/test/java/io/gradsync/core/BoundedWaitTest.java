@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.transport.Endpoint;
-import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.time.Duration;
@@ -104,40 +103,19 @@ class BoundedWaitTest {
     }
 
     /** An endpoint that records when it is closed and whether anything touches it afterwards. */
-    private static final class WatchedEndpoint implements Endpoint {
+    private static final class WatchedEndpoint extends ForwardingEndpoint {
         final AtomicBoolean closed = new AtomicBoolean();
         final AtomicLong closedAt = new AtomicLong();
         final AtomicBoolean usedAfterClose = new AtomicBoolean();
-        private final Endpoint delegate;
 
         WatchedEndpoint(Endpoint delegate) {
-            this.delegate = delegate;
+            super(delegate);
         }
 
         private void use() {
             if (closed.get()) {
                 usedAfterClose.set(true);
             }
-        }
-
-        @Override
-        public JobContext job() {
-            return delegate.job();
-        }
-
-        @Override
-        public String transportName() {
-            return delegate.transportName();
-        }
-
-        @Override
-        public int maxMessageBytes() {
-            return delegate.maxMessageBytes();
-        }
-
-        @Override
-        public int window() {
-            return delegate.window();
         }
 
         @Override

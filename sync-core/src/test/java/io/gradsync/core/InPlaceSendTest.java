@@ -8,11 +8,9 @@ import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Endpoint;
-import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
-import io.gradsync.core.transport.SharedMemory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
@@ -21,6 +19,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.ToLongFunction;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -96,8 +95,7 @@ class InPlaceSendTest {
     }
 
     /** The in-JVM transport, with links that accept off-heap sends in place and read them some calls later. */
-    private static final class DeferredReadEndpoint implements Endpoint {
-        private final Endpoint delegate;
+    private static final class DeferredReadEndpoint extends ForwardingEndpoint {
         private final DeferredReadLink[] links;
         /** Link calls between two reads of a pending in-place message. */
         private final int lag;
@@ -105,67 +103,35 @@ class InPlaceSendTest {
         volatile long readLimit = Long.MAX_VALUE;
 
         DeferredReadEndpoint(Endpoint delegate, int lag) {
-            this.delegate = delegate;
+            super(delegate);
             this.lag = lag;
             this.links = new DeferredReadLink[delegate.job().size()];
         }
 
         long inPlaceSends() {
-            long n = 0;
-            for (DeferredReadLink l : links) {
-                n += l == null ? 0 : l.inPlace;
-            }
-            return n;
+            return sum(l -> l.inPlace);
         }
 
         /** In-place messages whose bytes changed before the transport was done with them. */
         long changedBeforeDone() {
-            long n = 0;
-            for (DeferredReadLink l : links) {
-                n += l == null ? 0 : l.changedBeforeDone;
-            }
-            return n;
+            return sum(l -> l.changedBeforeDone);
         }
 
         long reads() {
-            long n = 0;
-            for (DeferredReadLink l : links) {
-                n += l == null ? 0 : l.read;
-            }
-            return n;
+            return sum(l -> l.read);
         }
 
         long sends() {
+            return sum(l -> l.inPlace + l.copied);
+        }
+
+        /** {@code count} over the links made so far. */
+        private long sum(ToLongFunction<DeferredReadLink> count) {
             long n = 0;
             for (DeferredReadLink l : links) {
-                n += l == null ? 0 : l.inPlace + l.copied;
+                n += l == null ? 0 : count.applyAsLong(l);
             }
             return n;
-        }
-
-        @Override
-        public JobContext job() {
-            return delegate.job();
-        }
-
-        @Override
-        public String transportName() {
-            return delegate.transportName();
-        }
-
-        @Override
-        public int maxMessageBytes() {
-            return delegate.maxMessageBytes();
-        }
-
-        @Override
-        public int window() {
-            return delegate.window();
-        }
-
-        @Override
-        public SharedMemory sharedMemory() {
-            return delegate.sharedMemory();
         }
 
         @Override
@@ -174,16 +140,6 @@ class InPlaceSendTest {
                 links[peer] = new DeferredReadLink(delegate.link(peer));
             }
             return links[peer];
-        }
-
-        @Override
-        public int doWork() {
-            return delegate.doWork();
-        }
-
-        @Override
-        public void close() {
-            delegate.close();
         }
 
         /** Queues in-place messages and copies each into a real slot only later, in order with the others. */
