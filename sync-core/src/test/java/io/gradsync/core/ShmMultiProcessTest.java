@@ -23,6 +23,9 @@ import org.junit.jupiter.params.provider.CsvSource;
 class ShmMultiProcessTest {
     private static final String JAVA = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     private static final String CLASSPATH = System.getProperty("java.class.path");
+    /** The JDK 22+ classes can read the peers' plain buffers across processes, given native access (below). */
+    private static final boolean CROSS_MEMORY_READS = Runtime.version().feature() >= 22;
+    private static final String READS_ACROSS = "shm reads the peers' plain off-heap buffers across processes";
 
     private record Result(int status, String out, long millis) {
     }
@@ -30,8 +33,11 @@ class ShmMultiProcessTest {
     private static Result gradsyncRun(int ranks, long limitSeconds, String... programArgs) throws Exception {
         List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-cp", CLASSPATH, "io.gradsync.core.launch.GradSyncRun", "--deadline", Long.toString(limitSeconds),
-                "-n", Integer.toString(ranks), "--", JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-Dgradsync.timeout.ms=20000",
-                "-cp", CLASSPATH, ShmRankProgram.class.getName()));
+                "-n", Integer.toString(ranks), "--", JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-Dgradsync.timeout.ms=20000"));
+        if (CROSS_MEMORY_READS) {
+            command.add("--enable-native-access=ALL-UNNAMED");
+        }
+        command.addAll(List.of("-cp", CLASSPATH, ShmRankProgram.class.getName()));
         command.addAll(List.of(programArgs));
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
         builder.environment().keySet().removeIf(k -> k.startsWith("GRADSYNC_") || k.equals("RANK") || k.equals("WORLD_SIZE"));
@@ -52,7 +58,7 @@ class ShmMultiProcessTest {
     }
 
     @ParameterizedTest(name = "{0}, {1} ranks, {2}")
-    @CsvSource({"shm, 2, check", "shm, 4, check", "auto, 3, check", "auto, 3, check-shared"})
+    @CsvSource({"shm, 2, check", "shm, 4, check", "auto, 3, check", "auto, 3, check-shared", "shm, 3, check-plain"})
     void everyRankIsExactAndNothingIsLeftInDevShm(String transport, int ranks, String mode) throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();
         Result job = gradsyncRun(ranks, 120, mode, transport);
@@ -60,13 +66,17 @@ class ShmMultiProcessTest {
         for (int r = 0; r < ranks; r++) {
             assertTrue(job.out().contains("rank " + r + ": 100 collectives exact"), "rank " + r + ":\n" + job.out());
             assertTrue(job.out().contains("joined: shm, " + ranks + " ranks on its host"), job.out());
+            assertEquals(CROSS_MEMORY_READS, job.out().contains("rank " + r + ": " + READS_ACROSS), job.out());
         }
         assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
     }
 
-    /** loop: copies through the rings; loop-shared: the direct allreduce, reading the peers' buffers in place. */
+    /**
+     * loop: copies through the rings; loop-shared: the direct allreduce, reading the peers' buffers in place;
+     * loop-plain: the direct allreduce on plain buffers, read across processes on JDK 22+.
+     */
     @ParameterizedTest(name = "{0}")
-    @CsvSource({"loop", "loop-shared"})
+    @CsvSource({"loop", "loop-shared", "loop-plain"})
     void aRankKilledWithSigkillIsNamedByEverySurvivorWithinTheDeadline(String mode) throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();
         int ranks = 3;

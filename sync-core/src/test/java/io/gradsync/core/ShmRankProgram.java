@@ -5,8 +5,10 @@ import io.gradsync.core.check.CheckPattern;
 /**
  * One rank of {@link ShmMultiProcessTest}, started by gradsync-run. Usage: {@code ShmRankProgram check TRANSPORT}
  * (exact results for every op, float32 and int64, several counts; {@code check-shared}: the same with buffers
- * from {@link Communicator#allocate}, so the direct allreduce) or {@code ShmRankProgram loop TRANSPORT
- * KILLED_RANK DELAY_MS} (AllReduce in a loop, {@code loop-shared} with a shared buffer; the killed rank SIGKILLs itself after the delay, in the middle
+ * from {@link Communicator#allocate}, so the direct allreduce; {@code check-plain}: plain direct buffers and the
+ * direct allreduce, which reads them across processes where the JVM can) or {@code ShmRankProgram loop TRANSPORT
+ * KILLED_RANK DELAY_MS} (AllReduce in a loop, {@code loop-shared} with a shared buffer, {@code loop-plain} with a
+ * plain one and the direct allreduce; the killed rank SIGKILLs itself after the delay, in the middle
  * of a collective), or {@code ShmRankProgram die-in-setup KILLED_RANK} (the killed rank SIGKILLs itself in the
  * shm endpoint's set-up, after creating its ring files and before any peer has mapped them).
  */
@@ -21,14 +23,19 @@ public final class ShmRankProgram {
             dieInSetUp(Integer.parseInt(args[1]));
             return;
         }
+        if (mode.endsWith("-plain")) {
+            System.setProperty(GradSyncConfiguration.ALLREDUCE_ALGORITHM_PROP, "direct");
+        }
         try (Communicator comm = Communicator.connect(args[1])) {
             System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
                     + comm.transportName() + ", " + comm.localSize() + " ranks on its host");
             switch (mode) {
                 case "check" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 20) + 3}, false);
                 case "check-shared" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 20) + 3}, true);
+                case "check-plain" -> check(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 20) + 3}, false);
                 case "loop" -> loop(comm, Integer.parseInt(args[2]), Long.parseLong(args[3]), false);
                 case "loop-shared" -> loop(comm, Integer.parseInt(args[2]), Long.parseLong(args[3]), true);
+                case "loop-plain" -> loop(comm, Integer.parseInt(args[2]), Long.parseLong(args[3]), false);
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             }
         } catch (Exception e) {

@@ -6,6 +6,7 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.CrossMemoryReads;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SharedMemory;
 import java.util.ArrayList;
@@ -15,31 +16,37 @@ import java.util.List;
  * AllReduce that reads the peers' memory in place, for ranks that all map each other's shared memory
  * ({@link SharedMemory}: {@code shm} with every rank on one host). Each rank owns segment {@code r} of
  * {@code n} and tells its peers where to read its input and, later, its result: the buffers themselves when
- * they lie in shared memory ({@link io.gradsync.core.Communicator#allocate}), else a staging window of the
- * same layout ({@link StagingWindows}). Then it
+ * they lie in shared memory ({@link io.gradsync.core.Communicator#allocate}); the addresses of plain off-heap
+ * buffers where every rank can read the others' processes ({@link CrossMemoryReads}: the kernel copies from the
+ * peer's pages, as Open MPI's CMA single copy); else a staging window of the same layout ({@link StagingWindows}).
+ * Then it
  * <ol>
  *   <li>copies the segments its peers will reduce into its window, if its input is not shared;</li>
  *   <li>sends every peer the handles of where to read its input and its result (one 16-byte message each way
  *       per pair: after it, every rank's input is ready and mapped everywhere);</li>
- *   <li>reduces its own segment straight from the {@code n} inputs (its own from its own buffer) into its
- *       output, in pieces small enough to stay in cache while the other inputs are added in, and copies each
- *       piece on into its window if its output is not shared;</li>
+ *   <li>reduces its own segment straight from the {@code n} inputs (its own from its own buffer; a peer's read
+ *       across processes piece by piece into a private scratch piece) into its output, in pieces small enough to
+ *       stay in cache while the other inputs are added in, and copies each piece on into its window if it stages
+ *       its output;</li>
  *   <li>passes a barrier, after which every segment is final and no input is read any more;</li>
- *   <li>copies each peer's segment from where that peer published its result into its own output;</li>
+ *   <li>copies each peer's segment from where that peer published its result into its own output (read across
+ *       processes: straight into it);</li>
  *   <li>passes a second barrier, after which no peer reads its buffers or its window, so the buffers go back to
  *       the caller and the window to the pool.</li>
  * </ol>
  * With shared buffers that is, per rank, {@code S} bytes read and {@code S/n} written for the reduction and
- * {@code (n-1)/n S} read and written for the copies; staging adds {@code (n-1)/n S} read and written before and
- * {@code S/n} after the reduction. A ring moves {@code 2(n-1)/n S} through slots on top of the same reduction,
+ * {@code (n-1)/n S} read and written for the copies; reading plain buffers across processes adds only the system
+ * calls (one per piece of a peer's input, one per peer's result), while staging adds {@code (n-1)/n S} read and
+ * written before and {@code S/n} after the reduction. A ring moves {@code 2(n-1)/n S} through slots on top of the same reduction,
  * and copies that much again out of them: at {@code n = 2} staged direct moves {@code 4 S} against the ring's
  * {@code 4.5 S}, at {@code n = 4} {@code 4.5 S} against {@code 6.75 S}. The price is three rounds of small
  * messages, so it pays from medium sizes on.
  *
  * <p>Every segment is reduced by one rank, always in the order {@code r, r+1, ..., r-1} of inputs (starting
  * with its own input, which in place is its output and so must be read before anything is written over
- * it), and copied from there, so every rank holds the same bits. Ranks decide for themselves whether to
- * stage, so shared and plain buffers mix in one call. A peer that dies is named by the barrier that waits for
+ * it), and copied from there, so every rank holds the same bits. Ranks decide for themselves how to publish
+ * their buffers, so shared, plain and heap buffers mix in one call; a buffer named by address stays the caller's
+ * until the second barrier, after which no peer reads it. A peer that dies is named by the barrier that waits for
  * it. Needs a transport that shares memory: elsewhere a rank gets an {@link IllegalArgumentException} before
  * it submits, and its peers' calls fail for lack of its messages within the timeout.
  * {@link io.gradsync.core.Communicator} chooses it by itself from
@@ -88,19 +95,26 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         requireSharedMemory(ctx.rank(), shared, input);
         DataType type = input.dataType();
         int count = input.count();
+        CrossMemoryReads cross = shared.crossMemoryReads();
         long inputHandle = shared.handleOf(input.region());
         long outputHandle = shared.handleOf(output.region());
-        Region window = inputHandle < 0 || outputHandle < 0
+        boolean inputByAddress = inputHandle < 0 && cross != null && input.region().isOffHeap();
+        boolean outputByAddress = outputHandle < 0 && cross != null && output.region().isOffHeap();
+        boolean stageInput = inputHandle < 0 && !inputByAddress;
+        boolean stageOutput = outputHandle < 0 && !outputByAddress;
+        Region window = stageInput || stageOutput
                 ? ctx.staging().take(input.region().byteLength()).slice(0, input.region().byteLength()) : null;
         long windowHandle = window == null ? -1 : shared.handleOf(window);
-        Region stagedResult = outputHandle < 0 ? window : null;
-        Handles handles = new Handles(ctx, shared, input, output, inputHandle < 0 ? windowHandle : inputHandle,
-                outputHandle < 0 ? windowHandle : outputHandle);
+        Handles handles = new Handles(ctx, shared, input, output,
+                new Location(inputByAddress ? input.region().address() : stageInput ? windowHandle : inputHandle, inputByAddress),
+                new Location(outputByAddress ? output.region().address() : stageOutput ? windowHandle : outputHandle,
+                        outputByAddress));
         List<Phase> plan = new ArrayList<>();
-        if (inputHandle < 0) {
+        if (stageInput) {
             plan.add(new LocalPhase(() -> stageOtherSegments(ctx, input.region(), window, type, count)));
         }
         plan.add(handles);
+        Region stagedResult = stageOutput ? window : null;
         plan.add(new LocalPhase(() -> reduceOwnSegment(ctx, handles, stagedResult, type, op, count)));
         plan.addAll(DisseminationBarrier.plan(ctx));
         plan.add(new LocalPhase(() -> copyOtherSegments(ctx, handles, type, count)));
@@ -129,16 +143,17 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         int esize = type.bytes();
         int piece = Math.max(1, PIECE_BYTES / esize);
         Region out = handles.output;
+        Region own = handles.inputs[rank];
         for (int done = 0; done < length; done += piece) {
             int elements = Math.min(piece, length - done);
             long at = (long) (first + done) * esize;
-            Region own = handles.inputs[rank];
-            Region next = handles.inputs[(rank + 1) % n];
-            Kernels.reduce(type, op, own.base(), own.offset() + at, next.base(), next.offset() + at,
+            long bytes = (long) elements * esize;
+            Region next = handles.inputAt((rank + 1) % n, at, bytes);
+            Kernels.reduce(type, op, own.base(), own.offset() + at, next.base(), next.offset() + handles.offsetIn(next, at),
                     out.base(), out.offset() + at, elements);
             for (int k = 2; k < n; k++) {
-                Region in = handles.inputs[(rank + k) % n];
-                Kernels.reduce(type, op, out.base(), out.offset() + at, in.base(), in.offset() + at,
+                Region in = handles.inputAt((rank + k) % n, at, bytes);
+                Kernels.reduce(type, op, out.base(), out.offset() + at, in.base(), in.offset() + handles.offsetIn(in, at),
                         out.base(), out.offset() + at, elements);
             }
             if (op == ReduceOp.AVG) {
@@ -159,7 +174,11 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             long first = (long) segmentStart(count, n, owner) * type.bytes();
             long bytes = (long) segmentStart(count, n, owner + 1) * type.bytes() - first;
             Region theirs = handles.outputs[owner];
-            Kernels.copy(theirs.base(), theirs.offset() + first, out.base(), out.offset() + first, bytes);
+            if (theirs != null) {
+                Kernels.copy(theirs.base(), theirs.offset() + first, out.base(), out.offset() + first, bytes);
+            } else {
+                handles.readOutput(owner, first, bytes);
+            }
         }
         handles.releaseNames();
     }
@@ -170,34 +189,47 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
     }
 
     /**
-     * One message to and from every peer, carrying the handles of where to read its input and its result; once
-     * all have arrived, the peers' memory is mapped here. Its arrival is also the peer's word that its input is ready.
+     * Where a rank's peers read one of its buffers: a {@link SharedMemory} handle, or, {@code byAddress}, the
+     * address of plain off-heap memory that they read with {@link CrossMemoryReads}.
+     */
+    private record Location(long value, boolean byAddress) {
+    }
+
+    /**
+     * One message to and from every peer, carrying where to read its input and its result; once all have arrived,
+     * the peers' shared memory is mapped here. Its arrival is also the peer's word that its input is ready.
      */
     private static final class Handles extends Phase {
-        private static final int BYTES = 16;
+        private static final int BYTES = 24;
+        private static final long INPUT_BY_ADDRESS = 1;
+        private static final long OUTPUT_BY_ADDRESS = 2;
         private final CollectiveContext ctx;
         private final SharedMemory shared;
-        private final long inputHandle;
-        private final long outputHandle;
+        private final Location input;
+        private final Location ownOutput;
         private final long bytes;
         private final int[] peers;
         private final boolean[] sentTo;
         private final boolean[] heardFrom;
         private final long[] peerInput;
         private final long[] peerOutput;
+        private final long[] peerFlags;
         private int heard;
+        private Region piece;
+        /** Mapped inputs by rank; null for a peer whose input is read across processes from {@link #peerInput}. */
         final Region[] inputs;
+        /** Mapped results by rank; null for a peer whose output is read across processes from {@link #peerOutput}. */
         final Region[] outputs;
         final Region output;
 
-        /** @param inputHandle where peers read this rank's input; {@code outputHandle}: its result */
-        Handles(CollectiveContext ctx, SharedMemory shared, GradientBuffer input, GradientBuffer output, long inputHandle,
-                long outputHandle) {
+        /** @param input where peers read this rank's input; {@code output}: its result */
+        Handles(CollectiveContext ctx, SharedMemory shared, GradientBuffer inputBuffer, GradientBuffer outputBuffer,
+                Location input, Location output) {
             this.ctx = ctx;
             this.shared = shared;
-            this.inputHandle = inputHandle;
-            this.outputHandle = outputHandle;
-            this.bytes = input.region().byteLength();
+            this.input = input;
+            this.ownOutput = output;
+            this.bytes = inputBuffer.region().byteLength();
             int n = ctx.size();
             this.peers = new int[n - 1];
             for (int k = 1; k < n; k++) {
@@ -207,11 +239,12 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             this.heardFrom = new boolean[n];
             this.peerInput = new long[n];
             this.peerOutput = new long[n];
+            this.peerFlags = new long[n];
             this.inputs = new Region[n];
             this.outputs = new Region[n];
-            this.inputs[ctx.rank()] = input.region();
-            this.outputs[ctx.rank()] = output.region();
-            this.output = output.region();
+            this.inputs[ctx.rank()] = inputBuffer.region();
+            this.outputs[ctx.rank()] = outputBuffer.region();
+            this.output = outputBuffer.region();
         }
 
         @Override
@@ -242,14 +275,56 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             Region payload = message.payload();
             peerInput[peer] = Elements.getLong(payload.base(), payload.offset());
             peerOutput[peer] = Elements.getLong(payload.base(), payload.offset() + 8);
+            peerFlags[peer] = Elements.getLong(payload.base(), payload.offset() + 16);
+            if (peerFlags[peer] != 0 && shared.crossMemoryReads() == null) {
+                throw ctx.protocolViolation(peer, "it names its buffers by address, but this rank cannot read across processes");
+            }
             heardFrom[peer] = true;
             if (++heard == peers.length) {
                 for (int p : peers) {
-                    inputs[p] = shared.peerRegion(p, peerInput[p], bytes);
-                    outputs[p] = shared.peerRegion(p, peerOutput[p], bytes);
+                    inputs[p] = (peerFlags[p] & INPUT_BY_ADDRESS) != 0 ? null : shared.peerRegion(p, peerInput[p], bytes);
+                    outputs[p] = (peerFlags[p] & OUTPUT_BY_ADDRESS) != 0 ? null : shared.peerRegion(p, peerOutput[p], bytes);
                 }
             }
             return true;
+        }
+
+        /**
+         * The region that holds {@code bytes} of {@code peer}'s input from byte {@code at}: its mapped memory, or this
+         * engine's scratch piece, into which they are read from the peer's process; {@link #offsetIn} says where.
+         */
+        Region inputAt(int peer, long at, long bytes) {
+            Region mapped = inputs[peer];
+            if (mapped != null) {
+                return mapped;
+            }
+            if (piece == null) {
+                piece = ctx.staging().piece();
+            }
+            shared.crossMemoryReads().read(peer, peerInput[peer] + at, piece.address(), bytes);
+            return piece;
+        }
+
+        /** Where byte {@code at} of a peer's input lies in the region {@link #inputAt} returned. */
+        long offsetIn(Region region, long at) {
+            return region == piece ? 0 : at;
+        }
+
+        /** Copies {@code bytes} of {@code peer}'s result from byte {@code at} out of its process into this rank's output. */
+        void readOutput(int peer, long at, long bytes) {
+            CrossMemoryReads cross = shared.crossMemoryReads();
+            if (output.isOffHeap()) {
+                cross.read(peer, peerOutput[peer] + at, output.address() + at, bytes);
+                return;
+            }
+            if (piece == null) {
+                piece = ctx.staging().piece();
+            }
+            for (long done = 0; done < bytes; done += piece.byteLength()) {
+                long length = Math.min(piece.byteLength(), bytes - done);
+                cross.read(peer, peerOutput[peer] + at + done, piece.address(), length);
+                Kernels.copy(piece.base(), piece.offset(), output.base(), output.offset() + at + done, length);
+            }
         }
 
         @Override
@@ -259,16 +334,22 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
 
         @Override
         public int produce(int peer, Region payload) {
-            Elements.putLong(payload.base(), payload.offset(), inputHandle);
-            Elements.putLong(payload.base(), payload.offset() + 8, outputHandle);
+            Elements.putLong(payload.base(), payload.offset(), input.value());
+            Elements.putLong(payload.base(), payload.offset() + 8, ownOutput.value());
+            Elements.putLong(payload.base(), payload.offset() + 16,
+                    (input.byAddress() ? INPUT_BY_ADDRESS : 0) | (ownOutput.byAddress() ? OUTPUT_BY_ADDRESS : 0));
             sentTo[peer] = true;
             return 0;
         }
 
-        /** Every peer has mapped this rank's buffers by now (each did before its first barrier message). */
+        /** Every peer has mapped this rank's shared buffers by now (each did before its first barrier message). */
         void releaseNames() {
-            shared.resolvedByAll(inputHandle);
-            shared.resolvedByAll(outputHandle);
+            if (!input.byAddress()) {
+                shared.resolvedByAll(input.value());
+            }
+            if (!ownOutput.byAddress()) {
+                shared.resolvedByAll(ownOutput.value());
+            }
         }
 
         @Override

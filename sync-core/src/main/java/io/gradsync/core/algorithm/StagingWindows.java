@@ -2,6 +2,8 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.SharedMemory;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 
 /**
@@ -10,7 +12,8 @@ import java.util.ArrayList;
  * only once no peer reads it any more. A window that a failed collective held is never given back (a peer may
  * still be reading it); the memory stays with the endpoint, like every {@link SharedMemory#allocate} allocation.
  * Capacities are powers of two from {@value #MIN_BYTES} bytes, so a job whose gradients vary in size keeps at
- * most twice what its largest call in flight needs. Used by the progress thread only.
+ * most twice what its largest call in flight needs. Plain off-heap buffers need no window where peers read them
+ * across processes; then only a private {@link #piece} is used. Used by the engine's thread only.
  */
 final class StagingWindows {
     static final int MIN_BYTES = 64 * 1024;
@@ -19,6 +22,7 @@ final class StagingWindows {
 
     private final SharedMemory shared;
     private final ArrayList<Region> free = new ArrayList<>();
+    private Region piece;
 
     StagingWindows(SharedMemory shared) {
         this.shared = shared;
@@ -40,5 +44,16 @@ final class StagingWindows {
 
     void giveBack(Region window) {
         free.add(window);
+    }
+
+    /**
+     * This endpoint's private scratch memory for one {@link DirectAllReduce#PIECE_BYTES} piece read from a peer's
+     * process ({@link io.gradsync.core.transport.CrossMemoryReads}); a piece is used up before the next is read.
+     */
+    Region piece() {
+        if (piece == null) {
+            piece = Region.ofDirect(ByteBuffer.allocateDirect(DirectAllReduce.PIECE_BYTES).order(ByteOrder.nativeOrder()));
+        }
+        return piece;
     }
 }

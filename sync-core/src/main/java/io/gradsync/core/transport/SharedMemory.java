@@ -36,4 +36,12 @@ public interface SharedMemory {
      * let them map it is no longer needed.
      */
     void resolvedByAll(long handle);
+
+    /**
+     * How a rank reads its peers' plain off-heap memory, which is not shared, by address; null where not every
+     * rank of the job can (another OS, an older JDK, a kernel or container that forbids it, or switched off).
+     */
+    default CrossMemoryReads crossMemoryReads() {
+        return null;
+    }
 }

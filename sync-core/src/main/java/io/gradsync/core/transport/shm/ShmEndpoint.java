@@ -1,5 +1,6 @@
 package io.gradsync.core.transport.shm;
 
+import io.gradsync.core.transport.CrossMemoryReads;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
@@ -47,6 +48,11 @@ public final class ShmEndpoint implements Endpoint {
     static final long LIVENESS_CHECK_MS = 50;
     /** System property: the shared-memory root, {@code /dev/shm} by default. */
     public static final String DIR_ROOT_PROP = "gradsync.shm.dir.root";
+    /**
+     * System property: {@code true} (the default) lets ranks read each other's plain off-heap buffers across
+     * processes ({@link CrossMemoryReads}) where every rank can; {@code false} stages them through shared windows.
+     */
+    public static final String CROSS_MEMORY_PROP = "gradsync.shm.cross.memory";
 
     private final JobContext job;
     private final int rank;
@@ -80,9 +86,17 @@ public final class ShmEndpoint implements Endpoint {
         this.peerPids = new long[size];
         this.checkLiveness = new boolean[size];
         long pid = ProcessHandle.current().pid();
+        boolean wholeJobHere = size > 1 && job.localSize() == size;
         Path dir = null;
         Thread hook = null;
         String failure = null;
+        CrossMemoryProbe probe;
+        try {
+            probe = new CrossMemoryProbe(rank, wholeJobHere && crossMemoryWanted());
+        } catch (IllegalArgumentException e) {
+            probe = new CrossMemoryProbe(rank, false);
+            failure = "rank " + rank + ": " + e.getMessage();
+        }
         try {
             if (job.localSize() > 1) {
                 dir = directory(root);
@@ -100,7 +114,7 @@ public final class ShmEndpoint implements Endpoint {
         this.directory = dir;
         this.cleanupHook = hook;
         // Every rank's rings exist once every rank has answered; then the senders map them.
-        byte[][] all = gatherOrCleanUp(identity(pid, failure));
+        byte[][] all = gatherOrCleanUp(identity(pid, probe, failure));
         String mapFailure = null;
         TransportException firstFailure = null;
         try {
@@ -110,11 +124,14 @@ public final class ShmEndpoint implements Endpoint {
                 if (theirs.startsWith("!")) {
                     throw new TransportException(peer, theirs.substring(1));
                 }
-                String[] parts = theirs.split(" ", 2);
+                String[] parts = theirs.split(" ", 4);
                 peerPids[peer] = Long.parseLong(parts[0]);
-                checkLiveness[peer] = peer != rank && sameHost(peer) && !parts[1].isEmpty()
-                        && parts[1].equals(ourNamespace);
+                probe.peerOffers(peer, Long.parseLong(parts[1]), Long.parseLong(parts[2]),
+                        !parts[3].isEmpty() && parts[3].equals(ourNamespace));
+                checkLiveness[peer] = peer != rank && sameHost(peer) && !parts[3].isEmpty()
+                        && parts[3].equals(ourNamespace);
             }
+            probe.readPeers(peerPids);
             for (int peer = 0; peer < size; peer++) {
                 if (peer != rank && sameHost(peer)) {
                     Path file = directory.resolve(fileName(peer, rank));
@@ -134,18 +151,31 @@ public final class ShmEndpoint implements Endpoint {
         }
         // Once every sender has mapped its rings, no name is needed any more: the files are unlinked at once, so
         // that nothing is left in the shared-memory root however this job ends (a mapping outlives its name).
-        byte[][] mapped = gatherOrCleanUp((mapFailure == null ? "" : mapFailure).getBytes(StandardCharsets.UTF_8));
+        byte[][] mapped = gatherOrCleanUp(((probe.readEveryPeer() ? "+" : "-") + (mapFailure == null ? "" : mapFailure))
+                .getBytes(StandardCharsets.UTF_8));
+        probe.close();
         unlinkOwnFiles();
         removeHook();
         if (firstFailure != null) {
             throw firstFailure;
         }
+        boolean everyRankReads = true;
         for (int peer = 0; peer < size; peer++) {
-            if (mapped[peer].length > 0) {
-                throw new TransportException(peer, new String(mapped[peer], StandardCharsets.UTF_8));
+            String answer = new String(mapped[peer], StandardCharsets.UTF_8);
+            if (answer.length() > 1) {
+                throw new TransportException(peer, answer.substring(1));
             }
+            everyRankReads &= answer.equals("+");
         }
-        this.windows = size > 1 && job.localSize() == size ? new ShmWindows(rank, directory) : null;
+        this.windows = wholeJobHere ? new ShmWindows(rank, directory, probe.reader(everyRankReads)) : null;
+    }
+
+    private static boolean crossMemoryWanted() {
+        String value = System.getProperty(CROSS_MEMORY_PROP, "true").trim();
+        if (!value.equals("true") && !value.equals("false")) {
+            throw new IllegalArgumentException("-D" + CROSS_MEMORY_PROP + "=" + value + ": expected true or false");
+        }
+        return value.equals("true");
     }
 
     /** The job's all-gather; when it fails (a peer died in set-up), this rank's files go before the exception. */
@@ -159,8 +189,8 @@ public final class ShmEndpoint implements Endpoint {
         }
     }
 
-    private byte[] identity(long pid, String failure) {
-        String text = failure != null ? "!" + failure : pid + " " + pidNamespace();
+    private byte[] identity(long pid, CrossMemoryProbe probe, String failure) {
+        String text = failure != null ? "!" + failure : pid + " " + probe.address() + " " + probe.token() + " " + pidNamespace();
         return text.getBytes(StandardCharsets.UTF_8);
     }
 

@@ -1,6 +1,7 @@
 package io.gradsync.core.transport.shm;
 
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.CrossMemoryReads;
 import io.gradsync.core.transport.SharedMemory;
 import io.gradsync.core.transport.TransportException;
 import java.io.IOException;
@@ -43,6 +44,7 @@ final class ShmWindows implements SharedMemory {
 
     private final int rank;
     private final Path directory;
+    private final CrossMemoryReads crossMemoryReads;
     private final Object lock = new Object();
     /** Copy on write: read by the progress thread without the lock. */
     private volatile Window[] windows = new Window[0];
@@ -52,10 +54,14 @@ final class ShmWindows implements SharedMemory {
     private Thread cleanupHook;
     private boolean closed;
 
-    /** @param directory the host's job directory; made again if it has gone (set-up removes it) */
-    ShmWindows(int rank, Path directory) {
+    /**
+     * @param directory the host's job directory; made again if it has gone (set-up removes it)
+     * @param crossMemoryReads how to read the peers' plain buffers, or null where not every rank can
+     */
+    ShmWindows(int rank, Path directory, CrossMemoryReads crossMemoryReads) {
         this.rank = rank;
         this.directory = directory;
+        this.crossMemoryReads = crossMemoryReads;
     }
 
     @Override
@@ -157,6 +163,11 @@ final class ShmWindows implements SharedMemory {
             throw new TransportException(peer, "rank " + rank + " cannot map rank " + peer + "'s shared allocation " + file
                     + ": " + e, e);
         }
+    }
+
+    @Override
+    public CrossMemoryReads crossMemoryReads() {
+        return crossMemoryReads;
     }
 
     @Override

@@ -8,6 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.memory.Elements;
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.CrossMemoryReads;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
@@ -18,6 +20,8 @@ import io.gradsync.core.transport.TransportException;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.InMemoryJob;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -177,4 +181,51 @@ class ShmTransportTest {
         e.forEach(Endpoint::close);
     }
 
+    /**
+     * On JDK 22+ with native access (the suite enables it) ranks read each other's plain memory across processes:
+     * a peer's bytes arrive exactly, and a bad address or a gone process is an error that names the peer. On JDK 17
+     * the JVM cannot, and with the property false nobody does.
+     */
+    @Test
+    void plainMemoryIsReadAcrossProcessesWhereTheJvmCan() {
+        List<ShmEndpoint> e = open(2, 64, 2);
+        CrossMemoryReads reads = e.get(0).sharedMemory().crossMemoryReads();
+        assertEquals(Runtime.version().feature() >= 22, reads != null, "offered on JDK 22+ only");
+        if (reads != null) {
+            ByteBuffer theirs = ByteBuffer.allocateDirect(100_003).order(ByteOrder.nativeOrder());
+            ByteBuffer ours = ByteBuffer.allocateDirect(100_003).order(ByteOrder.nativeOrder());
+            for (int i = 0; i < theirs.capacity(); i++) {
+                theirs.put(i, (byte) (i * 31 + 7));
+            }
+            reads.read(1, Region.ofDirect(theirs).address(), Region.ofDirect(ours).address(), theirs.capacity());
+            assertEquals(theirs, ours);
+            TransportException unmapped = assertThrows(TransportException.class,
+                    () -> reads.read(1, 8, Region.ofDirect(ours).address(), 8));
+            assertEquals(1, unmapped.peer());
+            assertTrue(unmapped.getMessage().contains("rank 0 cannot read 8 bytes at 0x8 of rank 1")
+                    && unmapped.getMessage().contains("EFAULT"), unmapped.getMessage());
+        }
+        e.forEach(Endpoint::close);
+        System.setProperty(ShmEndpoint.CROSS_MEMORY_PROP, "false");
+        try {
+            List<ShmEndpoint> off = open(2, 64, 2);
+            assertNull(off.get(0).sharedMemory().crossMemoryReads());
+            assertNull(off.get(1).sharedMemory().crossMemoryReads());
+            off.forEach(Endpoint::close);
+        } finally {
+            System.clearProperty(ShmEndpoint.CROSS_MEMORY_PROP);
+        }
+    }
+
+    @Test
+    void aReadFromAProcessThatHasGoneNamesThePeer() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(ProcessVmReadv.unavailable() == null, ProcessVmReadv.unavailable());
+        Process gone = new ProcessBuilder("true").start();
+        gone.waitFor();
+        CrossMemoryReads reads = ProcessVmReadv.open(0, new long[] {ProcessHandle.current().pid(), gone.pid()});
+        ByteBuffer ours = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
+        TransportException e = assertThrows(TransportException.class, () -> reads.read(1, 4096, Region.ofDirect(ours).address(), 8));
+        assertEquals(1, e.peer());
+        assertTrue(e.getMessage().contains("ESRCH") && e.getMessage().contains("(pid " + gone.pid() + ")"), e.getMessage());
+    }
 }
