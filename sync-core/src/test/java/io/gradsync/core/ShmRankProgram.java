@@ -6,9 +6,9 @@ import io.gradsync.core.check.CheckPattern;
  * One rank of {@link ShmMultiProcessTest}, started by gradsync-run. Usage: {@code ShmRankProgram check TRANSPORT}
  * (exact results for every op, float32 and int64, several counts; {@code check-shared}: the same with buffers
  * from {@link Communicator#allocate}, so the direct allreduce; {@code check-plain}: plain direct buffers and the
- * direct allreduce, which reads them across processes where the JVM can) or {@code ShmRankProgram loop TRANSPORT
+ * direct allreduce with cross-memory reads on, which reads them across processes where the JVM can) or {@code ShmRankProgram loop TRANSPORT
  * KILLED_RANK DELAY_MS} (AllReduce in a loop, {@code loop-shared} with a shared buffer, {@code loop-plain} with a
- * plain one and the direct allreduce; the killed rank SIGKILLs itself after the delay, in the middle
+ * plain one, the direct allreduce and cross-memory reads on; the killed rank SIGKILLs itself after the delay, in the middle
  * of a collective), or {@code ShmRankProgram die-in-setup KILLED_RANK} (the killed rank SIGKILLs itself in the
  * shm endpoint's set-up, after creating its ring files and before any peer has mapped them).
  */
@@ -25,6 +25,7 @@ public final class ShmRankProgram {
         }
         if (mode.endsWith("-plain")) {
             System.setProperty(GradSyncConfiguration.ALLREDUCE_ALGORITHM_PROP, "direct");
+            System.setProperty(io.gradsync.core.transport.shm.ShmEndpoint.CROSS_MEMORY_PROP, "true");
         }
         try (Communicator comm = Communicator.connect(args[1])) {
             System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "

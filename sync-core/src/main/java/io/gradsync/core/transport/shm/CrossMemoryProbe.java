@@ -30,7 +30,7 @@ final class CrossMemoryProbe {
     /** Whether the failure is worth telling the user: a probe that failed, not a feature that is off. */
     private boolean failedReading;
 
-    /** @param wanted whether to try at all: every rank on this host, and {@value ShmEndpoint#CROSS_MEMORY_PROP} not false */
+    /** @param wanted whether to try at all: every rank on this host, and {@value ShmEndpoint#CROSS_MEMORY_PROP} true */
     CrossMemoryProbe(int rank, boolean wanted) {
         this.rank = rank;
         failure = wanted ? ProcessVmReadv.unavailable() : "off";

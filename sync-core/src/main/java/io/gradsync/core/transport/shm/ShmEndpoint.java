@@ -49,8 +49,9 @@ public final class ShmEndpoint implements Endpoint {
     /** System property: the shared-memory root, {@code /dev/shm} by default. */
     public static final String DIR_ROOT_PROP = "gradsync.shm.dir.root";
     /**
-     * System property: {@code true} (the default) lets ranks read each other's plain off-heap buffers across
-     * processes ({@link CrossMemoryReads}) where every rank can; {@code false} stages them through shared windows.
+     * System property: {@code true} lets ranks read each other's plain off-heap buffers across processes
+     * ({@link CrossMemoryReads}) where every rank can; {@code false} (the default) stages them through shared
+     * windows, which measured faster on a 2-core VM (docs/benchmarks.md, "Plain buffers read across processes").
      */
     public static final String CROSS_MEMORY_PROP = "gradsync.shm.cross.memory";
 
@@ -171,7 +172,7 @@ public final class ShmEndpoint implements Endpoint {
     }
 
     private static boolean crossMemoryWanted() {
-        String value = System.getProperty(CROSS_MEMORY_PROP, "true").trim();
+        String value = System.getProperty(CROSS_MEMORY_PROP, "false").trim();
         if (!value.equals("true") && !value.equals("false")) {
             throw new IllegalArgumentException("-D" + CROSS_MEMORY_PROP + "=" + value + ": expected true or false");
         }

@@ -182,13 +182,19 @@ class ShmTransportTest {
     }
 
     /**
-     * On JDK 22+ with native access (the suite enables it) ranks read each other's plain memory across processes:
-     * a peer's bytes arrive exactly, and a bad address or a gone process is an error that names the peer. On JDK 17
-     * the JVM cannot, and with the property false nobody does.
+     * Asked to, on JDK 22+ with native access (the suite enables it), ranks read each other's plain memory across
+     * processes: a peer's bytes arrive exactly, and a bad address is an error that names the peer. On JDK 17 the
+     * JVM cannot, and by default nobody does.
      */
     @Test
-    void plainMemoryIsReadAcrossProcessesWhereTheJvmCan() {
-        List<ShmEndpoint> e = open(2, 64, 2);
+    void plainMemoryIsReadAcrossProcessesWhereTheJvmCanWhenAsked() {
+        System.setProperty(ShmEndpoint.CROSS_MEMORY_PROP, "true");
+        List<ShmEndpoint> e;
+        try {
+            e = open(2, 64, 2);
+        } finally {
+            System.clearProperty(ShmEndpoint.CROSS_MEMORY_PROP);
+        }
         CrossMemoryReads reads = e.get(0).sharedMemory().crossMemoryReads();
         assertEquals(Runtime.version().feature() >= 22, reads != null, "offered on JDK 22+ only");
         if (reads != null) {
@@ -206,15 +212,10 @@ class ShmTransportTest {
                     && unmapped.getMessage().contains("EFAULT"), unmapped.getMessage());
         }
         e.forEach(Endpoint::close);
-        System.setProperty(ShmEndpoint.CROSS_MEMORY_PROP, "false");
-        try {
-            List<ShmEndpoint> off = open(2, 64, 2);
-            assertNull(off.get(0).sharedMemory().crossMemoryReads());
-            assertNull(off.get(1).sharedMemory().crossMemoryReads());
-            off.forEach(Endpoint::close);
-        } finally {
-            System.clearProperty(ShmEndpoint.CROSS_MEMORY_PROP);
-        }
+        List<ShmEndpoint> byDefault = open(2, 64, 2);
+        assertNull(byDefault.get(0).sharedMemory().crossMemoryReads());
+        assertNull(byDefault.get(1).sharedMemory().crossMemoryReads());
+        byDefault.forEach(Endpoint::close);
     }
 
     @Test
