@@ -18,8 +18,8 @@ import subprocess
 import sys
 from collections import defaultdict
 
-ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-staged", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
-GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-staged", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-ipc"]
+ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
+GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-ipc"]
 BASELINES = ["gloo", "mpi-tcp", "mpi-shm"]
 DESCRIPTION = {
     "gloo": "PyTorch torch.distributed, Gloo backend, TCP on loopback (in-place)",
@@ -30,10 +30,9 @@ DESCRIPTION = {
     "gradsync-shm": "gradsync allreduce-perf, shared-memory transport shm (out-of-place columns)",
     "gradsync-shm-handoff": "gradsync allreduce-perf over shm with -Dgradsync.caller.runs=false: each blocking call "
                             "handed to the progress thread, as before caller-runs (out-of-place columns)",
-    "gradsync-auto": "gradsync allreduce-perf, auto transport: shm on one host; plain buffers read across processes "
-                     "on JDK 22+ (out-of-place columns)",
-    "gradsync-auto-staged": "the same with -Dgradsync.shm.cross.memory=false: plain buffers staged through shared "
-                            "windows, not read across processes (out-of-place columns)",
+    "gradsync-auto": "gradsync allreduce-perf, auto transport: shm on one host (out-of-place columns)",
+    "gradsync-auto-cma": "the same with -Dgradsync.shm.cross.memory=true: plain buffers read across processes "
+                         "(process_vm_readv, JDK 22+), not staged (out-of-place columns)",
     "gradsync-auto-unstaged": "the same with -Dgradsync.direct.staging=false: plain buffers never staged for the direct "
                               "allreduce (out-of-place columns)",
     "gradsync-direct": "gradsync allreduce-perf -R 1, auto transport: buffers from Communicator.allocate, which the "
