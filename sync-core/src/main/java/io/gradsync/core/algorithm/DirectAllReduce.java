@@ -17,12 +17,12 @@ import java.util.List;
  * ({@link SharedMemory}: {@code shm} with every rank on one host). Each rank owns segment {@code r} of
  * {@code n} and tells its peers where to read its input and, later, its result: the buffers themselves when
  * they lie in shared memory ({@link io.gradsync.core.Communicator#allocate}); the addresses of plain off-heap
- * buffers where every rank can read the others' processes ({@link CrossMemoryReads}: the kernel copies from the
- * peer's pages, as Open MPI's CMA single copy); else a staging window of the same layout ({@link StagingWindows}).
+ * buffers where the transport offers {@link CrossMemoryReads} (the kernel copies from the peer's pages, as Open
+ * MPI's CMA single copy; off by default); else a staging window of the same layout ({@link StagingWindows}).
  * Then it
  * <ol>
- *   <li>copies the segments its peers will reduce into its window, if its input is not shared;</li>
- *   <li>sends every peer the handles of where to read its input and its result (one 16-byte message each way
+ *   <li>copies the segments its peers will reduce into its window, if it stages its input;</li>
+ *   <li>sends every peer the handles of where to read its input and its result (one 24-byte message each way
  *       per pair: after it, every rank's input is ready and mapped everywhere);</li>
  *   <li>reduces its own segment straight from the {@code n} inputs (its own from its own buffer; a peer's read
  *       across processes piece by piece into a private scratch piece) into its output, in pieces small enough to
@@ -36,11 +36,11 @@ import java.util.List;
  * </ol>
  * With shared buffers that is, per rank, {@code S} bytes read and {@code S/n} written for the reduction and
  * {@code (n-1)/n S} read and written for the copies; reading plain buffers across processes adds only the system
- * calls (one per piece of a peer's input, one per peer's result), while staging adds {@code (n-1)/n S} read and
- * written before and {@code S/n} after the reduction. A ring moves {@code 2(n-1)/n S} through slots on top of the same reduction,
- * and copies that much again out of them: at {@code n = 2} staged direct moves {@code 4 S} against the ring's
- * {@code 4.5 S}, at {@code n = 4} {@code 4.5 S} against {@code 6.75 S}. The price is three rounds of small
- * messages, so it pays from medium sizes on.
+ * calls (one per piece of a peer's input, one per peer's result) and the kernel's pinning of each page it copies,
+ * while staging adds {@code (n-1)/n S} read and written before and {@code S/n} after the reduction. A ring moves
+ * {@code 2(n-1)/n S} through slots on top of the same reduction, and copies that much again out of them: at
+ * {@code n = 2} staged direct moves {@code 4 S} against the ring's {@code 4.5 S}, at {@code n = 4} {@code 4.5 S}
+ * against {@code 6.75 S}. The price is three rounds of small messages, so it pays from medium sizes on.
  *
  * <p>Every segment is reduced by one rank, always in the order {@code r, r+1, ..., r-1} of inputs (starting
  * with its own input, which in place is its output and so must be read before anything is written over
