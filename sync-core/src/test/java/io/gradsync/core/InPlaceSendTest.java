@@ -2,6 +2,8 @@ package io.gradsync.core;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.check.CheckPattern;
@@ -18,11 +20,12 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.ToLongFunction;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * Messages sent in place ({@link Link#tryClaimInPlace}): the engine leaves the caller's bytes to the
@@ -32,11 +35,12 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class InPlaceSendTest {
 
-    @ParameterizedTest(name = "ranks={0}")
-    @ValueSource(ints = {2, 3, 5})
-    void everyCaseIsExactWhenTheTransportReadsLate(int ranks) {
+    /** The ring, and halving-doubling (its doubling sends in place; 3 and 5 ranks fold). */
+    @ParameterizedTest(name = "{1}, ranks={0}")
+    @CsvSource({"2, ring", "3, ring", "5, ring", "2, rhd", "4, rhd", "5, rhd"})
+    void everyCaseIsExactWhenTheTransportReadsLate(int ranks, String algorithm) {
         List<DeferredReadEndpoint> wrapped = new ArrayList<>();
-        try (LocalJob job = new LocalJob(ranks, 1024, 4, Duration.ofSeconds(60), "ring", e -> {
+        try (LocalJob job = new LocalJob(ranks, 1024, 4, Duration.ofSeconds(60), algorithm, e -> {
             DeferredReadEndpoint d = new DeferredReadEndpoint(e, 3);
             wrapped.add(d);
             return d;
@@ -45,9 +49,12 @@ class InPlaceSendTest {
                     job.run(c -> AllReduceCorrectnessTest.runMatrix(c, new int[] {0, 1, ranks - 1, ranks + 1, 10_007, 100_003})));
         }
         for (DeferredReadEndpoint d : wrapped) {
-            assertTrue(d.inPlaceSends() > 0, "no message went in place");
+            // A rank that folds out of halving-doubling sends nothing in place; every other rank does.
+            assertTrue(d.inPlaceSends() > 0 || algorithm.equals("rhd") && Integer.bitCount(ranks) > 1,
+                    "no message went in place");
             assertEquals(0, d.changedBeforeDone(), "messages whose bytes changed while the transport could still read them");
         }
+        assertTrue(wrapped.stream().mapToLong(DeferredReadEndpoint::inPlaceSends).sum() > 0, "no message went in place");
     }
 
     @Test
@@ -86,6 +93,35 @@ class InPlaceSendTest {
                 // Out of place at 2 ranks, every message goes in place: the first step's from the input, the
                 // all-gather's from the output.
                 assertEquals(d.sends(), d.inPlaceSends(), "messages sent in place");
+            }
+        }
+    }
+
+    /**
+     * A transport that never reports a message sent in place as read: the call that sent it fails within the
+     * deadline, naming the peer, instead of waiting for ever (its peer, which never gets the message, fails too).
+     */
+    @Test
+    void aCallWhoseInPlaceSendIsNeverReadFailsWithinTheDeadline() throws Exception {
+        List<DeferredReadEndpoint> wrapped = new ArrayList<>();
+        try (LocalJob job = new LocalJob(2, 4096, 4, Duration.ofMillis(500), "ring", e -> {
+            DeferredReadEndpoint d = new DeferredReadEndpoint(e, 1);
+            wrapped.add(d);
+            return d;
+        })) {
+            wrapped.get(0).readLimit = 49; // as above: rank 0 is done but for its last message's read
+            List<CompletableFuture<GradientBuffer>> calls = new ArrayList<>();
+            for (Communicator c : job.communicators) {
+                GradientBuffer in = direct(DataType.FLOAT32, 50_000);
+                CheckPattern.fill(in, ReduceOp.SUM, c.rank());
+                calls.add(c.allReduce(in, direct(DataType.FLOAT32, 50_000), ReduceOp.SUM).toFuture());
+            }
+            for (int rank = 0; rank < 2; rank++) {
+                CompletableFuture<GradientBuffer> call = calls.get(rank);
+                ExecutionException failed = assertThrows(ExecutionException.class, () -> call.get(20, TimeUnit.SECONDS));
+                CollectiveException error = assertInstanceOf(CollectiveException.class, failed.getCause());
+                assertEquals(1 - rank, error.peer(), error.getMessage());
+                assertTrue(error.getMessage().contains("rank " + (1 - rank)), error.getMessage());
             }
         }
     }

@@ -171,20 +171,28 @@ public final class Engine {
 
     /**
      * Nothing moved for a while: each collective, oldest first, checks for aborts, stream ends, disagreeing
-     * announcements and its deadline. While anything moves none of this runs, so a pass that moves messages
-     * costs no clock read per collective; a collective stuck behind moving ones is checked once they stall
-     * or retire.
+     * announcements and its deadline; so does a finished one whose in-place sends the transport has not yet
+     * reported read. While anything moves none of this runs, so a pass that moves messages costs no clock read
+     * per collective; a collective stuck behind moving ones is checked once they stall or retire.
      */
     private void checkStalled() {
         takeStreamEnds();
         for (int i = 0; i < active.size(); i++) {
             Run run = active.get(i);
-            if (!run.done) {
-                try {
+            try {
+                if (!run.done) {
                     Phase phase = run.plan.get(run.phase);
                     run.context.stalled(lastProgressNanos, phase.awaitedPeer(), phase.awaiting());
-                } catch (RuntimeException | Error e) {
-                    fail(run, e);
+                } else if (run.error == null) {
+                    int unread = run.unreadInPlacePeer();
+                    if (unread >= 0) {
+                        run.context.stalled(lastProgressNanos, unread, "acknowledgement of the messages sent in place");
+                    }
+                }
+            } catch (RuntimeException | Error e) {
+                fail(run, e);
+                if (run.error == null) {
+                    run.error = failure;
                 }
             }
         }
@@ -454,16 +462,23 @@ public final class Engine {
         }
 
         boolean inPlaceSendsDone() {
-            if (inPlaceMarks == null) {
-                return true;
-            }
-            for (int peer = 0; peer < inPlaceMarks.length; peer++) {
-                if (inPlaceMarks[peer] > 0 && context.inPlaceSendsDone(context.link(peer)) < inPlaceMarks[peer]) {
-                    return false;
-                }
+            if (unreadInPlacePeer() >= 0) {
+                return false;
             }
             inPlaceMarks = null;
             return true;
+        }
+
+        /** A peer whose link has not yet reported every message this call sent it in place as read, or -1. */
+        int unreadInPlacePeer() {
+            if (inPlaceMarks != null) {
+                for (int peer = 0; peer < inPlaceMarks.length; peer++) {
+                    if (inPlaceMarks[peer] > 0 && context.inPlaceSendsDone(context.link(peer)) < inPlaceMarks[peer]) {
+                        return peer;
+                    }
+                }
+            }
+            return -1;
         }
 
         /** Gives up: frees its links for later collectives and retires with {@code error}. */

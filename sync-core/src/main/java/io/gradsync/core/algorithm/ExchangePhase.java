@@ -36,6 +36,8 @@ final class ExchangePhase extends PairPhase {
     private final boolean arrivalFirst;
     private final int toSend;
     private final int toReceive;
+    /** The caller's buffer that the sent range lies in and keeps its values until the call completes, or null. */
+    private Region finalSource;
 
     /**
      * @param sendCount elements to send to {@code sendPeer} from {@code (srcBase, srcOffset)}, or {@link #NONE}
@@ -92,6 +94,16 @@ final class ExchangePhase extends PairPhase {
         return new ExchangePhase(ctx, type, partner, base, offset, count, partner, base, offset, count, op, true, arrivalFirst);
     }
 
+    /**
+     * Declares that the sent range lies in {@code buffer} (whose base and offset {@code srcBase} and {@code srcOffset}
+     * point into) and keeps its values until the collective completes, final values an all-gather forwards, so a
+     * transport may send the messages {@linkplain Phase#inPlaceBuffer in place}.
+     */
+    ExchangePhase sendingFinalValuesOf(Region buffer) {
+        finalSource = buffer;
+        return this;
+    }
+
     private static int messages(int count, int chunk) {
         return count < 0 ? 0 : Math.max(1, (count + chunk - 1) / chunk);
     }
@@ -130,10 +142,22 @@ final class ExchangePhase extends PairPhase {
     }
 
     @Override
+    public Region inPlaceBuffer(int peer) {
+        return finalSource;
+    }
+
+    @Override
+    public long inPlaceOffset(int peer) {
+        return srcOffset - finalSource.offset() + (long) sent * chunk * esize;
+    }
+
+    @Override
     public int produce(int peer, Region payload) {
         int first = sent * chunk;
         int length = Math.min(sendCount, first + chunk) - first;
-        Kernels.copy(srcBase, srcOffset + (long) first * esize, payload.base(), payload.offset(), (long) length * esize);
+        if (finalSource == null || !payload.startsAt(finalSource, inPlaceOffset(peer))) { // else claimed in place
+            Kernels.copy(srcBase, srcOffset + (long) first * esize, payload.base(), payload.offset(), (long) length * esize);
+        }
         sent++;
         return 0;
     }

@@ -19,6 +19,11 @@ import java.util.List;
  * buffer to the odd rank above it and sits out; the {@code p} remaining ranks run the algorithm; the
  * odd ranks then hand the result back. Every element's final value is computed once, by the rank
  * that owns it after the halving, so every rank holds the same bits.
+ *
+ * <p>The doubling forwards final values, which stay in the output until the call completes, so a transport
+ * may send them {@linkplain Phase#inPlaceBuffer in place}. A range the halving gives away is later
+ * overwritten by the doubling's arrivals, possibly while the transport could still re-read it, so those
+ * messages are copied, as are the folding's.
  */
 final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
 
@@ -75,7 +80,8 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
                 int partner = folding.realRank(virtual ^ (p >>> (step + 1)));
                 plan.add(new ExchangePhase(ctx, type,
                         partner, out, outOffset + (long) lo * esize, hi - lo,
-                        partner, out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step], null));
+                        partner, out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step], null)
+                        .sendingFinalValuesOf(output.region()));
                 lo = Math.min(lo, givenFrom[step]);
                 hi = Math.max(hi, givenTo[step]);
             }
