@@ -57,6 +57,26 @@ class InPlaceSendTest {
         assertTrue(wrapped.stream().mapToLong(DeferredReadEndpoint::inPlaceSends).sum() > 0, "no message went in place");
     }
 
+    /** The hierarchical algorithms' all-gathers send in place (between hosts and inside them), on 2 and 3 hosts. */
+    @ParameterizedTest(name = "{0}, hosts {1}")
+    @CsvSource({"hier, 0 0 1 1", "hier, 0 0 0 1 1 1", "hier, 0 0 1 1 2 2", "hier-leader, 0 0 1 1 1"})
+    void hierarchicalCasesAreExactWhenTheTransportReadsLate(String algorithm, String hosts) {
+        int[] hostOfRank = java.util.Arrays.stream(hosts.split(" ")).mapToInt(Integer::parseInt).toArray();
+        List<DeferredReadEndpoint> wrapped = new ArrayList<>();
+        try (LocalJob job = new LocalJob(hostOfRank, 1024, 4, Duration.ofSeconds(60), algorithm, e -> {
+            DeferredReadEndpoint d = new DeferredReadEndpoint(e, 3);
+            wrapped.add(d);
+            return d;
+        })) {
+            AllReduceCorrectnessTest.assertExactAndIdentical(
+                    job.run(c -> AllReduceCorrectnessTest.runMatrix(c, new int[] {0, 1, hostOfRank.length + 1, 10_007, 100_003})));
+        }
+        for (DeferredReadEndpoint d : wrapped) {
+            assertEquals(0, d.changedBeforeDone(), "messages whose bytes changed while the transport could still read them");
+        }
+        assertTrue(wrapped.stream().mapToLong(DeferredReadEndpoint::inPlaceSends).sum() > 0, "no message went in place");
+    }
+
     @Test
     void aCallCompletesOnlyOnceTheTransportHasReadWhatItSentInPlace() throws Exception {
         List<DeferredReadEndpoint> wrapped = new ArrayList<>();

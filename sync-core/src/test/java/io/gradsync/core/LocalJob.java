@@ -51,6 +51,12 @@ final class LocalJob implements AutoCloseable {
                 GradSyncConfiguration.callerRuns());
     }
 
+    /** A job on hosts {@code hostOfRank} whose ranks see the in-JVM transport through {@code wrap}. */
+    LocalJob(int[] hostOfRank, int chunkBytes, int depth, Duration timeout, String algorithm, UnaryOperator<Endpoint> wrap) {
+        this(LocalTransport.create(hostOfRank.length, chunkBytes, depth, hostOfRank), chunkBytes, timeout, algorithm,
+                GradSyncConfiguration.callerRuns(), wrap);
+    }
+
     /** A job whose ranks see the in-JVM transport through {@code wrap}, e.g. to change how its links behave. */
     LocalJob(int ranks, int chunkBytes, int depth, Duration timeout, String algorithm, UnaryOperator<Endpoint> wrap) {
         this(LocalTransport.create(ranks, chunkBytes, depth), chunkBytes, timeout, algorithm, GradSyncConfiguration.callerRuns(),

@@ -84,6 +84,18 @@ final class GroupRing {
         return phase(new Run(ctx, group, type, null, 1, false, inBase, inOffset, outBase, outOffset, from, to));
     }
 
+    /**
+     * All-gather in place in {@code output} (range coordinates from its first byte), whose gathered values stay
+     * there unchanged until the collective completes, as an AllReduce's final values do: a transport may send
+     * every message {@linkplain Phase#inPlaceBuffer in place} from it.
+     */
+    static Phase allGatherFinalValues(CollectiveContext ctx, int[] group, DataType type, Region output, int from, int to) {
+        Run run = new Run(ctx, group, type, null, 1, false, output.base(), output.offset(), output.base(), output.offset(),
+                from, to);
+        run.finalValues = output;
+        return phase(run);
+    }
+
     /** A group of one moves no message: its phase is the local copy (and division). */
     private static Phase phase(Run run) {
         return run.g == 1 ? new LocalPhase(run::alone) : run;
@@ -124,6 +136,8 @@ final class GroupRing {
         private final int messages;
         private final int left;
         private final int right;
+        /** The buffer an all-gather sends from, when its values stay final until the call completes; else null. */
+        private Region finalValues;
 
         Run(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor, boolean compact,
             Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
@@ -181,8 +195,22 @@ final class GroupRing {
         }
 
         @Override
+        public Region inPlaceBuffer(int peer) {
+            return finalValues;
+        }
+
+        /** All-gather message {@code j} is chunk {@code j % C} of segment {@code p - j / C}, at its place in the output. */
+        @Override
+        public long inPlaceOffset(int peer) {
+            return at(outOffset, chunkStart(sendSegment(sent), sent % chunksPerSegment)) - finalValues.offset();
+        }
+
+        @Override
         public int produce(int peer, Region payload) {
-            fill(sent++, payload);
+            if (finalValues == null || !payload.startsAt(finalValues, inPlaceOffset(peer))) { // else claimed in place
+                fill(sent, payload);
+            }
+            sent++;
             return 0;
         }
 

@@ -24,7 +24,9 @@ import java.util.List;
  *
  * <p>Each element's final value is computed once (by its owner in the inter-host ring, or by the one
  * leader with one host) and copied everywhere else, so every rank holds the same bits. AVG is a sum
- * divided by the job's rank count by that owner.
+ * divided by the job's rank count by that owner. The all-gathers forward final values, which stay in the
+ * output until the call completes, so a transport may send them in place (RDMA between hosts); the
+ * reduce-scatters' partial sums are copied, since later arrivals overwrite them.
  */
 final class HierarchicalAllReduce implements AllReduceAlgorithm {
     private final boolean viaLeaders;
@@ -63,7 +65,7 @@ final class HierarchicalAllReduce implements AllReduceAlgorithm {
             if (ctx.rank() == local[0] && hosts > 1) {
                 int[] leaders = layout.leaders();
                 plan.add(GroupRing.reduceScatter(ctx, leaders, type, combine, divisor, out, outOffset, out, outOffset, 0, count));
-                plan.add(GroupRing.allGather(ctx, leaders, type, out, outOffset, out, outOffset, 0, count));
+                plan.add(GroupRing.allGatherFinalValues(ctx, leaders, type, output.region(), 0, count));
             }
             plan.add(Chain.broadcast(ctx, local, type, count, out, outOffset));
             return plan;
@@ -74,8 +76,8 @@ final class HierarchicalAllReduce implements AllReduceAlgorithm {
         int[] peersAcrossHosts = layout.crossGroup(position);
         plan.add(GroupRing.reduceScatter(ctx, local, type, combine, 1, in, inOffset, out, outOffset, 0, count));
         plan.add(GroupRing.reduceScatter(ctx, peersAcrossHosts, type, combine, divisor, out, outOffset, out, outOffset, from, to));
-        plan.add(GroupRing.allGather(ctx, peersAcrossHosts, type, out, outOffset, out, outOffset, from, to));
-        plan.add(GroupRing.allGather(ctx, local, type, out, outOffset, out, outOffset, 0, count));
+        plan.add(GroupRing.allGatherFinalValues(ctx, peersAcrossHosts, type, output.region(), from, to));
+        plan.add(GroupRing.allGatherFinalValues(ctx, local, type, output.region(), 0, count));
         return plan;
     }
 
