@@ -46,20 +46,21 @@ class RdmaMultiProcessTest {
      * Every op, two types, counts from 0 to 65 539, in and out of place, exact on every rank; nothing left
      * behind, the registrations of callers' buffers included. With 3 processes the ring runs with small
      * chunks, sending its first step (out of place) and its all-gather from the callers' registered buffers
-     * and its partial sums through staging copies, and every rank says it sent in place.
+     * and its partial sums through staging copies; with 4, halving-doubling sends its doubling from them; and
+     * every rank says it sent in place.
      */
     @ParameterizedTest(name = "{0} processes")
     @ValueSource(ints = {2, 3, 4})
     void exactResultsOnEveryRankAndNothingLeftBehind(int ranks) throws Exception {
-        List<String> options = ranks == 3 ? List.of("-Dgradsync.allreduce.algorithm=ring", "-Dgradsync.chunk.bytes=16384")
-                : List.of();
+        List<String> options = ranks == 2 ? List.of()
+                : List.of("-Dgradsync.allreduce.algorithm=" + (ranks == 3 ? "ring" : "rhd"), "-Dgradsync.chunk.bytes=16384");
         Job job = launch(List.of("-n", Integer.toString(ranks)), options, "check");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < ranks; r++) {
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
-            if (ranks == 3) {
+            if (ranks > 2) {
                 assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
             }
         }
@@ -115,7 +116,8 @@ class RdmaMultiProcessTest {
      * Two simulated hosts of two ranks each (gradsync-run {@code --nnodes 2} gives them different host ids):
      * the {@code auto} transport puts shared memory between the ranks of a host and RDMA between the hosts,
      * and the hierarchical AllReduce, intra-host phases on shared memory, inter-host phase on RDMA, is exact
-     * on every rank; nothing of either transport is left after close.
+     * on every rank, and every rank sends the all-gather between hosts in place; nothing of either transport is
+     * left after close.
      */
     @Test
     void hierarchicalAllReduceOverSharedMemoryInsideHostsAndRdmaBetweenThem() throws Exception {
@@ -127,6 +129,8 @@ class RdmaMultiProcessTest {
             assertTrue(job.out().contains("[" + r + "] rank " + r + " pid "), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+            // the all-gather between hosts sends final values from the callers' registered buffers
+            assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
         }
         Matcher joined = Pattern.compile("joined: shm\\+rdma, 2 ranks on its host, allreduce hier,").matcher(job.out());
         int ranks = 0;
