@@ -191,9 +191,6 @@ public final class Engine {
                 }
             } catch (RuntimeException | Error e) {
                 fail(run, e);
-                if (run.error == null) {
-                    run.error = failure;
-                }
             }
         }
     }
@@ -326,6 +323,9 @@ public final class Engine {
                         error.peer(), "communicator failed earlier: " + error.getMessage(), error));
             }
         }
+        if (run.error == null) {
+            run.error = error; // it had finished (its in-place sends still unsettled): it retires with the error
+        }
     }
 
     private void failWith(long call, CollectiveException e) {
@@ -362,9 +362,6 @@ public final class Engine {
             return run.inPlaceSendsDone();
         } catch (RuntimeException e) {
             fail(run, e);
-            if (run.error == null) {
-                run.error = failure;
-            }
             return true;
         }
     }
