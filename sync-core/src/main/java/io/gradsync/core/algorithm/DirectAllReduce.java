@@ -298,10 +298,16 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             if (mapped != null) {
                 return mapped;
             }
+            Region into = piece();
+            shared.crossMemoryReads().read(peer, peerInput[peer] + at, into.address(), bytes);
+            return into;
+        }
+
+        /** This engine's scratch piece, fetched on first use. */
+        private Region piece() {
             if (piece == null) {
                 piece = ctx.staging().piece();
             }
-            shared.crossMemoryReads().read(peer, peerInput[peer] + at, piece.address(), bytes);
             return piece;
         }
 
@@ -317,13 +323,11 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
                 cross.read(peer, peerOutput[peer] + at, output.address() + at, bytes);
                 return;
             }
-            if (piece == null) {
-                piece = ctx.staging().piece();
-            }
-            for (long done = 0; done < bytes; done += piece.byteLength()) {
-                long length = Math.min(piece.byteLength(), bytes - done);
-                cross.read(peer, peerOutput[peer] + at + done, piece.address(), length);
-                Kernels.copy(piece.base(), piece.offset(), output.base(), output.offset() + at + done, length);
+            Region scratch = piece();
+            for (long done = 0; done < bytes; done += scratch.byteLength()) {
+                long length = Math.min(scratch.byteLength(), bytes - done);
+                cross.read(peer, peerOutput[peer] + at + done, scratch.address(), length);
+                Kernels.copy(scratch.base(), scratch.offset(), output.base(), output.offset() + at + done, length);
             }
         }
 

@@ -21,18 +21,24 @@ final class CrossMemoryProbe {
     private final int rank;
     private final ByteBuffer offered;
     private final long token = ThreadLocalRandom.current().nextLong() | 1;
-    private long[] peerAddresses = new long[0];
-    private long[] peerTokens = new long[0];
-    private boolean[] peerInOurNamespace = new boolean[0];
+    private final long[] peerAddresses;
+    private final long[] peerTokens;
+    private final boolean[] peerInOurNamespace;
     private CrossMemoryReads reader;
     /** Why this rank cannot read every peer; null while it can. */
     private String failure;
     /** Whether the failure is worth telling the user: a probe that failed, not a feature that is off. */
     private boolean failedReading;
 
-    /** @param wanted whether to try at all: every rank on this host, and {@value ShmEndpoint#CROSS_MEMORY_PROP} true */
-    CrossMemoryProbe(int rank, boolean wanted) {
+    /**
+     * @param size the job's rank count
+     * @param wanted whether to try at all: every rank on this host, and {@value ShmEndpoint#CROSS_MEMORY_PROP} true
+     */
+    CrossMemoryProbe(int rank, int size, boolean wanted) {
         this.rank = rank;
+        this.peerAddresses = new long[size];
+        this.peerTokens = new long[size];
+        this.peerInOurNamespace = new boolean[size];
         failure = wanted ? ProcessVmReadv.unavailable() : "off";
         offered = failure == null ? ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder()).putLong(0, token) : null;
     }
@@ -48,11 +54,6 @@ final class CrossMemoryProbe {
 
     /** What {@code peer} offered: the address of its token (0 for none), the token, and whether its pids are ours. */
     void peerOffers(int peer, long address, long peerToken, boolean inOurNamespace) {
-        if (peer >= peerAddresses.length) {
-            peerAddresses = java.util.Arrays.copyOf(peerAddresses, peer + 1);
-            peerTokens = java.util.Arrays.copyOf(peerTokens, peer + 1);
-            peerInOurNamespace = java.util.Arrays.copyOf(peerInOurNamespace, peer + 1);
-        }
         peerAddresses[peer] = address;
         peerTokens[peer] = peerToken;
         peerInOurNamespace[peer] = inOurNamespace;

@@ -93,9 +93,9 @@ public final class ShmEndpoint implements Endpoint {
         String failure = null;
         CrossMemoryProbe probe;
         try {
-            probe = new CrossMemoryProbe(rank, wholeJobHere && crossMemoryWanted());
+            probe = new CrossMemoryProbe(rank, size, wholeJobHere && crossMemoryWanted());
         } catch (IllegalArgumentException e) {
-            probe = new CrossMemoryProbe(rank, false);
+            probe = new CrossMemoryProbe(rank, size, false);
             failure = "rank " + rank + ": " + e.getMessage();
         }
         try {
@@ -127,10 +127,9 @@ public final class ShmEndpoint implements Endpoint {
                 }
                 String[] parts = theirs.split(" ", 4);
                 peerPids[peer] = Long.parseLong(parts[0]);
-                probe.peerOffers(peer, Long.parseLong(parts[1]), Long.parseLong(parts[2]),
-                        !parts[3].isEmpty() && parts[3].equals(ourNamespace));
-                checkLiveness[peer] = peer != rank && sameHost(peer) && !parts[3].isEmpty()
-                        && parts[3].equals(ourNamespace);
+                boolean inOurNamespace = !parts[3].isEmpty() && parts[3].equals(ourNamespace);
+                probe.peerOffers(peer, Long.parseLong(parts[1]), Long.parseLong(parts[2]), inOurNamespace);
+                checkLiveness[peer] = peer != rank && sameHost(peer) && inOurNamespace;
             }
             probe.readPeers(peerPids);
             for (int peer = 0; peer < size; peer++) {
