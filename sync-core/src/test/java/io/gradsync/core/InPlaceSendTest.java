@@ -23,6 +23,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.ToLongFunction;
+import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -40,11 +41,7 @@ class InPlaceSendTest {
     @CsvSource({"2, ring", "3, ring", "5, ring", "2, rhd", "4, rhd", "5, rhd"})
     void everyCaseIsExactWhenTheTransportReadsLate(int ranks, String algorithm) {
         List<DeferredReadEndpoint> wrapped = new ArrayList<>();
-        try (LocalJob job = new LocalJob(ranks, 1024, 4, Duration.ofSeconds(60), algorithm, e -> {
-            DeferredReadEndpoint d = new DeferredReadEndpoint(e, 3);
-            wrapped.add(d);
-            return d;
-        })) {
+        try (LocalJob job = new LocalJob(ranks, 1024, 4, Duration.ofSeconds(60), algorithm, deferredReads(wrapped, 3))) {
             AllReduceCorrectnessTest.assertExactAndIdentical(
                     job.run(c -> AllReduceCorrectnessTest.runMatrix(c, new int[] {0, 1, ranks - 1, ranks + 1, 10_007, 100_003})));
         }
@@ -52,9 +49,8 @@ class InPlaceSendTest {
             // A rank that folds out of halving-doubling sends nothing in place; every other rank does.
             assertTrue(d.inPlaceSends() > 0 || algorithm.equals("rhd") && Integer.bitCount(ranks) > 1,
                     "no message went in place");
-            assertEquals(0, d.changedBeforeDone(), "messages whose bytes changed while the transport could still read them");
         }
-        assertTrue(wrapped.stream().mapToLong(DeferredReadEndpoint::inPlaceSends).sum() > 0, "no message went in place");
+        assertNothingChangedBeforeDone(wrapped);
     }
 
     /** The hierarchical algorithms' all-gathers send in place (between hosts and inside them), on 2 and 3 hosts. */
@@ -63,28 +59,17 @@ class InPlaceSendTest {
     void hierarchicalCasesAreExactWhenTheTransportReadsLate(String algorithm, String hosts) {
         int[] hostOfRank = java.util.Arrays.stream(hosts.split(" ")).mapToInt(Integer::parseInt).toArray();
         List<DeferredReadEndpoint> wrapped = new ArrayList<>();
-        try (LocalJob job = new LocalJob(hostOfRank, 1024, 4, Duration.ofSeconds(60), algorithm, e -> {
-            DeferredReadEndpoint d = new DeferredReadEndpoint(e, 3);
-            wrapped.add(d);
-            return d;
-        })) {
+        try (LocalJob job = new LocalJob(hostOfRank, 1024, 4, Duration.ofSeconds(60), algorithm, deferredReads(wrapped, 3))) {
             AllReduceCorrectnessTest.assertExactAndIdentical(
                     job.run(c -> AllReduceCorrectnessTest.runMatrix(c, new int[] {0, 1, hostOfRank.length + 1, 10_007, 100_003})));
         }
-        for (DeferredReadEndpoint d : wrapped) {
-            assertEquals(0, d.changedBeforeDone(), "messages whose bytes changed while the transport could still read them");
-        }
-        assertTrue(wrapped.stream().mapToLong(DeferredReadEndpoint::inPlaceSends).sum() > 0, "no message went in place");
+        assertNothingChangedBeforeDone(wrapped);
     }
 
     @Test
     void aCallCompletesOnlyOnceTheTransportHasReadWhatItSentInPlace() throws Exception {
         List<DeferredReadEndpoint> wrapped = new ArrayList<>();
-        try (LocalJob job = new LocalJob(2, 4096, 4, Duration.ofSeconds(60), "ring", e -> {
-            DeferredReadEndpoint d = new DeferredReadEndpoint(e, 1);
-            wrapped.add(d);
-            return d;
-        })) {
+        try (LocalJob job = new LocalJob(2, 4096, 4, Duration.ofSeconds(60), "ring", deferredReads(wrapped, 1))) {
             // 50 000 floats at 2 ranks: 25 chunks of 1 024 per segment, 50 messages per rank. Rank 0's transport
             // reads all but its last, so rank 0 receives everything and sends everything: its part is done.
             wrapped.get(0).readLimit = 49;
@@ -124,11 +109,7 @@ class InPlaceSendTest {
     @Test
     void aCallWhoseInPlaceSendIsNeverReadFailsWithinTheDeadline() throws Exception {
         List<DeferredReadEndpoint> wrapped = new ArrayList<>();
-        try (LocalJob job = new LocalJob(2, 4096, 4, Duration.ofMillis(500), "ring", e -> {
-            DeferredReadEndpoint d = new DeferredReadEndpoint(e, 1);
-            wrapped.add(d);
-            return d;
-        })) {
+        try (LocalJob job = new LocalJob(2, 4096, 4, Duration.ofMillis(500), "ring", deferredReads(wrapped, 1))) {
             wrapped.get(0).readLimit = 49; // as above: rank 0 is done but for its last message's read
             List<CompletableFuture<GradientBuffer>> calls = new ArrayList<>();
             for (Communicator c : job.communicators) {
@@ -144,6 +125,23 @@ class InPlaceSendTest {
                 assertTrue(error.getMessage().contains("rank " + (1 - rank)), error.getMessage());
             }
         }
+    }
+
+    /** Wraps each rank's endpoint in a {@link DeferredReadEndpoint} reading {@code lag} link calls late, kept in {@code wrapped}. */
+    private static UnaryOperator<Endpoint> deferredReads(List<DeferredReadEndpoint> wrapped, int lag) {
+        return e -> {
+            DeferredReadEndpoint d = new DeferredReadEndpoint(e, lag);
+            wrapped.add(d);
+            return d;
+        };
+    }
+
+    /** Some message went in place, and none changed while the transport could still read it. */
+    private static void assertNothingChangedBeforeDone(List<DeferredReadEndpoint> wrapped) {
+        for (DeferredReadEndpoint d : wrapped) {
+            assertEquals(0, d.changedBeforeDone(), "messages whose bytes changed while the transport could still read them");
+        }
+        assertTrue(wrapped.stream().mapToLong(DeferredReadEndpoint::inPlaceSends).sum() > 0, "no message went in place");
     }
 
     private static GradientBuffer direct(DataType type, int count) {
