@@ -165,6 +165,11 @@ public final class Engine {
         } else if ((++idlePasses & (STALL_CHECK_EVERY - 1)) == 0) {
             checkStalled();
         }
+        if (!active.isEmpty() && active.get(0).done) {
+            // Its last messages may only be queued in the transport; they leave now, not at the next call,
+            // which may be a whole step of the training loop away.
+            work += endpoint.doWork();
+        }
         retire();
         return work + messages;
     }
