@@ -2,6 +2,9 @@ package io.gradsync.aeron;
 
 import io.aeron.driver.ThreadingMode;
 import io.gradsync.core.Settings;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 
@@ -28,10 +31,13 @@ public final class AeronConfiguration {
 
     /**
      * Whether ranks on one host share one media driver ({@code host}, started inside the host's first
-     * rank; needed for IPC) or each rank embeds its own ({@code process}, UDP only).
+     * rank; needed for IPC) or each rank embeds its own ({@code process}, UDP only). {@code auto} picks
+     * {@code process} for {@code aeron-udp} (and {@code auto}'s UDP between hosts) when the host has an online
+     * processor for each of its ranks, and {@code host} otherwise: a rank that runs its own driver must be
+     * scheduled to answer its peers' datagrams, which ranks that share cores are not in time.
      */
     public static final String DRIVER_PROP = "gradsync.aeron.driver";
-    public static final String DRIVER_DEFAULT = "host";
+    public static final String DRIVER_DEFAULT = "auto";
 
     /**
      * How the media driver's thread waits for work: {@code backoff} (spin, yield, then park up to
@@ -43,12 +49,13 @@ public final class AeronConfiguration {
     /**
      * The media driver's threads: {@code shared} (one thread for everything: the fewest threads on a
      * host whose cores the ranks fill), {@code shared-network} (one thread sends and receives, a second runs
-     * the conductor, whose bookkeeping then stays off the socket path) or {@code dedicated} (sender, receiver
-     * and conductor each on a thread of its own, for hosts with cores to spare). Every driver thread waits
-     * with {@link #DRIVER_IDLE_PROP}.
+     * the conductor, whose bookkeeping then stays off the socket path), {@code dedicated} (sender, receiver
+     * and conductor each on a thread of its own, for hosts with cores to spare) or {@code invoker} (no driver
+     * thread: each rank runs its own driver's duty cycle in its progress loop, and so makes its own socket
+     * calls; needs a driver per process). By default a rank's own driver is {@code invoker} and a host's is
+     * {@code shared}. Every driver thread waits with {@link #DRIVER_IDLE_PROP}.
      */
     public static final String DRIVER_THREADING_PROP = "gradsync.aeron.driver.threading";
-    public static final String DRIVER_THREADING_DEFAULT = "shared";
 
     /** UDP socket buffer size in bytes, send and receive (the kernel caps it at net.core.[rw]mem_max). */
     public static final String SOCKET_BUFFER_PROP = "gradsync.aeron.socket.buffer";
@@ -78,23 +85,82 @@ public final class AeronConfiguration {
         return mtu;
     }
 
-    static String driver() {
-        String value = System.getProperty(DRIVER_PROP, DRIVER_DEFAULT);
-        if (!value.equals("host") && !value.equals("process")) {
-            throw new IllegalArgumentException(DRIVER_PROP + "=" + value + ": expected host or process");
-        }
-        return value;
+    /** Where a rank's media driver runs and with which threads, and why; logged by the rank that starts one. */
+    record DriverLayout(boolean perProcess, ThreadingMode threading, String reason) {
     }
 
-    static ThreadingMode driverThreading() {
-        String value = System.getProperty(DRIVER_THREADING_PROP, DRIVER_THREADING_DEFAULT);
+    /**
+     * The layout from the settings, for a rank whose transport is UDP only ({@code udpOnly}) on a host with
+     * {@code ranksOnHost} ranks and {@code processors} online processors. Every rank of a host decides alike.
+     *
+     * @throws IllegalArgumentException for an unknown setting, or a combination that cannot work
+     */
+    static DriverLayout driverLayout(boolean udpOnly, int ranksOnHost, int processors) {
+        String driver = System.getProperty(DRIVER_PROP, DRIVER_DEFAULT);
+        boolean perProcess;
+        String reason;
+        switch (driver) {
+            case "host" -> {
+                perProcess = false;
+                reason = DRIVER_PROP + "=host";
+            }
+            case "process" -> {
+                perProcess = true;
+                reason = DRIVER_PROP + "=process";
+            }
+            case "auto" -> {
+                perProcess = udpOnly && ranksOnHost <= processors;
+                reason = !udpOnly ? "IPC between the host's ranks needs one driver"
+                        : ranksOnHost + " ranks on this host, " + processors + " online processors"
+                        + (perProcess ? "" : ": ranks share cores");
+            }
+            default -> throw new IllegalArgumentException(DRIVER_PROP + "=" + driver + ": expected auto, host or process");
+        }
+        if (perProcess && !udpOnly) {
+            throw new IllegalArgumentException(DRIVER_PROP + "=process allows aeron-udp only: IPC between processes "
+                    + "needs the host's shared driver");
+        }
+        String threadingSetting = System.getProperty(DRIVER_THREADING_PROP);
+        ThreadingMode threading = threadingSetting == null
+                ? (perProcess ? ThreadingMode.INVOKER : ThreadingMode.SHARED) : driverThreading(threadingSetting);
+        if (threading == ThreadingMode.INVOKER && !perProcess) {
+            throw new IllegalArgumentException(DRIVER_THREADING_PROP + "=invoker needs a driver per process (" + reason
+                    + "): a rank can run only its own driver");
+        }
+        return new DriverLayout(perProcess, threading, reason);
+    }
+
+    static ThreadingMode driverThreading(String value) {
         return switch (value) {
             case "shared-network" -> ThreadingMode.SHARED_NETWORK;
             case "shared" -> ThreadingMode.SHARED;
             case "dedicated" -> ThreadingMode.DEDICATED;
+            case "invoker" -> ThreadingMode.INVOKER;
             default -> throw new IllegalArgumentException(DRIVER_THREADING_PROP + "=" + value
-                    + ": expected shared-network, shared or dedicated");
+                    + ": expected shared-network, shared, dedicated or invoker");
         };
+    }
+
+    /**
+     * The host's online processors, from {@code /sys/devices/system/cpu/online} (the same for every rank of the
+     * host, whatever CPUs a rank is bound to), or what this JVM may use where that cannot be read.
+     */
+    static int hostProcessors() {
+        try {
+            return countCpus(Files.readString(Path.of("/sys/devices/system/cpu/online")).trim());
+        } catch (IOException | RuntimeException e) {
+            return Runtime.getRuntime().availableProcessors();
+        }
+    }
+
+    /** The number of CPUs in a kernel CPU list such as {@code 0-3,8,10-11}. */
+    static int countCpus(String list) {
+        int count = 0;
+        for (String range : list.split(",")) {
+            int dash = range.indexOf('-');
+            count += dash < 0 ? 1 : Integer.parseInt(range.substring(dash + 1)) - Integer.parseInt(range.substring(0, dash)) + 1;
+        }
+        return count;
     }
 
     static String driverIdle() {

@@ -5,6 +5,7 @@ import io.aeron.ChannelUriStringBuilder;
 import io.aeron.ExclusivePublication;
 import io.aeron.Subscription;
 import io.aeron.driver.MediaDriver;
+import io.aeron.driver.ThreadingMode;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
@@ -14,6 +15,7 @@ import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Locale;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -45,6 +47,8 @@ final class AeronEndpoint implements Endpoint {
     private final int mtu;
     private final int termLength;
     private final MediaDriver driver;
+    /** This rank's driver, run by its progress loop; null unless the threading is {@code invoker}. */
+    private final InvokedDriver invoked;
     private final AtomicBoolean driverClosed = new AtomicBoolean();
     /** Closes the driver if the JVM exits without {@link #close()}; null without a driver. */
     private final Thread driverShutdownHook;
@@ -73,35 +77,59 @@ final class AeronEndpoint implements Endpoint {
         this.udpEndpoints = new String[size];
         this.links = new AeronLink[size];
 
-        boolean perProcess = AeronConfiguration.driver().equals("process");
-        if (perProcess && mode != Mode.UDP) {
-            throw new TransportException(-1, AeronConfiguration.DRIVER_PROP + "=process allows aeron-udp only: IPC "
-                    + "between processes needs the host's shared driver");
+        AeronConfiguration.DriverLayout layout;
+        try {
+            layout = AeronConfiguration.driverLayout(mode == Mode.UDP, job.localSize(), AeronConfiguration.hostProcessors());
+        } catch (IllegalArgumentException e) {
+            throw new TransportException(-1, "rank " + job.rank() + ": " + e.getMessage(), e);
         }
-        boolean launches = perProcess || job.localRank() == 0;
-        File ownDir = launches ? newDriverDirectory(perProcess ? "r" + job.rank() : "h" + job.hostOf(job.rank())) : null;
+        boolean launches = layout.perProcess() || job.localRank() == 0;
+        File ownDir = launches ? newDriverDirectory(layout.perProcess() ? "r" + job.rank() : "h" + job.hostOf(job.rank())) : null;
         this.driver = launches ? MediaDriverHost.launch(ownDir, mtu, termLength, AeronConfiguration.socketBuffer(),
-                AeronConfiguration.driverThreading(), AeronConfiguration.driverIdle()) : null;
+                layout.threading(), AeronConfiguration.driverIdle()) : null;
+        this.invoked = layout.threading() == ThreadingMode.INVOKER ? new InvokedDriver(driver, job.rank()) : null;
         this.driverShutdownHook = driver == null ? null : closeDriverOnExit();
         try {
             // Every rank that started a driver publishes its directory once the driver is up; the others attach
             // to their host's (the directory's name is the choice of the rank that starts the driver).
             byte[] mine = driver == null ? new byte[0] : ownDir.getPath().getBytes(StandardCharsets.UTF_8);
             if (driver != null) {
-                LOG.log(System.Logger.Level.INFO, "rank " + job.rank() + ": media driver in " + ownDir);
+                LOG.log(System.Logger.Level.INFO, "rank " + job.rank() + ": media driver in " + ownDir + " ("
+                        + (layout.perProcess() ? "the rank's own" : "the host's") + ", threading "
+                        + layout.threading().name().toLowerCase(Locale.ROOT) + ": " + layout.reason() + ")");
             }
             byte[][] published = job.allGather(mine);
             File dir = driver != null ? ownDir : hostDriverDirectory(published);
-            this.aeron = Aeron.connect(new Aeron.Context()
-                    .aeronDirectoryName(dir.getAbsolutePath())
-                    .driverTimeoutMs(AeronConfiguration.connectTimeoutMs())
-                    .threadFactory(MediaDriverHost.DAEMON_THREADS)
-                    .errorHandler(this::onClientError)
-                    .subscriberErrorHandler(this::onClientError));
+            this.aeron = connectClient(dir);
             openSubscriptions();
         } catch (RuntimeException e) {
             releaseDriver();
             throw e;
+        }
+    }
+
+    /**
+     * The Aeron client of this rank. With an {@link InvokedDriver} the client's conductor runs in the same duty
+     * cycle, under the same lock, and the client runs the driver's duty cycle itself while it awaits an answer.
+     */
+    private Aeron connectClient(File dir) {
+        Aeron.Context context = new Aeron.Context()
+                .aeronDirectoryName(dir.getAbsolutePath())
+                .driverTimeoutMs(AeronConfiguration.connectTimeoutMs())
+                .threadFactory(MediaDriverHost.DAEMON_THREADS)
+                .errorHandler(this::onClientError)
+                .subscriberErrorHandler(this::onClientError);
+        if (invoked == null) {
+            return Aeron.connect(context);
+        }
+        context.useConductorAgentInvoker(true).driverAgentInvoker(invoked.driverInvoker()).clientLock(invoked.lock());
+        invoked.lock().lock();
+        try {
+            Aeron client = Aeron.connect(context);
+            invoked.attach(client.conductorAgentInvoker());
+            return client;
+        } finally {
+            invoked.lock().unlock();
         }
     }
 
@@ -147,7 +175,11 @@ final class AeronEndpoint implements Endpoint {
 
     private void closeDriver() {
         if (driver != null && driverClosed.compareAndSet(false, true)) {
-            driver.close();
+            if (invoked != null) {
+                invoked.close();
+            } else {
+                driver.close();
+            }
         }
     }
 
@@ -282,7 +314,7 @@ final class AeronEndpoint implements Endpoint {
         if (error != null) {
             throw new TransportException(-1, "rank " + job.rank() + ": the Aeron client failed: " + error, error);
         }
-        return 0;
+        return invoked == null ? 0 : invoked.doWork();
     }
 
     /**

@@ -1,6 +1,7 @@
 package io.gradsync.aeron;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -18,19 +19,26 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
-/** Every driver threading mode carries exact results; an unknown one is refused by name. */
+/**
+ * Every driver layout and threading mode carries exact results; {@code auto} gives a rank its own driver, run by
+ * its progress loop, only for UDP and only where the host has a processor per rank; a wrong setting is refused by
+ * name.
+ */
 class DriverThreadingTest {
 
     @AfterEach
     void clearProperty() {
         System.clearProperty(AeronConfiguration.DRIVER_THREADING_PROP);
+        System.clearProperty(AeronConfiguration.DRIVER_PROP);
     }
 
-    @ParameterizedTest(name = "{0}")
-    @CsvSource({"shared, SHARED", "shared-network, SHARED_NETWORK", "dedicated, DEDICATED"})
-    void exactInEveryMode(String mode, ThreadingMode expected) throws Exception {
-        System.setProperty(AeronConfiguration.DRIVER_THREADING_PROP, mode);
-        assertEquals(expected, AeronConfiguration.driverThreading());
+    @ParameterizedTest(name = "{0} {1}")
+    @CsvSource({"host, shared, SHARED", "host, shared-network, SHARED_NETWORK", "host, dedicated, DEDICATED",
+        "process, shared, SHARED", "process, invoker, INVOKER"})
+    void exactInEveryMode(String driver, String threading, ThreadingMode expected) throws Exception {
+        System.setProperty(AeronConfiguration.DRIVER_PROP, driver);
+        System.setProperty(AeronConfiguration.DRIVER_THREADING_PROP, threading);
+        assertEquals(expected, AeronConfiguration.driverLayout(true, 2, 2).threading());
         ThreadJob job = new ThreadJob(2, 2, "aeron-udp", new TransportOptions(16 * 1024, 4), Duration.ofSeconds(20));
         List<Throwable> failures = job.run(comm -> {
             for (int count : new int[] {0, 1, 3, 10_007, 100_003}) {
@@ -38,18 +46,66 @@ class DriverThreadingTest {
                 CheckPattern.fill(buffer, ReduceOp.SUM, comm.rank());
                 comm.allReduceBlocking(buffer, ReduceOp.SUM);
                 assertEquals(0, CheckPattern.countWrong(buffer, ReduceOp.SUM, comm.size()),
-                        mode + ": rank " + comm.rank() + " count " + count);
+                        driver + " " + threading + ": rank " + comm.rank() + " count " + count);
             }
         });
         for (Throwable failure : failures) {
-            assertNull(failure, () -> mode + ": " + failures);
+            assertNull(failure, () -> driver + " " + threading + ": " + failures);
         }
     }
 
     @Test
-    void unknownModeIsNamed() {
+    void autoRunsItsOwnDriverForUdpWhereEveryRankHasAProcessor() {
+        AeronConfiguration.DriverLayout own = AeronConfiguration.driverLayout(true, 2, 2);
+        assertTrue(own.perProcess());
+        assertEquals(ThreadingMode.INVOKER, own.threading());
+        assertEquals("2 ranks on this host, 2 online processors", own.reason());
+
+        AeronConfiguration.DriverLayout crowded = AeronConfiguration.driverLayout(true, 4, 2);
+        assertFalse(crowded.perProcess());
+        assertEquals(ThreadingMode.SHARED, crowded.threading());
+        assertEquals("4 ranks on this host, 2 online processors: ranks share cores", crowded.reason());
+
+        AeronConfiguration.DriverLayout ipc = AeronConfiguration.driverLayout(false, 1, 16);
+        assertFalse(ipc.perProcess());
+        assertEquals(ThreadingMode.SHARED, ipc.threading());
+    }
+
+    @Test
+    void aRanksOwnDriverWithoutThreadingSetIsRunByTheRank() {
+        System.setProperty(AeronConfiguration.DRIVER_PROP, "process");
+        assertEquals(ThreadingMode.INVOKER, AeronConfiguration.driverLayout(true, 8, 2).threading());
+    }
+
+    @Test
+    void wrongSettingsAreNamed() {
         System.setProperty(AeronConfiguration.DRIVER_THREADING_PROP, "two");
-        IllegalArgumentException error = assertThrows(IllegalArgumentException.class, AeronConfiguration::driverThreading);
-        assertTrue(error.getMessage().contains("gradsync.aeron.driver.threading=two"), error.getMessage());
+        assertMessage("gradsync.aeron.driver.threading=two", () -> AeronConfiguration.driverLayout(true, 2, 2));
+
+        System.setProperty(AeronConfiguration.DRIVER_THREADING_PROP, "invoker");
+        System.setProperty(AeronConfiguration.DRIVER_PROP, "host");
+        assertMessage("gradsync.aeron.driver.threading=invoker needs a driver per process (gradsync.aeron.driver=host)",
+                () -> AeronConfiguration.driverLayout(true, 2, 2));
+
+        System.setProperty(AeronConfiguration.DRIVER_PROP, "process");
+        assertMessage("gradsync.aeron.driver=process allows aeron-udp only",
+                () -> AeronConfiguration.driverLayout(false, 2, 2));
+
+        System.setProperty(AeronConfiguration.DRIVER_PROP, "rank");
+        assertMessage("gradsync.aeron.driver=rank: expected auto, host or process",
+                () -> AeronConfiguration.driverLayout(true, 2, 2));
+    }
+
+    @Test
+    void cpuListsAreCounted() {
+        assertEquals(1, AeronConfiguration.countCpus("0"));
+        assertEquals(2, AeronConfiguration.countCpus("0-1"));
+        assertEquals(7, AeronConfiguration.countCpus("0-3,8,10-11"));
+        assertTrue(AeronConfiguration.hostProcessors() >= 1);
+    }
+
+    private static void assertMessage(String expected, Runnable call) {
+        IllegalArgumentException error = assertThrows(IllegalArgumentException.class, call::run);
+        assertTrue(error.getMessage().contains(expected), error.getMessage());
     }
 }

@@ -51,13 +51,21 @@ class MultiProcessTest {
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
         }
         assertFalse(job.out().contains("removed"), "the transport left shared memory behind:\n" + job.out());
-        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), 1, userDirectory());
+        boolean ownDrivers = transport.equals("aeron-udp")
+                && AeronConfiguration.driverLayout(true, ranks, AeronConfiguration.hostProcessors()).perProcess();
+        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), ownDrivers ? ranks : 1, userDirectory());
+        if (ownDrivers) {
+            assertTrue(job.out().contains("(the rank's own, threading invoker: " + ranks + " ranks on this host"), job.out());
+        }
     }
 
-    @Test
-    void aRankKilledMidCollectiveIsNamedByEveryOtherRank() throws Exception {
-        Job job = launch(List.of("-n", "3", "--stop-delay", "10"), List.of("-Dgradsync.timeout.ms=30000"),
-                "loop", "aeron-ipc", "1", "3000");
+    /** Over IPC through the host's driver, and over UDP with every rank running its own driver. */
+    @ParameterizedTest(name = "{0} {1}")
+    @CsvSource({"aeron-ipc, host, 1", "aeron-udp, process, 3"})
+    void aRankKilledMidCollectiveIsNamedByEveryOtherRank(String transport, String driver, int drivers) throws Exception {
+        Job job = launch(List.of("-n", "3", "--stop-delay", "10"),
+                List.of("-Dgradsync.timeout.ms=30000", "-D" + AeronConfiguration.DRIVER_PROP + "=" + driver),
+                "loop", transport, "1", "3000");
         assertEquals(137, job.status(), "the launcher exits with the killed rank's status\n" + job.out());
         for (int r : new int[] {0, 2}) {
             Matcher failure = Pattern.compile("\\[" + r + "] FAILED: rank " + r + ", allreduce #\\d+: rank 1 failed: "
@@ -73,7 +81,7 @@ class MultiProcessTest {
             assertFalse(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false), "rank process " + pid + " left");
         }
         assertEquals(3, seen, job.out());
-        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), 1, userDirectory());
+        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), drivers, userDirectory());
     }
 
     @Test
