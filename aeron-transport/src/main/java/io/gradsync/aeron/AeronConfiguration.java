@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.function.Function;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -32,8 +33,8 @@ public final class AeronConfiguration {
     /**
      * Whether ranks on one host share one media driver ({@code host}, started inside the host's first
      * rank; needed for IPC) or each rank embeds its own ({@code process}, UDP only). {@code auto} picks
-     * {@code process} for {@code aeron-udp} (and {@code auto}'s UDP between hosts) when the host has an online
-     * processor for each of its ranks, and {@code host} otherwise: a rank that runs its own driver must be
+     * {@code process} for {@code aeron-udp} (and {@code auto}'s UDP between hosts) when the host has a processor
+     * ({@link #hostProcessors()}) for each of its ranks, and {@code host} otherwise: a rank that runs its own driver must be
      * scheduled to answer its peers' datagrams, which ranks that share cores are not in time.
      */
     public static final String DRIVER_PROP = "gradsync.aeron.driver";
@@ -91,7 +92,7 @@ public final class AeronConfiguration {
 
     /**
      * The layout from the settings, for a rank whose transport is UDP only ({@code udpOnly}) on a host with
-     * {@code ranksOnHost} ranks and {@code processors} online processors. Every rank of a host decides alike.
+     * {@code ranksOnHost} ranks and {@code processors} processors ({@link #hostProcessors()}). Every rank of a host decides alike.
      *
      * @throws IllegalArgumentException for an unknown setting, or a combination that cannot work
      */
@@ -111,7 +112,7 @@ public final class AeronConfiguration {
             case "auto" -> {
                 perProcess = udpOnly && ranksOnHost <= processors;
                 reason = !udpOnly ? "IPC between the host's ranks needs one driver"
-                        : ranksOnHost + " ranks on this host, " + processors + " online processors"
+                        : ranksOnHost + " ranks on this host, " + processors + " processors"
                         + (perProcess ? "" : ": ranks share cores");
             }
             default -> throw new IllegalArgumentException(DRIVER_PROP + "=" + driver + ": expected auto, host or process");
@@ -142,14 +143,27 @@ public final class AeronConfiguration {
     }
 
     /**
-     * The host's online processors, from {@code /sys/devices/system/cpu/online} (the same for every rank of the
-     * host, whatever CPUs a rank is bound to), or what this JVM may use where that cannot be read.
+     * The processors the ranks of this host share: the online CPUs ({@code /sys/devices/system/cpu/online}),
+     * within the container's cpuset and CPU quota where its cgroup (v2 or v1, mounted at {@code /sys/fs/cgroup}
+     * as containers see their own) sets them. The same for every rank of the host whatever CPUs a rank is bound
+     * to, unlike {@link Runtime#availableProcessors()}, which is used only where the online CPUs cannot be read.
      */
     static int hostProcessors() {
+        int cpus = read("/sys/devices/system/cpu/online", AeronConfiguration::countCpus,
+                Runtime.getRuntime().availableProcessors());
+        cpus = Math.min(cpus, read("/sys/fs/cgroup/cpuset.cpus.effective", AeronConfiguration::countCpus, cpus));
+        cpus = Math.min(cpus, read("/sys/fs/cgroup/cpuset/cpuset.effective_cpus", AeronConfiguration::countCpus, cpus));
+        cpus = Math.min(cpus, read("/sys/fs/cgroup/cpu.max", AeronConfiguration::quotaCpus, cpus));
+        String v1Quota = read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", text -> text, "-1");
+        return Math.min(cpus, read("/sys/fs/cgroup/cpu/cpu.cfs_period_us", period -> quotaCpus(v1Quota + " " + period), cpus));
+    }
+
+    private static <T> T read(String file, Function<String, T> parse, T otherwise) {
         try {
-            return countCpus(Files.readString(Path.of("/sys/devices/system/cpu/online")).trim());
+            String text = Files.readString(Path.of(file)).trim();
+            return text.isEmpty() ? otherwise : parse.apply(text);
         } catch (IOException | RuntimeException e) {
-            return Runtime.getRuntime().availableProcessors();
+            return otherwise;
         }
     }
 
@@ -161,6 +175,18 @@ public final class AeronConfiguration {
             count += dash < 0 ? 1 : Integer.parseInt(range.substring(dash + 1)) - Integer.parseInt(range.substring(0, dash)) + 1;
         }
         return count;
+    }
+
+    /**
+     * Whole CPUs in a CPU quota given as {@code "<quota> <period>"} (cgroup v2's {@code cpu.max}; v1's quota is
+     * -1 without a limit), at least 1; {@link Integer#MAX_VALUE} without a limit.
+     */
+    static int quotaCpus(String quotaAndPeriod) {
+        String[] fields = quotaAndPeriod.trim().split("\\s+");
+        if (fields[0].equals("max") || fields[0].startsWith("-")) {
+            return Integer.MAX_VALUE;
+        }
+        return (int) Math.max(1, Long.parseLong(fields[0]) / Long.parseLong(fields[1]));
     }
 
     static String driverIdle() {

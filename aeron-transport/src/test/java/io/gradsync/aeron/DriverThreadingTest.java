@@ -59,12 +59,12 @@ class DriverThreadingTest {
         AeronConfiguration.DriverLayout own = AeronConfiguration.driverLayout(true, 2, 2);
         assertTrue(own.perProcess());
         assertEquals(ThreadingMode.INVOKER, own.threading());
-        assertEquals("2 ranks on this host, 2 online processors", own.reason());
+        assertEquals("2 ranks on this host, 2 processors", own.reason());
 
         AeronConfiguration.DriverLayout crowded = AeronConfiguration.driverLayout(true, 4, 2);
         assertFalse(crowded.perProcess());
         assertEquals(ThreadingMode.SHARED, crowded.threading());
-        assertEquals("4 ranks on this host, 2 online processors: ranks share cores", crowded.reason());
+        assertEquals("4 ranks on this host, 2 processors: ranks share cores", crowded.reason());
 
         AeronConfiguration.DriverLayout ipc = AeronConfiguration.driverLayout(false, 1, 16);
         assertFalse(ipc.perProcess());
@@ -97,11 +97,17 @@ class DriverThreadingTest {
     }
 
     @Test
-    void cpuListsAreCounted() {
+    void cpuListsAndQuotasAreCounted() {
         assertEquals(1, AeronConfiguration.countCpus("0"));
         assertEquals(2, AeronConfiguration.countCpus("0-1"));
         assertEquals(7, AeronConfiguration.countCpus("0-3,8,10-11"));
-        assertTrue(AeronConfiguration.hostProcessors() >= 1);
+        assertEquals(Integer.MAX_VALUE, AeronConfiguration.quotaCpus("max 100000"));
+        assertEquals(Integer.MAX_VALUE, AeronConfiguration.quotaCpus("-1 100000"));
+        assertEquals(2, AeronConfiguration.quotaCpus("200000 100000"));
+        assertEquals(1, AeronConfiguration.quotaCpus("150000 100000"));
+        assertEquals(1, AeronConfiguration.quotaCpus("50000 100000"));
+        int processors = AeronConfiguration.hostProcessors();
+        assertTrue(processors >= 1 && processors <= Math.max(Runtime.getRuntime().availableProcessors(), 1024), "" + processors);
     }
 
     private static void assertMessage(String expected, Runnable call) {
