@@ -101,13 +101,14 @@ class RdmaMultiProcessTest {
         Job job = launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
-        Matcher m = Pattern.compile("rank (\\d): progress thread allocated (\\d+) bytes per collective of (\\d+) messages")
+        Matcher m = Pattern.compile("rank (\\d): progress thread and caller allocated (\\d+) bytes per collective of (\\d+) messages")
                 .matcher(job.out());
         int ranks = 0;
         while (m.find()) {
             ranks++;
-            // one 16-byte object per message would be 4 KiB per collective of 256 messages
-            assertTrue(Long.parseLong(m.group(2)) < 2048, m.group());
+            // One 16-byte object per message would be 4 KiB per collective of 256 messages. The caller's share (its
+            // call's own objects) put rank 0 at 1658 bytes in the guest, so the bound leaves room for that, not for this.
+            assertTrue(Long.parseLong(m.group(2)) < 3072, m.group());
         }
         assertEquals(2, ranks, job.out());
     }

@@ -144,7 +144,8 @@ public final class RdmaRankProgram {
     }
 
     /**
-     * Bytes the progress thread allocates per collective once warm, for a collective of many small messages
+     * Bytes the threads that drive collectives (the progress thread, and the caller, which runs a blocking call
+     * itself) allocate per collective once warm, for a collective of many small messages
      * (run with a 1 KiB chunk): a constant per collective, not per message, when the data path allocates nothing.
      */
     private static void alloc(Communicator comm) {
@@ -161,14 +162,16 @@ public final class RdmaRankProgram {
                 progress = t.getId();
             }
         }
-        long before = threads.getThreadAllocatedBytes(progress);
+        long caller = Thread.currentThread().getId();
+        long before = threads.getThreadAllocatedBytes(progress) + threads.getThreadAllocatedBytes(caller);
         int measured = 10;
         for (int i = 0; i < measured; i++) {
             comm.allReduceBlocking(buffer, ReduceOp.SUM);
         }
-        long perCollective = (threads.getThreadAllocatedBytes(progress) - before) / measured;
+        long after = threads.getThreadAllocatedBytes(progress) + threads.getThreadAllocatedBytes(caller);
+        long perCollective = (after - before) / measured;
         int messages = 2 * (comm.size() - 1) * (count * 4 / comm.size() / Integer.getInteger("gradsync.chunk.bytes", 262_144));
-        System.out.println("rank " + comm.rank() + ": progress thread allocated " + perCollective
+        System.out.println("rank " + comm.rank() + ": progress thread and caller allocated " + perCollective
                 + " bytes per collective of " + messages + " messages");
     }
 
