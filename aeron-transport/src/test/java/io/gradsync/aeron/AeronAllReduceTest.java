@@ -48,6 +48,28 @@ class AeronAllReduceTest {
     }
 
     /**
+     * Sixteen ranks through one host's driver, linked as recursive doubling, the tree and the ring link them: its
+     * counters, at Aeron's minimum of 1 MiB of values ({@link MediaDriverHost}), suffice.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"rd", "tree", "ring"})
+    void sixteenRanksShareOneHostsDriver(String algorithm) throws Exception {
+        ThreadJob job = new ThreadJob(16, 16, "aeron-ipc", new TransportOptions(4096, 2), Duration.ofSeconds(60), algorithm);
+        List<Throwable> failures = job.run(comm -> {
+            for (int count : new int[] {1, 17, 10_007}) {
+                GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+                CheckPattern.fill(buffer, ReduceOp.SUM, comm.rank());
+                comm.allReduceBlocking(buffer, ReduceOp.SUM);
+                assertEquals(0, CheckPattern.countWrong(buffer, ReduceOp.SUM, comm.size()),
+                        algorithm + ": rank " + comm.rank() + " count " + count);
+            }
+        });
+        for (int r = 0; r < 16; r++) {
+            assertNull(failures.get(r), () -> "rank failed: " + failures);
+        }
+    }
+
+    /**
      * Collectives in flight overlapping on the links (sent ahead as their own sub-streams) while a peer runs
      * one call at a time behind: rank 0 submits every call at once, the others call one by one, pausing
      * between calls so that what rank 0 sent ahead often arrives before its call has started there.
