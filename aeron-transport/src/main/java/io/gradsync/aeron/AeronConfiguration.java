@@ -24,11 +24,27 @@ public final class AeronConfiguration {
     /**
      * Largest Aeron frame, in bytes (a multiple of 32, at most 65504). A gradsync message is one frame,
      * so that the receiver reads it in place from the log: a chunk is capped at {@code mtu - 48} bytes. By
-     * default the MTU is sized from the chunk size; set it lower for UDP on lossy links with a small IP
-     * MTU, where a 64 KiB datagram is lost whenever any of its ~45 IP fragments is.
+     * default the MTU is sized from the chunk size, up to 62 KiB where UDP datagrams may be cut into segments
+     * ({@link #UDP_SEGMENT_PROP}; their headers must fit too) and 65504 otherwise; set it lower for UDP on lossy
+     * links, where a 62 KiB datagram is lost whenever any of its ~44 segments (or IP fragments) is.
      */
     public static final String MTU_PROP = "gradsync.aeron.mtu";
     public static final int MTU_MAX = 65504;
+    /** The largest UDP payload of an IPv4 datagram. */
+    static final int MAX_UDP_PAYLOAD = 65507;
+
+    /**
+     * How UDP datagrams larger than the path MTU leave: {@code auto} (the default) cuts them into segments of the
+     * payload the path MTU leaves (1472 bytes on 1500-byte Ethernet), each with a small header, which the kernel
+     * sends as one super-packet (UDP generic segmentation offload, Linux 4.18+) and the receiver puts back
+     * together, usually from one buffer (UDP generic receive offload); {@code off} leaves them to IP fragmentation,
+     * which sends every fragment through the network stack on its own and is several times slower; a size in bytes
+     * cuts into segments of that size (for paths whose MTU is smaller than the route's). Cutting needs
+     * {@code --add-opens java.base/sun.nio.ch=ALL-UNNAMED}; without it datagrams are fragmented, which is logged.
+     * Receivers always put cut datagrams together, so ranks may differ in this.
+     */
+    public static final String UDP_SEGMENT_PROP = "gradsync.aeron.udp.segment";
+    public static final String UDP_SEGMENT_DEFAULT = "auto";
 
     /**
      * Whether ranks on one host share one media driver ({@code host}, started inside the host's first
@@ -75,15 +91,46 @@ public final class AeronConfiguration {
         return System.getProperty(DIR_ROOT_PROP, DIR_ROOT_DEFAULT);
     }
 
-    /** The MTU for messages of up to {@code messageBytes}: one frame per message, capped at 65504. */
-    static int mtu(int messageBytes) {
+    /**
+     * The MTU for messages of up to {@code messageBytes}: one frame per message, capped at 65504, or where the
+     * settings let UDP datagrams be cut ({@code mayCut}) at the largest whose segments still fit a datagram.
+     */
+    static int mtu(int messageBytes, boolean mayCut) {
         int configured = Settings.bytes(MTU_PROP, -1);
+        int largest = mayCut ? UdpSegments.MAX_CUT_MTU : MTU_MAX;
         int mtu = configured >= 0 ? configured
-                : Math.max(128, Math.min(MTU_MAX, align(messageBytes + AeronLink.FRAME_OVERHEAD, 32)));
+                : Math.max(128, Math.min(largest, align(messageBytes + AeronLink.FRAME_OVERHEAD, 32)));
         if (mtu % 32 != 0 || mtu < 128 || mtu > MTU_MAX) {
             throw new IllegalArgumentException(MTU_PROP + "=" + mtu + ": must be a multiple of 32 in 128.." + MTU_MAX);
         }
         return mtu;
+    }
+
+    /**
+     * {@link #UDP_SEGMENT_PROP}: {@link UdpSegmentation#AUTO}, {@link UdpSegmentation#OFF} or a segment size.
+     *
+     * @throws IllegalArgumentException for anything else, or a size outside 512..65507
+     */
+    static int udpSegment() {
+        String value = System.getProperty(UDP_SEGMENT_PROP, UDP_SEGMENT_DEFAULT).trim();
+        if (value.isEmpty() || value.equals("auto")) {
+            return UdpSegmentation.AUTO;
+        }
+        if (value.equals("off")) {
+            return UdpSegmentation.OFF;
+        }
+        int bytes;
+        try {
+            bytes = Settings.parseIntBytes(UDP_SEGMENT_PROP, value);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(UDP_SEGMENT_PROP + "=" + value + ": expected auto, off or a segment size "
+                    + "in bytes", e);
+        }
+        if (bytes < UdpSegments.MIN_SEGMENT_BYTES || bytes > MAX_UDP_PAYLOAD) {
+            throw new IllegalArgumentException(UDP_SEGMENT_PROP + "=" + value + ": a segment size must be in "
+                    + UdpSegments.MIN_SEGMENT_BYTES + ".." + MAX_UDP_PAYLOAD + " bytes");
+        }
+        return bytes;
     }
 
     /** Where a rank's media driver runs and with which threads, and why; logged by the rank that starts one. */

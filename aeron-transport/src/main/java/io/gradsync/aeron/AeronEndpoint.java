@@ -46,6 +46,8 @@ final class AeronEndpoint implements Endpoint {
     private final int window;
     private final int mtu;
     private final int termLength;
+    /** How this rank's driver, if it starts one, cuts UDP datagrams. */
+    private final UdpSegmentation segmentation;
     private final MediaDriver driver;
     /** This rank's driver, run by its progress loop; null unless the threading is {@code invoker}. */
     private final InvokedDriver invoked;
@@ -69,7 +71,11 @@ final class AeronEndpoint implements Endpoint {
             throw new TransportException(-1, "aeron-ipc needs every rank on one host, but the job spans "
                     + job.hostCount() + " hosts: use aeron (IPC inside a host, UDP between hosts) or aeron-udp");
         }
-        this.mtu = AeronConfiguration.mtu(messageBytes);
+        int udpSegment = AeronConfiguration.udpSegment();
+        this.segmentation = new UdpSegmentation("rank " + job.rank(), udpSegment);
+        // Frames fit segments wherever the setting allows cutting, whether or not this JVM can: the frame size
+        // bounds the chunk size, on which every rank must agree.
+        this.mtu = AeronConfiguration.mtu(messageBytes, mode != Mode.IPC && udpSegment != UdpSegmentation.OFF);
         this.maxMessageBytes = Math.min(messageBytes, (mtu - AeronLink.FRAME_OVERHEAD) & -64);
         this.termLength = termLength(mtu, window);
         int size = job.size();
@@ -86,7 +92,7 @@ final class AeronEndpoint implements Endpoint {
         boolean launches = layout.perProcess() || job.localRank() == 0;
         File ownDir = launches ? newDriverDirectory(layout.perProcess() ? "r" + job.rank() : "h" + job.hostOf(job.rank())) : null;
         this.driver = launches ? MediaDriverHost.launch(ownDir, mtu, termLength, AeronConfiguration.socketBuffer(),
-                layout.threading(), AeronConfiguration.driverIdle()) : null;
+                layout.threading(), AeronConfiguration.driverIdle(), segmentation) : null;
         this.invoked = layout.threading() == ThreadingMode.INVOKER ? new InvokedDriver(driver, job.rank()) : null;
         this.driverShutdownHook = driver == null ? null : closeDriverOnExit();
         try {
@@ -306,6 +312,11 @@ final class AeronEndpoint implements Endpoint {
             links[peer] = link;
         }
         return link;
+    }
+
+    /** Datagrams that this rank's driver sent cut into segments; 0 where the rank uses its host's driver. */
+    long cutDatagrams() {
+        return driver == null ? 0 : segmentation.cutDatagrams();
     }
 
     @Override

@@ -56,9 +56,11 @@ final class MediaDriverHost {
 
     /**
      * Launches an embedded driver in {@code dir}, a fresh directory in this user's directory, after deleting
-     * the stale driver directories beside it.
+     * the stale driver directories beside it. Its UDP endpoints cut datagrams larger than the path takes as
+     * {@code segmentation} says, and put cut ones back together.
      */
-    static MediaDriver launch(File dir, int mtu, int termLength, int socketBuffer, ThreadingMode threading, String idle) {
+    static MediaDriver launch(File dir, int mtu, int termLength, int socketBuffer, ThreadingMode threading, String idle,
+                              UdpSegmentation segmentation) {
         removeStaleDirectories(dir.getParentFile());
         MediaDriver.Context ctx = new MediaDriver.Context()
                 .aeronDirectoryName(dir.getAbsolutePath())
@@ -91,7 +93,11 @@ final class MediaDriverHost {
                 .performStorageChecks(false)
                 // A dead peer is reported by the rendezvous at once; these only bound Aeron's own clean-up.
                 .publicationConnectionTimeoutNs(TimeUnit.SECONDS.toNanos(5))
-                .imageLivenessTimeoutNs(TimeUnit.SECONDS.toNanos(5));
+                .imageLivenessTimeoutNs(TimeUnit.SECONDS.toNanos(5))
+                .sendChannelEndpointSupplier((channel, status, context) ->
+                        new SegmentingSendChannelEndpoint(channel, status, context, segmentation))
+                .receiveChannelEndpointSupplier((channel, dispatcher, status, context) ->
+                        new ReassemblingReceiveChannelEndpoint(channel, dispatcher, status, context, segmentation));
         return MediaDriver.launchEmbedded(ctx);
     }
 

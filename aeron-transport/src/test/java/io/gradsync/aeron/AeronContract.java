@@ -52,7 +52,7 @@ abstract class AeronContract extends TransportContract {
     /** At most a whole term of frames of this length: the publisher and receiver windows are each at most half of it. */
     @Override
     protected int creditBound(Endpoint sender, int length) {
-        int mtu = AeronConfiguration.mtu(sender.maxMessageBytes());
+        int mtu = AeronConfiguration.mtu(sender.maxMessageBytes(), false);
         int frame = AeronConfiguration.align(DataHeaderFlyweight.HEADER_LENGTH + AeronLink.HEADER + length,
                 FrameDescriptor.FRAME_ALIGNMENT);
         return AeronEndpoint.termLength(mtu, sender.window()) / frame;

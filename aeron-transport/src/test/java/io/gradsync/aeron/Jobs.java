@@ -99,7 +99,8 @@ final class Jobs {
     /** {@code java … RankProgram ARGS} for a rank, with {@code classpath} and the JVM options the ranks need. */
     static List<String> rank(String classpath, List<String> jvmOptions, String... programArgs) {
         List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx512m", "-XX:+UseSerialGC",
-                "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED", "-Dgradsync.timeout.ms=30000"));
+                "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+                "-Dgradsync.timeout.ms=30000"));
         command.addAll(jvmOptions);
         command.addAll(List.of("-cp", classpath, RankProgram.class.getName()));
         command.addAll(List.of(programArgs));

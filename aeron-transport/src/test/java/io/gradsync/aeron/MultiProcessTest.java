@@ -254,6 +254,7 @@ class MultiProcessTest {
         assertTrue(job.out().contains("[1] rank 1: 120 collectives exact"), job.out());
     }
 
+    /** IPC inside each namespace, UDP between them over veth links with a 1500-byte MTU: datagrams cut to fit. */
     @Test
     void twoByTwoHostsInNetworkNamespaces() throws Exception {
         withNamespaces(2, null, () -> {
@@ -262,7 +263,49 @@ class MultiProcessTest {
             assertTrue(job.out().contains("[3] rank 3 pid"), job.out());
             assertTrue(job.out().contains("aeron, 2 ranks on its host"), job.out());
             assertTrue(job.out().contains("[3] rank 3: 120 collectives exact"), job.out());
+            assertCutForEthernet(job, 0, 2);
         });
+    }
+
+    /** Each host's driver (started by its first rank) logs that it cuts its datagrams for the 1500-byte path. */
+    private static void assertCutForEthernet(Job job, int... driverRanks) {
+        for (int r : driverRanks) {
+            assertTrue(Pattern.compile("\\[" + r + "] INFO: rank " + r + ": UDP datagrams to /10\\.231\\.0\\.\\d+:\\d+ leave "
+                    + "in 1472-byte segments \\(UDP GSO; path MTU 1500\\)").matcher(job.out()).find(), job.out());
+        }
+    }
+
+    /**
+     * A rank whose JVM cannot cut datagrams (it lacks {@code --add-opens java.base/sun.nio.ch}) beside one that
+     * cuts every datagram into 1472-byte segments: the first sends whole, and without receive offload it gets the
+     * other's segments one by one and puts them together.
+     */
+    @Test
+    void aRankThatCannotCutDatagramsStillTakesCutOnes() throws Exception {
+        List<String> cutting = Jobs.rank(CLASSPATH, List.of("-D" + AeronConfiguration.UDP_SEGMENT_PROP + "=1472"), "check",
+                "aeron-udp");
+        List<String> notCutting = new ArrayList<>(cutting);
+        int opens = notCutting.indexOf("java.base/sun.nio.ch=ALL-UNNAMED");
+        notCutting.subList(opens - 1, opens + 1).clear();
+        String script = "if [ \"$RANK\" = 1 ]; then exec " + quoted(notCutting) + "; else exec " + quoted(cutting) + "; fi";
+        List<String> command = Jobs.gradsyncRun(CLASSPATH, List.of("-n", "2"));
+        command.addAll(List.of("sh", "-c", script));
+        String jobId = "mp" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+        Jobs.Result result = Jobs.run(command, Map.of("GRADSYNC_JOB_ID", jobId), Duration.ofSeconds(170));
+        assertEquals(0, result.status(), result.out());
+        Jobs.assertExact(result, 2, 120, "[{rank}] ");
+        assertTrue(result.out().contains("[0] INFO: rank 0: UDP datagrams to /127.0.0.1:"), result.out());
+        assertTrue(result.out().contains("leave in 1472-byte segments"), result.out());
+        assertFalse(result.out().contains("[1] INFO: rank 1: UDP datagrams"), "loopback takes whole datagrams: rank 1 "
+                + "has nothing to say about fragmenting them\n" + result.out());
+    }
+
+    private static String quoted(List<String> words) {
+        StringBuilder line = new StringBuilder();
+        for (String word : words) {
+            line.append(line.length() == 0 ? "" : " ").append('\'').append(word.replace("'", "'\\''")).append('\'');
+        }
+        return line.toString();
     }
 
     /** auto across network namespaces: every rank agrees on shm inside a namespace and aeron-udp between them. */
@@ -295,12 +338,20 @@ class MultiProcessTest {
         });
     }
 
-    @Test
-    void packetLossSlowsUdpButResultsStayExact() throws Exception {
+    /**
+     * 1 % of UDP datagrams dropped on the way out of each host: frames that fit the path (an MTU of 1408), and
+     * 62 KiB frames cut into segments, which are dropped (and sent again) as one.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"-Dgradsync.aeron.mtu=1408", "-Dgradsync.aeron.udp.segment=auto"})
+    void packetLossSlowsUdpButResultsStayExact(String framing) throws Exception {
         withNamespaces(2, "1", () -> {
-            Job job = launch(namespaceOptions(2, 2), List.of("-Dgradsync.aeron.mtu=1408"), "check", "aeron-udp");
+            Job job = launch(namespaceOptions(2, 2), List.of(framing), "check", "aeron-udp");
             assertEquals(0, job.status(), job.out());
             assertTrue(job.out().contains("[1] rank 1: 120 collectives exact"), job.out());
+            if (framing.endsWith("auto")) {
+                assertCutForEthernet(job, 0, 1);
+            }
             for (int host = 0; host < 2; host++) {
                 assertTrue(droppedDatagrams(host) > 0, "the loss rule of host " + host + " dropped nothing");
             }

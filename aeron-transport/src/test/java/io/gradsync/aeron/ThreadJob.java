@@ -31,6 +31,7 @@ final class ThreadJob {
     private final TransportOptions options;
     private final Duration timeout;
     private final String algorithm;
+    private final List<Endpoint> endpoints = java.util.Collections.synchronizedList(new ArrayList<>());
 
     ThreadJob(int ranks, int ranksPerHost, String transport, TransportOptions options, Duration timeout) {
         this(ranks, ranksPerHost, transport, options, timeout, "auto");
@@ -66,6 +67,11 @@ final class ThreadJob {
         }
     }
 
+    /** The endpoints the ranks of the last {@link #run} opened, in the order they opened them. */
+    List<Endpoint> endpoints() {
+        return List.copyOf(endpoints);
+    }
+
     /** Runs {@code body} on every rank; returns each rank's failure (null where it succeeded). */
     List<Throwable> run(RankBody body) throws InterruptedException {
         int port = freePort();
@@ -77,6 +83,7 @@ final class ThreadJob {
             futures.add(pool.submit(() -> {
                 LaunchEnvironment env = LaunchEnvironment.from(environment(rank, ranks, port, jobId, "host" + rank / ranksPerHost));
                 Endpoint endpoint = Transports.open(transport, Rendezvous.join(env, Duration.ofSeconds(30)), options);
+                endpoints.add(endpoint);
                 try (Communicator comm = Communicator.builder(endpoint).timeout(timeout).allReduceAlgorithm(algorithm).build()) {
                     body.run(comm);
                 }
