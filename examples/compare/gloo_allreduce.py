@@ -8,7 +8,9 @@ Run it with the Debian interpreter that has python3-torch (examples/compare/setu
     /usr/bin/python3 examples/compare/gloo_allreduce.py --ranks 2 -b 4K -e 64M -f 4 -n 20 -w 5 --csv gloo.csv
 
 It starts its own N worker processes (this script again, with --worker), rendezvous env:// on 127.0.0.1 and a
-free port, Gloo pinned to the loopback interface (GLOO_SOCKET_IFNAME=lo). torch.distributed.all_reduce is
+free port, Gloo pinned to the loopback interface (GLOO_SOCKET_IFNAME=lo). Between simulated hosts (network
+namespaces, scripts/netns-hosts) each worker starts under a prefix instead:
+    --worker-prefix "ip netns exec gsc{rank}" --master-addr 10.231.0.1 --iface eth0 torch.distributed.all_reduce is
 in-place, so the timed data is the same buffer reduced again and again (filled with zeros, so it never grows);
 the CSV says placement=in-place.
 """
@@ -61,6 +63,9 @@ def parse_args(argv):
     p.add_argument("--csv", help="write the rows to this CSV file (rank 0)")
     p.add_argument("--timeout", type=int, default=600, help="seconds for rendezvous and each collective (default 600)")
     p.add_argument("--iface", default="lo", help="GLOO_SOCKET_IFNAME for the workers (default lo)")
+    p.add_argument("--master-addr", default="127.0.0.1", help="MASTER_ADDR: rank 0's address (default 127.0.0.1)")
+    p.add_argument("--worker-prefix", default="",
+                   help="command prefix for each worker, {rank} replaced by its rank (e.g. 'ip netns exec gsc{rank}')")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads per worker (default 1: N processes already share the cores)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -82,9 +87,10 @@ def launch(a, argv):
     procs = []
     for r in range(a.ranks):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.ranks), LOCAL_RANK=str(r),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME=a.iface,
+                   MASTER_ADDR=a.master_addr, MASTER_PORT=str(port), GLOO_SOCKET_IFNAME=a.iface,
                    OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", *argv], env=env))
+        prefix = a.worker_prefix.replace("{rank}", str(r)).split()
+        procs.append(subprocess.Popen([*prefix, sys.executable, os.path.abspath(__file__), "--worker", *argv], env=env))
     rc = 0
     try:
         live = list(procs)

@@ -18,14 +18,16 @@ import subprocess
 import sys
 from collections import defaultdict
 
-ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
-GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-ipc"]
+ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-udp-whole", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
+GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-udp-whole", "gradsync-ipc"]
 BASELINES = ["gloo", "mpi-tcp", "mpi-shm"]
 DESCRIPTION = {
-    "gloo": "PyTorch torch.distributed, Gloo backend, TCP on loopback (in-place)",
-    "mpi-tcp": "Open MPI MPI_Allreduce, ob1 + tcp BTL on loopback",
+    "gloo": "PyTorch torch.distributed, Gloo backend, TCP (in-place)",
+    "mpi-tcp": "Open MPI MPI_Allreduce, ob1 + tcp BTL",
     "mpi-shm": "Open MPI MPI_Allreduce, ob1 + vader shared-memory BTL",
     "gradsync-udp": "gradsync allreduce-perf, Aeron UDP transport (out-of-place columns)",
+    "gradsync-udp-whole": "the same with -Dgradsync.aeron.udp.segment=off: datagrams larger than the path MTU "
+                          "fragmented by IP, not cut into segments sent as one (out-of-place columns)",
     "gradsync-ipc": "gradsync allreduce-perf, Aeron IPC transport (out-of-place columns)",
     "gradsync-shm": "gradsync allreduce-perf, shared-memory transport shm (out-of-place columns)",
     "gradsync-shm-handoff": "gradsync allreduce-perf over shm with -Dgradsync.caller.runs=false: each blocking call "
@@ -98,6 +100,18 @@ def ratio(a, b):
     return "%.2f×" % (a / b) if a > 0 and b > 0 else "n/a"
 
 
+def network_line(outdir):
+    """What env.txt says the TCP and UDP rows went over (loopback, or veth links between namespaces)."""
+    try:
+        with open(os.path.join(outdir, "env.txt")) as f:
+            for line in f:
+                if line.startswith("network: "):
+                    return line[len("network: "):].strip()
+    except OSError:
+        pass
+    return None
+
+
 def markdown(stats, outdir):
     lines = ["# AllReduce comparison: gradsync vs Gloo vs Open MPI", ""]
     wrong = [(k, s) for k, s in stats.items() if s["wrong"] > 0]
@@ -111,6 +125,9 @@ def markdown(stats, outdir):
               "slowest rank's mean over back-to-back iterations; cells are medians over the repeats "
               "(min / max in summary.csv). Ratios are gradsync's median busbw over the baseline's: > 1 means "
               "gradsync is faster.", ""]
+    network = network_line(outdir)
+    if network:
+        lines += ["Network: " + network + ".", ""]
     present = sorted({k[0] for k in stats}, key=impl_key)
     lines += ["| label | what |", "|---|---|"]
     lines += ["| %s | %s |" % (i, DESCRIPTION.get(i, "")) for i in present]
