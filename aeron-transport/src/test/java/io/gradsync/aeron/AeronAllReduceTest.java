@@ -30,17 +30,7 @@ class AeronAllReduceTest {
                 // two pretend hosts and no RDMA device here: shared memory inside a host, Aeron UDP between
                 assertEquals("shm+aeron-udp", comm.transportName());
             }
-            for (ReduceOp op : ReduceOp.values()) {
-                for (DataType type : new DataType[] {DataType.FLOAT32, DataType.INT64}) {
-                    for (int count : counts) {
-                        GradientBuffer buffer = GradientBuffer.allocateDirect(type, count);
-                        CheckPattern.fill(buffer, op, comm.rank());
-                        comm.allReduceBlocking(buffer, op);
-                        assertEquals(0, CheckPattern.countWrong(buffer, op, comm.size()),
-                                "rank " + comm.rank() + " " + type + " " + op + " count " + count);
-                    }
-                }
-            }
+            AllReduceMatrix.assertExact(comm, counts);
         });
         for (int r = 0; r < ranks; r++) {
             assertNull(failures.get(r), () -> "rank failed: " + failures);

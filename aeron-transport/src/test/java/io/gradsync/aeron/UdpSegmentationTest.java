@@ -37,17 +37,7 @@ class UdpSegmentationTest {
         int[] counts = {0, 1, ranks + 1, 10_007, 300_001};
         ThreadJob job = new ThreadJob(ranks, ranks, "aeron-udp", new TransportOptions(chunkBytes, 4), Duration.ofSeconds(30));
         List<Throwable> failures = job.run(comm -> {
-            for (ReduceOp op : ReduceOp.values()) {
-                for (DataType type : new DataType[] {DataType.FLOAT32, DataType.INT64}) {
-                    for (int count : counts) {
-                        GradientBuffer buffer = GradientBuffer.allocateDirect(type, count);
-                        CheckPattern.fill(buffer, op, comm.rank());
-                        comm.allReduceBlocking(buffer, op);
-                        assertEquals(0, CheckPattern.countWrong(buffer, op, comm.size()),
-                                "rank " + comm.rank() + " " + type + " " + op + " count " + count);
-                    }
-                }
-            }
+            AllReduceMatrix.assertExact(comm, counts);
         });
         for (int r = 0; r < ranks; r++) {
             assertNull(failures.get(r), () -> "rank failed: " + failures);
