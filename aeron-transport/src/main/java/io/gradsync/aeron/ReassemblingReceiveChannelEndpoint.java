@@ -50,9 +50,4 @@ final class ReassemblingReceiveChannelEndpoint extends ReceiveChannelEndpoint {
         }
         return whole;
     }
-
-    /** Segments dropped because their header made no sense. */
-    long rejectedSegments() {
-        return reassembly.rejectedSegments();
-    }
 }

@@ -80,13 +80,11 @@ final class SegmentingSendChannelEndpoint extends SendChannelEndpoint {
         } catch (PortUnreachableException peerNotListeningYet) {
             return 0;
         } catch (IOException e) {
-            if (isRefusedSegmentSize(e)) {
-                segmentation.refused(connectAddress, segmentBytes, e);
-                segmentBytes = 0;
-                return super.send(buffer);
-            }
-            onSendError(e, connectAddress, errorHandler);
-            return 0;
+            // Segments the path no longer takes (its MTU shrank since the socket connected): the kernel's error is
+            // its only word on that, so this destination gets whole datagrams from now on, this one included.
+            segmentation.refused(sendDatagramChannel, connectAddress, segmentBytes, e);
+            segmentBytes = 0;
+            return super.send(buffer);
         }
         if (written == 0) {
             return 0; // the socket's buffer is full: Aeron sends it again
@@ -94,12 +92,6 @@ final class SegmentingSendChannelEndpoint extends SendChannelEndpoint {
         segmentation.countCut();
         buffer.position(buffer.limit());
         return length;
-    }
-
-    /** EINVAL or EMSGSIZE: segments no longer fit the path (its MTU shrank since the socket connected). */
-    private static boolean isRefusedSegmentSize(IOException e) {
-        String message = String.valueOf(e.getMessage());
-        return message.contains("Invalid argument") || message.contains("Message too long");
     }
 
     /** One view per segment of a term buffer Aeron sends from: it has three per publication, each sent from again. */

@@ -54,7 +54,14 @@ final class UdpSegmentation {
         }
         try {
             int pathMtu = DatagramSockets.pathMtu(channel, ipv6);
-            int size = setting > 0 ? setting : pathMtu - ipAndUdpHeaders;
+            int size = pathMtu - ipAndUdpHeaders;
+            if (setting > size) {
+                LOG.log(System.Logger.Level.WARNING, owner + ": " + AeronConfiguration.UDP_SEGMENT_PROP + "=" + setting
+                        + " is more than the path MTU of " + pathMtu + " to " + destination + " leaves; cutting into "
+                        + size + "-byte segments instead");
+            } else if (setting > 0) {
+                size = setting;
+            }
             if (size >= UdpSegments.MAX_WIRE_BYTES) {
                 return 0;
             }
@@ -89,10 +96,19 @@ final class UdpSegmentation {
         }
     }
 
-    /** A send socket whose segment size the kernel refuses now (the path MTU shrank): it sends datagrams whole. */
-    void refused(InetSocketAddress destination, int segmentBytes, IOException e) {
+    /**
+     * Stops cutting on a send socket whose segments the kernel refused (the path MTU shrank below them since the
+     * socket connected): from now on it sends datagrams whole.
+     */
+    void refused(DatagramChannel channel, InetSocketAddress destination, int segmentBytes, IOException e) {
         LOG.log(System.Logger.Level.WARNING, owner + ": UDP datagrams to " + destination + " are fragmented by IP from "
                 + "now on: the kernel refused to cut them into " + segmentBytes + "-byte segments: " + e.getMessage());
+        try {
+            DatagramSockets.set(channel, DatagramSockets.IPPROTO_UDP, DatagramSockets.UDP_SEGMENT, 0);
+        } catch (IOException stillCutting) {
+            LOG.log(System.Logger.Level.WARNING, owner + ": cannot stop cutting UDP datagrams to " + destination + ": "
+                    + stillCutting);
+        }
     }
 
     void countCut() {

@@ -267,6 +267,62 @@ class MultiProcessTest {
         });
     }
 
+    /** A segment size larger than the path takes (8972 bytes on 1500-byte links) is cut down to what it takes. */
+    @Test
+    void aSegmentSizeLargerThanThePathTakesIsCutToThePath() throws Exception {
+        withNamespaces(2, null, () -> {
+            Job job = launch(namespaceOptions(2, 2), List.of("-D" + AeronConfiguration.UDP_SEGMENT_PROP + "=8972"), "check",
+                    "aeron-udp");
+            assertEquals(0, job.status(), job.out());
+            assertTrue(job.out().contains("[1] rank 1: 120 collectives exact"), job.out());
+            for (int r = 0; r < 2; r++) {
+                assertTrue(job.out().contains("[" + r + "] WARNING: rank " + r + ": " + AeronConfiguration.UDP_SEGMENT_PROP
+                        + "=8972 is more than the path MTU of 1500 to /10.231.0."), job.out());
+            }
+            assertCutForEthernet(job, 0, 1);
+        });
+    }
+
+    /**
+     * Host 0's link MTU drops to 1280 bytes once its rank's socket has connected (and read 1500): the kernel refuses
+     * the 1472-byte segments, and the rank says so and sends whole datagrams, which IP fragments, from then on.
+     */
+    @Test
+    void aPathMtuThatShrinksMidJobTurnsCuttingOff() throws Exception {
+        withNamespaces(2, null, () -> {
+            List<String> command = Jobs.gradsyncRun(CLASSPATH, namespaceOptions(2, 2));
+            command.addAll(Jobs.rank(CLASSPATH, List.of(), "big", "aeron-udp"));
+            String jobId = "mp" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+            Jobs.Running running = Jobs.start(command, Map.of("GRADSYNC_JOB_ID", jobId));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (udpDatagramsSent(0) == 0 && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            Process shrink = new ProcessBuilder("ip", "-n", "gst0", "link", "set", "eth0", "mtu", "1280").inheritIO().start();
+            assertEquals(0, shrink.waitFor());
+            Jobs.Result job = running.await(Duration.ofSeconds(170));
+            assertEquals(0, job.status(), job.out());
+            Jobs.assertExact(job, 2, 20, "[{rank}] ");
+            assertCutForEthernet(new Job(job.status(), job.out(), jobId, job.millis()), 0, 1);
+            assertTrue(Pattern.compile("\\[0] WARNING: rank 0: UDP datagrams to /10\\.231\\.0\\.2:\\d+ are fragmented by IP "
+                    + "from now on: the kernel refused to cut them into 1472-byte segments").matcher(job.out()).find(), job.out());
+        });
+    }
+
+    /** UDP datagrams sent from host {@code host}'s namespace so far ({@code /proc/net/snmp} there). */
+    private static long udpDatagramsSent(int host) throws IOException, InterruptedException {
+        Process cat = new ProcessBuilder("ip", "netns", "exec", "gst" + host, "cat", "/proc/net/snmp").start();
+        String[] lines = new String(cat.getInputStream().readAllBytes(), StandardCharsets.UTF_8).split("\n");
+        cat.waitFor();
+        for (int i = 0; i + 1 < lines.length; i++) {
+            if (lines[i].startsWith("Udp:") && lines[i + 1].startsWith("Udp:")) {
+                List<String> names = List.of(lines[i].split("\\s+"));
+                return Long.parseLong(lines[i + 1].split("\\s+")[names.indexOf("OutDatagrams")]);
+            }
+        }
+        return 0;
+    }
+
     /** Each host's driver (started by its first rank) logs that it cuts its datagrams for the 1500-byte path. */
     private static void assertCutForEthernet(Job job, int... driverRanks) {
         for (int r : driverRanks) {
