@@ -13,9 +13,12 @@ import io.gradsync.core.transport.SharedMemoryDirectories;
 import io.gradsync.core.transport.TransportException;
 import java.io.File;
 import java.io.IOException;
+import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -231,9 +234,21 @@ final class AeronEndpoint implements Endpoint {
         }
         byte[] mine = (udpEndpoint == null ? "" : udpEndpoint).getBytes(StandardCharsets.UTF_8);
         byte[][] all = job.allGather(mine);
+        Map<InetSocketAddress, Integer> ranksByAddress = new HashMap<>();
         for (int r = 0; r < all.length; r++) {
             udpEndpoints[r] = new String(all[r], StandardCharsets.UTF_8);
+            if (!udpEndpoints[r].isEmpty()) {
+                ranksByAddress.put(socketAddress(udpEndpoints[r]), r);
+            }
         }
+        segmentation.nameRanks(ranksByAddress);
+    }
+
+    /** {@code host:port} or {@code [v6 host]:port}, as {@link #freeUdpEndpoint} writes it. */
+    private static InetSocketAddress socketAddress(String endpoint) {
+        int colon = endpoint.lastIndexOf(':');
+        String host = endpoint.substring(0, colon).replace("[", "").replace("]", "");
+        return new InetSocketAddress(host, Integer.parseInt(endpoint.substring(colon + 1)));
     }
 
     /**

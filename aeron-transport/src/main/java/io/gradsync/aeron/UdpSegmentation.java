@@ -5,6 +5,7 @@ import java.net.Inet6Address;
 import java.net.InetSocketAddress;
 import java.net.NetworkInterface;
 import java.nio.channels.DatagramChannel;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -24,6 +25,8 @@ final class UdpSegmentation {
     private final int setting;
     private final AtomicBoolean told = new AtomicBoolean();
     private final AtomicLong cutDatagrams = new AtomicLong();
+    /** The rank at each UDP address of the job, once the ranks have exchanged them. */
+    private volatile Map<InetSocketAddress, Integer> ranks = Map.of();
 
     /**
      * @param owner   who the driver's log lines speak for ("rank 3")
@@ -47,7 +50,7 @@ final class UdpSegmentation {
         if (DatagramSockets.unavailable() != null) {
             int mtu = interfaceMtu(channel);
             if (mtu > 0 && mtu - ipAndUdpHeaders < UdpSegments.MAX_WIRE_BYTES) {
-                tellOnce(System.Logger.Level.INFO, "UDP datagrams to " + destination + " (interface MTU " + mtu
+                tellOnce(System.Logger.Level.INFO, "UDP datagrams to " + named(destination) + " (interface MTU " + mtu
                         + ") are fragmented by IP, not cut into segments: " + DatagramSockets.unavailable());
             }
             return 0;
@@ -57,7 +60,7 @@ final class UdpSegmentation {
             int size = pathMtu - ipAndUdpHeaders;
             if (setting > size) {
                 LOG.log(System.Logger.Level.WARNING, owner + ": " + AeronConfiguration.UDP_SEGMENT_PROP + "=" + setting
-                        + " is more than the path MTU of " + pathMtu + " to " + destination + " leaves; cutting into "
+                        + " is more than the path MTU of " + pathMtu + " to " + named(destination) + " leaves; cutting into "
                         + size + "-byte segments instead");
             } else if (setting > 0) {
                 size = setting;
@@ -66,16 +69,16 @@ final class UdpSegmentation {
                 return 0;
             }
             if (size < UdpSegments.MIN_SEGMENT_BYTES) {
-                tellOnce(System.Logger.Level.INFO, "UDP datagrams to " + destination + " are fragmented by IP: a path "
+                tellOnce(System.Logger.Level.INFO, "UDP datagrams to " + named(destination) + " are fragmented by IP: a path "
                         + "MTU of " + pathMtu + " leaves segments too small to cut them into");
                 return 0;
             }
             DatagramSockets.set(channel, DatagramSockets.IPPROTO_UDP, DatagramSockets.UDP_SEGMENT, size);
-            tellOnce(System.Logger.Level.INFO, "UDP datagrams to " + destination + " leave in " + size
+            tellOnce(System.Logger.Level.INFO, "UDP datagrams to " + named(destination) + " leave in " + size
                     + "-byte segments (UDP GSO; path MTU " + pathMtu + ")");
             return size;
         } catch (IOException e) {
-            tellOnce(System.Logger.Level.INFO, "UDP datagrams to " + destination + " are fragmented by IP: the kernel "
+            tellOnce(System.Logger.Level.INFO, "UDP datagrams to " + named(destination) + " are fragmented by IP: the kernel "
                     + "refused to cut them into segments (UDP_SEGMENT): " + e.getMessage());
             return 0;
         }
@@ -101,14 +104,24 @@ final class UdpSegmentation {
      * socket connected): from now on it sends datagrams whole.
      */
     void refused(DatagramChannel channel, InetSocketAddress destination, int segmentBytes, IOException e) {
-        LOG.log(System.Logger.Level.WARNING, owner + ": UDP datagrams to " + destination + " are fragmented by IP from "
+        LOG.log(System.Logger.Level.WARNING, owner + ": UDP datagrams to " + named(destination) + " are fragmented by IP from "
                 + "now on: the kernel refused to cut them into " + segmentBytes + "-byte segments: " + e.getMessage());
         try {
             DatagramSockets.set(channel, DatagramSockets.IPPROTO_UDP, DatagramSockets.UDP_SEGMENT, 0);
         } catch (IOException stillCutting) {
-            LOG.log(System.Logger.Level.WARNING, owner + ": cannot stop cutting UDP datagrams to " + destination + ": "
+            LOG.log(System.Logger.Level.WARNING, owner + ": cannot stop cutting UDP datagrams to " + named(destination) + ": "
                     + stillCutting);
         }
+    }
+
+    /** Names the job's ranks by their UDP addresses in what this logs from now on. */
+    void nameRanks(Map<InetSocketAddress, Integer> ranksByAddress) {
+        this.ranks = Map.copyOf(ranksByAddress);
+    }
+
+    private String named(InetSocketAddress destination) {
+        Integer rank = ranks.get(destination);
+        return rank == null ? destination.toString() : "rank " + rank + " (" + destination + ")";
     }
 
     void countCut() {

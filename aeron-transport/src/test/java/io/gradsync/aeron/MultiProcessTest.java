@@ -277,7 +277,7 @@ class MultiProcessTest {
             assertTrue(job.out().contains("[1] rank 1: 120 collectives exact"), job.out());
             for (int r = 0; r < 2; r++) {
                 assertTrue(job.out().contains("[" + r + "] WARNING: rank " + r + ": " + AeronConfiguration.UDP_SEGMENT_PROP
-                        + "=8972 is more than the path MTU of 1500 to /10.231.0."), job.out());
+                        + "=8972 is more than the path MTU of 1500 to rank " + (1 - r) + " (/10.231.0."), job.out());
             }
             assertCutForEthernet(job, 0, 1);
         });
@@ -304,7 +304,7 @@ class MultiProcessTest {
             assertEquals(0, job.status(), job.out());
             Jobs.assertExact(job, 2, 20, "[{rank}] ");
             assertCutForEthernet(new Job(job.status(), job.out(), jobId, job.millis()), 0, 1);
-            assertTrue(Pattern.compile("\\[0] WARNING: rank 0: UDP datagrams to /10\\.231\\.0\\.2:\\d+ are fragmented by IP "
+            assertTrue(Pattern.compile("\\[0] WARNING: rank 0: UDP datagrams to rank 1 \\(/10\\.231\\.0\\.2:\\d+\\) are fragmented by IP "
                     + "from now on: the kernel refused to cut them into 1472-byte segments").matcher(job.out()).find(), job.out());
         });
     }
@@ -326,7 +326,7 @@ class MultiProcessTest {
     /** Each host's driver (started by its first rank) logs that it cuts its datagrams for the 1500-byte path. */
     private static void assertCutForEthernet(Job job, int... driverRanks) {
         for (int r : driverRanks) {
-            assertTrue(Pattern.compile("\\[" + r + "] INFO: rank " + r + ": UDP datagrams to /10\\.231\\.0\\.\\d+:\\d+ leave "
+            assertTrue(Pattern.compile("\\[" + r + "] INFO: rank " + r + ": UDP datagrams to rank \\d+ \\(/10\\.231\\.0\\.\\d+:\\d+\\) leave "
                     + "in 1472-byte segments \\(UDP GSO; path MTU 1500\\)").matcher(job.out()).find(), job.out());
         }
     }
@@ -350,7 +350,7 @@ class MultiProcessTest {
         Jobs.Result result = Jobs.run(command, Map.of("GRADSYNC_JOB_ID", jobId), Duration.ofSeconds(170));
         assertEquals(0, result.status(), result.out());
         Jobs.assertExact(result, 2, 120, "[{rank}] ");
-        assertTrue(result.out().contains("[0] INFO: rank 0: UDP datagrams to /127.0.0.1:"), result.out());
+        assertTrue(result.out().contains("[0] INFO: rank 0: UDP datagrams to rank 1 (/127.0.0.1:"), result.out());
         assertTrue(result.out().contains("leave in 1472-byte segments"), result.out());
         assertFalse(result.out().contains("[1] INFO: rank 1: UDP datagrams"), "loopback takes whole datagrams: rank 1 "
                 + "has nothing to say about fragmenting them\n" + result.out());
