@@ -6,7 +6,8 @@
 Reads OUTDIR/all.csv (impl,ranks,repeat,placement,size_bytes,count,time_us,algbw_gbs,busbw_gbs,wrong) and writes
   summary.csv        per (impl, ranks, size): runs, min / median / max busbw, median time, total #wrong;
   summary.md         per rank count, rows = size: every implementation's median busbw and, for gradsync, its ratio
-                     to each baseline (> 1: gradsync faster); then the same for median time;
+                     to each baseline (> 1: gradsync faster); with repeats, each one's min – max busbw; then
+                     the median time;
   busbw-N<r>.png     busbw against size (log2 x axis), one line per implementation, min-max bars (needs gnuplot).
 Any #wrong > 0 is flagged at the top of summary.md, on stderr and by exit status 3.
 """
@@ -123,7 +124,7 @@ def markdown(stats, outdir):
         lines.append("")
     lines += ["float32 sum AllReduce. busbw = algbw × 2(n−1)/n, algbw = bytes / time (1 GB = 1e9 B); time = the "
               "slowest rank's mean over back-to-back iterations; cells are medians over the repeats "
-              "(min / max in summary.csv). Ratios are gradsync's median busbw over the baseline's: > 1 means "
+              "(their min and max below and in summary.csv). Ratios are gradsync's median busbw over the baseline's: > 1 means "
               "gradsync is faster.", ""]
     network = network_line(outdir)
     if network:
@@ -152,6 +153,17 @@ def markdown(stats, outdir):
                 sg, sb = stats.get((g, ranks, size)), stats.get((b, ranks, size))
                 cells.append(ratio(sg["busbw_median"], sb["busbw_median"]) if sg and sb else "–")
             lines.append("| " + " | ".join(cells) + " |")
+        if repeats > 1:
+            # the spread shows where one repeat differs from the next, as it often does on a shared machine
+            lines += ["", "## %d ranks: busbw min – max over the repeats (GB/s)" % ranks, ""]
+            head = ["size"] + impls
+            lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+            for size in sizes:
+                cells = [human(size)]
+                for impl in impls:
+                    s = stats.get((impl, ranks, size))
+                    cells.append("–" if s is None else "%.3f – %.3f" % (s["busbw_min"], s["busbw_max"]))
+                lines.append("| " + " | ".join(cells) + " |")
         lines += ["", "## %d ranks: median time (µs)" % ranks, ""]
         head = ["size"] + impls
         lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
