@@ -113,6 +113,16 @@ def network_line(outdir):
     return None
 
 
+def per_impl_table(stats, ranks, impls, sizes, cell):
+    """Markdown table lines: a row per size, a column per implementation, cell(stats) where it ran."""
+    lines = ["| " + " | ".join(["size"] + impls) + " |", "|" + "---:|" * (len(impls) + 1)]
+    for size in sizes:
+        cells = [human(size)] + ["–" if stats.get((impl, ranks, size)) is None else cell(stats[(impl, ranks, size)])
+                                 for impl in impls]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(stats, outdir):
     lines = ["# AllReduce comparison: gradsync vs Gloo vs Open MPI", ""]
     wrong = [(k, s) for k, s in stats.items() if s["wrong"] > 0]
@@ -156,23 +166,10 @@ def markdown(stats, outdir):
         if repeats > 1:
             # the spread shows where one repeat differs from the next, as it often does on a shared machine
             lines += ["", "## %d ranks: busbw min – max over the repeats (GB/s)" % ranks, ""]
-            head = ["size"] + impls
-            lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
-            for size in sizes:
-                cells = [human(size)]
-                for impl in impls:
-                    s = stats.get((impl, ranks, size))
-                    cells.append("–" if s is None else "%.3f – %.3f" % (s["busbw_min"], s["busbw_max"]))
-                lines.append("| " + " | ".join(cells) + " |")
+            lines += per_impl_table(stats, ranks, impls, sizes, lambda s: "%.3f – %.3f" % (s["busbw_min"], s["busbw_max"]))
         lines += ["", "## %d ranks: median time (µs)" % ranks, ""]
-        head = ["size"] + impls
-        lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
-        for size in sizes:
-            cells = [human(size)]
-            for impl in impls:
-                s = stats.get((impl, ranks, size))
-                cells.append("–" if s is None else "%.1f%s" % (s["time_us_median"], " ⚠WRONG" if s["wrong"] else ""))
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += per_impl_table(stats, ranks, impls, sizes,
+                                lambda s: "%.1f%s" % (s["time_us_median"], " ⚠WRONG" if s["wrong"] else ""))
         if os.path.exists(os.path.join(outdir, "busbw-N%d.png" % ranks)):
             lines += ["", "![busbw, %d ranks](busbw-N%d.png)" % (ranks, ranks)]
         lines.append("")
