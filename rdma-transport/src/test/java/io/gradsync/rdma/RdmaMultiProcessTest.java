@@ -96,6 +96,40 @@ class RdmaMultiProcessTest {
         }
     }
 
+    /**
+     * Chained broadcasts over RDMA from three roots, 16 KiB chunks: every rank sends in place from the
+     * registered broadcast buffer (each is inside the chain for some root), and every rank gets the root's
+     * bits; nothing left behind.
+     */
+    @Test
+    void chainedBroadcastsSendInPlaceAndStayExact() throws Exception {
+        Job job = launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384"), "broadcast");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        for (int r = 0; r < 3; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 15 chained broadcasts exact"), job.out());
+            assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+        }
+    }
+
+    /**
+     * The double binary tree over RDMA with small chunks: final values go down from the callers' registered
+     * buffers (partial sums go up through staging copies), exact on every rank; nothing left behind.
+     */
+    @Test
+    void theTreeSendsFinalValuesInPlaceAndStaysExact() throws Exception {
+        Job job = launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=tree", "-Dgradsync.chunk.bytes=16384"),
+                "check");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        for (int r = 0; r < 3; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+        }
+        assertTrue(job.out().contains(": sending in place from registered buffers"), job.out());
+    }
+
     @Test
     void theDataPathAllocatesNothingPerMessage() throws Exception {
         Job job = launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");

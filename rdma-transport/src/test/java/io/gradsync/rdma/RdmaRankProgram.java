@@ -17,7 +17,9 @@ import java.util.List;
  * {@code RdmaRankProgram big MIB} (one float32 SUM of MIB MiB),
  * {@code RdmaRankProgram loop KILLED_RANK DELAY_MS} (AllReduce in a loop; the killed rank SIGKILLs itself
  * after the delay), {@code RdmaRankProgram ahead CALLS} (rank 0 submits every call at once, the others
- * call one at a time, so rank 0's later collectives go ahead of its earlier ones on each link). After close every rank lists the RDMA resources its process still owns
+ * call one at a time, so rank 0's later collectives go ahead of its earlier ones on each link),
+ * {@code RdmaRankProgram broadcast} (chained broadcasts of real values from three roots, the same buffer
+ * refilled between calls). After close every rank lists the RDMA resources its process still owns
  * ({@code rdma resource show}: QPs, CQs, MRs, PDs, CM ids) and prints them, or "none".
  */
 public final class RdmaRankProgram {
@@ -39,6 +41,7 @@ public final class RdmaRankProgram {
                 case "loop" -> loop(comm, Integer.parseInt(args[1]), Long.parseLong(args[2]));
                 case "alloc" -> alloc(comm);
                 case "ahead" -> ahead(comm, Integer.parseInt(args[1]));
+                case "broadcast" -> broadcast(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 16) + 3});
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             }
         } catch (Exception e) {
@@ -112,6 +115,36 @@ public final class RdmaRankProgram {
             expectExact(comm, buffers.get(call), op, buffers.get(call).count(), "call " + call);
         }
         System.out.println("rank " + comm.rank() + ": " + calls + " calls in flight at rank 0 exact");
+    }
+
+    /**
+     * Chained broadcasts, which send in place from the root's buffer and from each rank's once a chunk has
+     * arrived: every rank must hold the root's bits. One buffer is refilled with this rank's own values
+     * before each call, so a send read after its call completed would carry the next call's values.
+     */
+    private static void broadcast(Communicator comm, int[] counts) {
+        java.nio.ByteBuffer memory = java.nio.ByteBuffer.allocateDirect(counts[counts.length - 1] * Double.BYTES)
+                .order(java.nio.ByteOrder.nativeOrder());
+        int calls = 0;
+        for (int root : new int[] {0, comm.size() - 1, comm.size() / 2}) {
+            for (int count : counts) {
+                GradientBuffer buffer = GradientBuffer.wrap(memory.slice(0, count * Double.BYTES)
+                        .order(java.nio.ByteOrder.nativeOrder()), DataType.FLOAT64);
+                for (int i = 0; i < count; i++) {
+                    memory.putDouble(i * Double.BYTES, Math.sin(i + 0.5) * 1e3 + comm.rank());
+                }
+                comm.broadcastBlocking(buffer, root, io.gradsync.core.BroadcastAlgorithm.CHAIN);
+                for (int i = 0; i < count; i++) {
+                    long expected = Double.doubleToRawLongBits(Math.sin(i + 0.5) * 1e3 + root);
+                    if (buffer.getBits(i) != expected) {
+                        throw new AssertionError("rank " + comm.rank() + ": broadcast of " + count + " doubles from root "
+                                + root + ": element " + i + " is " + buffer.getDouble(i));
+                    }
+                }
+                calls++;
+            }
+        }
+        System.out.println("rank " + comm.rank() + ": " + calls + " chained broadcasts exact");
     }
 
     private static void expectExact(Communicator comm, GradientBuffer result, ReduceOp op, int count, String placement) {

@@ -36,9 +36,12 @@ import org.junit.jupiter.params.provider.CsvSource;
  */
 class InPlaceSendTest {
 
-    /** The ring, and halving-doubling (its doubling sends in place; 3 and 5 ranks fold). */
+    /**
+     * The ring, halving-doubling (its doubling sends in place; 3 and 5 ranks fold), and the trees (their final
+     * values going down; a rank that is a leaf of every tree sends only partial sums, up).
+     */
     @ParameterizedTest(name = "{1}, ranks={0}")
-    @CsvSource({"2, ring", "3, ring", "5, ring", "2, rhd", "4, rhd", "5, rhd"})
+    @CsvSource({"2, ring", "3, ring", "5, ring", "2, rhd", "4, rhd", "5, rhd", "2, tree", "3, tree", "6, tree", "5, btree"})
     void everyCaseIsExactWhenTheTransportReadsLate(int ranks, String algorithm) {
         List<DeferredReadEndpoint> wrapped = new ArrayList<>();
         try (LocalJob job = new LocalJob(ranks, 1024, 4, Duration.ofSeconds(60), algorithm, deferredReads(wrapped, 3))) {
@@ -46,9 +49,9 @@ class InPlaceSendTest {
                     job.run(c -> AllReduceCorrectnessTest.runMatrix(c, new int[] {0, 1, ranks - 1, ranks + 1, 10_007, 100_003})));
         }
         for (DeferredReadEndpoint d : wrapped) {
-            // A rank that folds out of halving-doubling sends nothing in place; every other rank does.
-            assertTrue(d.inPlaceSends() > 0 || algorithm.equals("rhd") && Integer.bitCount(ranks) > 1,
-                    "no message went in place");
+            // A rank that folds out of halving-doubling, or a leaf, sends nothing in place; every other rank does.
+            assertTrue(d.inPlaceSends() > 0 || algorithm.equals("rhd") && Integer.bitCount(ranks) > 1
+                    || algorithm.endsWith("tree"), "no message went in place");
         }
         assertNothingChangedBeforeDone(wrapped);
     }
@@ -62,6 +65,49 @@ class InPlaceSendTest {
         try (LocalJob job = new LocalJob(hostOfRank, 1024, 4, Duration.ofSeconds(60), algorithm, deferredReads(wrapped, 3))) {
             AllReduceCorrectnessTest.assertExactAndIdentical(
                     job.run(c -> AllReduceCorrectnessTest.runMatrix(c, new int[] {0, 1, hostOfRank.length + 1, 10_007, 100_003})));
+        }
+        assertNothingChangedBeforeDone(wrapped);
+    }
+
+    /**
+     * A chained broadcast sends in place from the root's buffer and from each other rank's, once a chunk has
+     * arrived there: every rank gets the root's bits, calls after calls on the same buffers (whose next fill
+     * would reach a peer that read late), for roots at either end and in the middle of the chain.
+     */
+    @ParameterizedTest(name = "ranks={0}")
+    @CsvSource({"2", "3", "5"})
+    void chainedBroadcastsAreExactWhenTheTransportReadsLate(int ranks) {
+        List<DeferredReadEndpoint> wrapped = new ArrayList<>();
+        int[] counts = {0, 1, ranks + 1, 10_007, 100_003};
+        try (LocalJob job = new LocalJob(ranks, 1024, 4, Duration.ofSeconds(60), "ring", deferredReads(wrapped, 3))) {
+            List<List<String>> reports = job.run(c -> {
+                List<String> wrong = new ArrayList<>();
+                ByteBuffer memory = ByteBuffer.allocateDirect(counts[counts.length - 1] * Double.BYTES).order(ByteOrder.nativeOrder());
+                for (int root : new int[] {0, ranks - 1, ranks / 2}) {
+                    for (int count : counts) {
+                        GradientBuffer view = GradientBuffer.wrap(
+                                memory.slice(0, count * Double.BYTES).order(ByteOrder.nativeOrder()), DataType.FLOAT64);
+                        for (int i = 0; i < count; i++) {
+                            // real values, distinct per rank, so a chunk that was not the root's is seen
+                            memory.putDouble(i * Double.BYTES, Math.sin(i + 0.5) * 1e3 + c.rank() + root / 7.0);
+                        }
+                        c.broadcastBlocking(view, root, BroadcastAlgorithm.CHAIN);
+                        for (int i = 0; i < count; i++) {
+                            long expected = Double.doubleToRawLongBits(Math.sin(i + 0.5) * 1e3 + root + root / 7.0);
+                            if (view.getBits(i) != expected) {
+                                wrong.add("rank " + c.rank() + ": root " + root + ", " + count + " doubles, first wrong at "
+                                        + i + ": " + view.getDouble(i));
+                                break;
+                            }
+                        }
+                    }
+                }
+                return wrong;
+            });
+            reports.forEach(wrong -> assertEquals(List.of(), wrong));
+        }
+        for (DeferredReadEndpoint d : wrapped) {
+            assertTrue(d.inPlaceSends() > 0, "no message went in place");
         }
         assertNothingChangedBeforeDone(wrapped);
     }

@@ -18,6 +18,10 @@ import io.gradsync.core.transport.RecvSlot;
  * <p>Arrivals are consumed at once (their slot released before anything is sent), so the chain cannot
  * deadlock whatever the window. Reductions run in chain order, once per element per rank, so the tail
  * (the root of a reduce) gets the same bits on every run.
+ *
+ * <p>A broadcast sends {@linkplain Phase#inPlaceBuffer in place} from the buffer: the head's chunks never
+ * change, and every other rank's chunk is final once it has arrived, before it is forwarded. A reduce's
+ * partial results are computed into their slots.
  */
 final class Chain extends PairPhase {
 
@@ -38,9 +42,11 @@ final class Chain extends PairPhase {
     private final int chunk;
     private final int toReceive;
     private final int toSend;
+    /** A broadcast's buffer, which its messages may be sent from in place; null for a reduce. */
+    private final Region finalValues;
 
     private Chain(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
-                  Object inBase, long inOffset, Object outBase, long outOffset) {
+                  Object inBase, long inOffset, Object outBase, long outOffset, Region finalValues) {
         this.ctx = ctx;
         this.type = type;
         this.count = count;
@@ -50,6 +56,7 @@ final class Chain extends PairPhase {
         this.inOffset = inOffset;
         this.outBase = outBase;
         this.outOffset = outOffset;
+        this.finalValues = finalValues;
         int n = chain.length;
         this.position = GroupRing.position(chain, ctx.rank());
         this.tail = position == n - 1;
@@ -64,15 +71,16 @@ final class Chain extends PairPhase {
         pair(previous, toReceive, next, toSend);
     }
 
-    /** Broadcast: the head's buffer to every rank, in place. */
-    static Phase broadcast(CollectiveContext ctx, int root, DataType type, int count, Object base, long offset) {
-        return broadcast(ctx, from(root, ctx.size()), type, count, base, offset);
+    /** Broadcast: the head's {@code buffer} (its first {@code count} elements) to every rank, in place. */
+    static Phase broadcast(CollectiveContext ctx, int root, DataType type, int count, Region buffer) {
+        return broadcast(ctx, from(root, ctx.size()), type, count, buffer);
     }
 
     /** Broadcast along {@code chain} (ranks, head first; must contain this rank): the head's buffer to all. */
-    static Phase broadcast(CollectiveContext ctx, int[] chain, DataType type, int count, Object base, long offset) {
+    static Phase broadcast(CollectiveContext ctx, int[] chain, DataType type, int count, Region buffer) {
         return chain.length == 1 ? new LocalPhase(() -> { })
-                : new Chain(ctx, chain, type, count, null, 1, base, offset, base, offset);
+                : new Chain(ctx, chain, type, count, null, 1, buffer.base(), buffer.offset(), buffer.base(),
+                        buffer.offset(), buffer);
     }
 
     /**
@@ -92,7 +100,7 @@ final class Chain extends PairPhase {
                 }
             });
         }
-        return new Chain(ctx, chain, type, count, op, divisor, inBase, inOffset, outBase, outOffset);
+        return new Chain(ctx, chain, type, count, op, divisor, inBase, inOffset, outBase, outOffset, null);
     }
 
     /**
@@ -149,12 +157,24 @@ final class Chain extends PairPhase {
     }
 
     @Override
+    public Region inPlaceBuffer(int peer) {
+        return finalValues;
+    }
+
+    @Override
+    public long inPlaceOffset(int peer) {
+        return (long) sent * chunk * esize;
+    }
+
+    @Override
     public int produce(int peer, Region payload) {
         int first = sent * chunk;
         int length = Math.min(count, first + chunk) - first;
-        Object src = position == 0 ? inBase : outBase;
-        long srcOffset = (position == 0 ? inOffset : outOffset) + (long) first * esize;
-        Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * esize);
+        if (finalValues == null || !payload.startsAt(finalValues, inPlaceOffset(peer))) { // else claimed in place
+            Object src = position == 0 ? inBase : outBase;
+            long srcOffset = (position == 0 ? inOffset : outOffset) + (long) first * esize;
+            Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * esize);
+        }
         sent++;
         return 0;
     }

@@ -68,8 +68,7 @@ public final class Collectives {
     public static List<Phase> broadcastChain(CollectiveContext ctx, GradientBuffer buffer, int root) {
         List<Phase> plan = new ArrayList<>();
         Agreement.gatherTo(plan, ctx, root);
-        plan.add(Chain.broadcast(ctx, root, buffer.dataType(), buffer.count(), buffer.region().base(),
-                buffer.region().offset()));
+        plan.add(Chain.broadcast(ctx, root, buffer.dataType(), buffer.count(), buffer.region()));
         return plan;
     }
 

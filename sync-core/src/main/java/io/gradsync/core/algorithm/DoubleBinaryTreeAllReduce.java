@@ -21,7 +21,9 @@ import java.util.List;
  * (reduced or copied into the output), never left at the head of the link, so no window size can deadlock the trees.
  *
  * <p>Each chunk's final value is computed once, at its tree's root, and copied down, so every rank
- * holds the same bits. Children's contributions are added in arrival order, so for floating-point
+ * holds the same bits. Going down, a chunk is final and stays as it is, so it may be sent
+ * {@linkplain Phase#inPlaceBuffer in place}; going up it is a partial result that its final value
+ * overwrites later, so it is copied into its slot. Children's contributions are added in arrival order, so for floating-point
  * sums the rounding (not the agreement between ranks) can differ from run to run.
  */
 final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
@@ -60,6 +62,7 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
         private final DataType type;
         private final ReduceOp op;
         private final int n;
+        private final Region output;
         private final Object base;
         private final long offset;
         private final Tree[] trees;
@@ -74,6 +77,7 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             this.type = output.dataType();
             this.op = op;
             this.n = ctx.size();
+            this.output = output.region();
             this.base = output.region().base();
             this.offset = output.region().offset();
             int count = output.count();
@@ -157,14 +161,27 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             return (tree.chunkStart(chunk + 1) - tree.chunkStart(chunk)) * type.bytes();
         }
 
+        /** The output, for a chunk going down: final there. */
+        @Override
+        public Region inPlaceBuffer(int peer) {
+            return nextDirection == DOWN ? output : null;
+        }
+
+        @Override
+        public long inPlaceOffset(int peer) {
+            return (long) nextTree.chunkStart(nextTree.downSent[nextChild]) * type.bytes();
+        }
+
         @Override
         public int produce(int peer, Region payload) {
             Tree tree = nextTree;
             int chunk = nextDirection == UP ? tree.upSent++ : tree.downSent[nextChild]++;
             int first = tree.chunkStart(chunk);
             int length = tree.chunkStart(chunk + 1) - first;
-            Kernels.copy(base, offset + (long) first * type.bytes(), payload.base(), payload.offset(),
-                    (long) length * type.bytes());
+            long at = (long) first * type.bytes();
+            if (nextDirection == UP || !payload.startsAt(output, at)) { // else claimed in place
+                Kernels.copy(base, offset + at, payload.base(), payload.offset(), (long) length * type.bytes());
+            }
             return tree.index * 2 + nextDirection;
         }
 

@@ -67,7 +67,7 @@ final class HierarchicalAllReduce implements AllReduceAlgorithm {
                 plan.add(GroupRing.reduceScatter(ctx, leaders, type, combine, divisor, out, outOffset, out, outOffset, 0, count));
                 plan.add(GroupRing.allGatherFinalValues(ctx, leaders, type, output.region(), 0, count));
             }
-            plan.add(Chain.broadcast(ctx, local, type, count, out, outOffset));
+            plan.add(Chain.broadcast(ctx, local, type, count, output.region()));
             return plan;
         }
         int position = GroupRing.position(local, ctx.rank());
