@@ -21,10 +21,12 @@ import java.util.List;
  * (reduced or copied into the output), never left at the head of the link, so no window size can deadlock the trees.
  *
  * <p>Each chunk's final value is computed once, at its tree's root, and copied down, so every rank
- * holds the same bits. Going down, a chunk is final and stays as it is, so it may be sent
- * {@linkplain Phase#inPlaceBuffer in place}; going up it is a partial result that its final value
- * overwrites later, so it is copied into its slot. Children's contributions are added in arrival order, so for floating-point
+ * holds the same bits. Children's contributions are added in arrival order, so for floating-point
  * sums the rounding (not the agreement between ranks) can differ from run to run.
+ *
+ * <p>Going down, a chunk is final and stays as it is, so it may be sent {@linkplain Phase#inPlaceBuffer
+ * in place}; going up it is a partial result that its final value overwrites later, so it is copied
+ * into its slot.
  */
 final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
     private final int trees;
