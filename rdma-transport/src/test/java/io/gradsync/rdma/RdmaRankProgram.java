@@ -201,7 +201,6 @@ public final class RdmaRankProgram {
         long caller = Thread.currentThread().getId();
         int windows = 5;
         int perWindow = 10;
-        long least = Long.MAX_VALUE;
         List<Long> each = new ArrayList<>();
         for (int w = 0; w < windows; w++) {
             long before = threads.getThreadAllocatedBytes(progress) + threads.getThreadAllocatedBytes(caller);
@@ -210,10 +209,9 @@ public final class RdmaRankProgram {
             }
             long after = threads.getThreadAllocatedBytes(progress) + threads.getThreadAllocatedBytes(caller);
             each.add((after - before) / perWindow);
-            least = Math.min(least, (after - before) / perWindow);
         }
         int messages = 2 * (comm.size() - 1) * (count * 4 / comm.size() / Integer.getInteger("gradsync.chunk.bytes", 262_144));
-        System.out.println("rank " + comm.rank() + ": progress thread and caller allocated " + least
+        System.out.println("rank " + comm.rank() + ": progress thread and caller allocated " + java.util.Collections.min(each)
                 + " bytes per collective of " + messages + " messages (least of " + windows + " windows of "
                 + perWindow + " collectives: " + each + ")");
     }
