@@ -23,7 +23,8 @@ static const char NO_DEVICE_HINT[] =
 	"device: rdma link add rxe0 type rxe netdev <interface>";
 
 static const char BIND_HINT[] =
-	": the address must be assigned to the interface of an RDMA device (see `rdma link`), or be a wildcard";
+	": no RDMA device has this address; it must be assigned to the interface of one (see `rdma link`), or be a "
+	"wildcard";
 
 /*
  * A connect request's initiator depth and responder resources, kept on the new id (its context pointer, which
@@ -143,7 +144,8 @@ JNIEXPORT void NATIVE(bindAddr)(JNIEnv *env, jobject self, jlong id, jlong addre
 	if (err == 0 && rdma_bind_addr(GS_PTR(struct rdma_cm_id, id), (struct sockaddr *) &addr) != 0)
 		err = errno;
 	if (err != 0)
-		gs_throw_io(env, "rdma_bind_addr", err, err == EADDRNOTAVAIL ? BIND_HINT : err == ENODEV ? NO_DEVICE_HINT : NULL);
+		/* ENODEV here: devices there may be, but none behind this address's interface */
+		gs_throw_io(env, "rdma_bind_addr", err, err == EADDRNOTAVAIL || err == ENODEV ? BIND_HINT : NULL);
 }
 
 JNIEXPORT void NATIVE(listen)(JNIEnv *env, jobject self, jlong id, jint backlog)

@@ -30,11 +30,24 @@ public final class RdmaTransportProvider implements TransportProvider {
     }
 
     /**
-     * Null when this machine has an RDMA device with an active port ({@code /sys/class/infiniband}); else why
-     * not. The {@code auto} transport uses RDMA between hosts only when no rank has a reason against it.
+     * Null when this machine has an RDMA device with an active port ({@code /sys/class/infiniband}) and RDMA CM
+     * binds the address this rank would use ({@link RdmaConfiguration}) to a device; else why not. The
+     * {@code auto} transport uses RDMA between hosts only when no rank has a reason against it.
      */
     @Override
-    public String unusableReason(String name) {
+    public String unusableReason(String name, JobContext job) {
+        String device = activePortReason();
+        if (device != null) {
+            return device;
+        }
+        try {
+            return AddressProbe.reasonAgainst(RdmaConfiguration.address(job.localAddress()));
+        } catch (IllegalArgumentException e) {
+            return e.getMessage();
+        }
+    }
+
+    private static String activePortReason() {
         Path sys = Path.of("/sys/class/infiniband");
         String[] devices = sys.toFile().list();
         if (devices == null || devices.length == 0) {

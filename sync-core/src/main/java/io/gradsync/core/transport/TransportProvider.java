@@ -23,11 +23,15 @@ public interface TransportProvider {
     Endpoint open(String name, JobContext job, TransportOptions options);
 
     /**
-     * Why transport {@code name} cannot run on this machine, as far as can be told without opening it (no
-     * device, no native library), or null when it looks usable. The {@code auto} transport asks every rank
-     * and uses a transport between hosts only when no rank has a reason against it.
+     * Why transport {@code name} cannot run for this rank of {@code job}, as far as can be told without opening
+     * it (no device, no native library, no device behind the address the rank would use), or null when it looks
+     * usable. The {@code auto} transport asks every rank and uses a transport between hosts only when no rank
+     * has a reason against it.
+     *
+     * @param name one of {@link #names()}
+     * @param job the job this rank would open the transport for (its {@link JobContext#localAddress()})
      */
-    default String unusableReason(String name) {
+    default String unusableReason(String name, JobContext job) {
         return null;
     }
 }

@@ -12,7 +12,7 @@ import java.util.List;
 
 /**
  * The {@code auto} transport: shared memory ({@code shm}) between the ranks of a host and, between hosts,
- * {@code rdma} when every rank has a usable RDMA device, else {@code aeron-udp}. The choice between hosts is
+ * {@code rdma} when every rank has a usable RDMA device behind the address it would use, else {@code aeron-udp}. The choice between hosts is
  * made once, from an all-gather of every rank's view, so every rank makes the same one, and it is logged
  * with the reason. A job on one host is shm alone. The transports between hosts come from other modules and
  * are found by name ({@link Transports}); sync-core never depends on them.
@@ -59,7 +59,7 @@ public final class AutoTransportProvider implements TransportProvider {
      * one all-gather of each rank's reason against RDMA (empty when it has none).
      */
     static String chooseBetweenHosts(JobContext job) {
-        return chooseBetweenHosts(job, rdmaUnusableReason());
+        return chooseBetweenHosts(job, rdmaUnusableReason(job));
     }
 
     /** {@link #chooseBetweenHosts(JobContext)} with this rank's reason against RDMA given ("" for none). */
@@ -90,7 +90,7 @@ public final class AutoTransportProvider implements TransportProvider {
     }
 
     /** Why RDMA cannot run on this rank, or "" when it can. */
-    private static String rdmaUnusableReason() {
+    private static String rdmaUnusableReason(JobContext job) {
         TransportProvider rdma;
         try {
             rdma = Transports.provider(RDMA);
@@ -98,7 +98,7 @@ public final class AutoTransportProvider implements TransportProvider {
             return "gradsync-rdma-transport is not on the class path";
         }
         try {
-            String reason = rdma.unusableReason(RDMA);
+            String reason = rdma.unusableReason(RDMA, job);
             return reason == null ? "" : reason;
         } catch (RuntimeException | LinkageError e) {
             return "the RDMA check failed: " + e;
