@@ -2,7 +2,8 @@
 # Builds gradsync and runs the whole test suite: unit, operator, failure and correctness-matrix tests,
 # multi-process, network-namespace and launcher tests (mpirun, torchrun, srun: scripts/setup.sh installs them)
 # (mvn verify), then the RDMA tests, which need an RDMA device, inside a throw-away soft-RoCE VM
-# (rdma-transport/softroce/run-tests; see rdma-transport/softroce/README.md), then sync-core's suite on JDK 25
+# (rdma-transport/softroce/run-tests; see rdma-transport/softroce/README.md), once more on a newer kernel for
+# RDMA between network namespaces, then sync-core's suite on JDK 25
 # (when installed), and last scripts/check-consumer.sh, which builds and runs a user's project against the
 # installed artifacts. The VM runs right after verify: it uses the class path file that build wrote, which the
 # later steps' builds rewrite (the consumer check's points into a private repository it deletes).
@@ -20,6 +21,9 @@ fi
 # -Dgradsync.native.required=true: here a libdisni that cannot be built is an error, not a warning
 mvn -B -Dgradsync.native.required=true "${ffm[@]}" verify "$@"
 rdma-transport/softroce/run-tests --no-build
+# RDMA between network namespaces, each with its own rxe device (RdmaNamespacesTest, skipped above): the guest on
+# trixie-backports' kernel, whose rxe serves namespaces (Debian 12's 6.1 connects nothing across them).
+rdma-transport/softroce/run-tests --no-build --kernel trixie-backports -- --select-class io.gradsync.rdma.RdmaNamespacesTest
 # The jar's libdisni must load on an older distribution (Debian 11: glibc 2.31, rdma-core 33) than the one it was
 # built on: rdma-transport/load-in-chroot. It fails the run when the library does not load there (exit 1); when
 # the chroot cannot be made (no root, no Temurin 25, Debian's mirror unreachable: exit 2) it says so and goes on.

@@ -5,14 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.File;
-import java.io.IOException;
-import java.io.InputStream;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.BeforeAll;
@@ -29,13 +22,6 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Tag(SoftRoce.TAG)
 class RdmaMultiProcessTest {
-    private static final String JAVA = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    /** softroce/run-tests runs the console launcher with -jar and names the tests' class path in this property. */
-    private static final String CLASSPATH = System.getProperty("gradsync.test.classpath", System.getProperty("java.class.path"));
-
-    record Job(int status, String out, long millis) {
-    }
-
     @BeforeAll
     static void needsAnRdmaDevice() {
         String[] devices = new File("/sys/class/infiniband").list();
@@ -54,7 +40,7 @@ class RdmaMultiProcessTest {
     void exactResultsOnEveryRankAndNothingLeftBehind(int ranks) throws Exception {
         List<String> options = ranks == 2 ? List.of()
                 : List.of("-Dgradsync.allreduce.algorithm=" + (ranks == 3 ? "ring" : "rhd"), "-Dgradsync.chunk.bytes=16384");
-        Job job = launch(List.of("-n", Integer.toString(ranks)), options, "check");
+        RankJob job = RankJob.launch(List.of("-n", Integer.toString(ranks)), options, "check");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < ranks; r++) {
@@ -68,7 +54,7 @@ class RdmaMultiProcessTest {
 
     @Test
     void sixtyFourMebibytes() throws Exception {
-        Job job = launch(List.of("-n", "2"), List.of(), "big", "64");
+        RankJob job = RankJob.launch(List.of("-n", "2"), List.of(), "big", "64");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 2; r++) {
@@ -86,7 +72,7 @@ class RdmaMultiProcessTest {
     void collectivesSentAheadOfEachOtherStayExact() throws Exception {
         // the ring: its later sends wait for arrivals, so an earlier call still has messages for a link when
         // the next one starts (algorithms whose sends need nothing, like a folded rank's, never go ahead)
-        Job job = launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384", "-Dgradsync.pipeline.depth=2",
+        RankJob job = RankJob.launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384", "-Dgradsync.pipeline.depth=2",
                 "-Dgradsync.allreduce.algorithm=ring"), "ahead", "24");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
@@ -103,7 +89,7 @@ class RdmaMultiProcessTest {
      */
     @Test
     void chainedBroadcastsSendInPlaceAndStayExact() throws Exception {
-        Job job = launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384"), "broadcast");
+        RankJob job = RankJob.launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384"), "broadcast");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 3; r++) {
@@ -119,7 +105,7 @@ class RdmaMultiProcessTest {
      */
     @Test
     void theTreeSendsFinalValuesInPlaceAndStaysExact() throws Exception {
-        Job job = launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=tree", "-Dgradsync.chunk.bytes=16384"),
+        RankJob job = RankJob.launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=tree", "-Dgradsync.chunk.bytes=16384"),
                 "check");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
@@ -132,7 +118,7 @@ class RdmaMultiProcessTest {
 
     @Test
     void theDataPathAllocatesNothingPerMessage() throws Exception {
-        Job job = launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");
+        RankJob job = RankJob.launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         Matcher m = Pattern.compile("rank (\\d): progress thread and caller allocated (\\d+) bytes per collective of (\\d+) messages")
@@ -156,7 +142,7 @@ class RdmaMultiProcessTest {
      */
     @Test
     void hierarchicalAllReduceOverSharedMemoryInsideHostsAndRdmaBetweenThem() throws Exception {
-        Job job = launch(List.of("-n", "4", "--nnodes", "2"),
+        RankJob job = RankJob.launch(List.of("-n", "4", "--nnodes", "2"),
                 List.of("-Dgradsync.transport=auto", "-Dgradsync.allreduce.algorithm=hier"), "check");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
@@ -177,7 +163,7 @@ class RdmaMultiProcessTest {
 
     @Test
     void aRankKilledMidCollectiveIsNamedByEveryOtherRank() throws Exception {
-        Job job = launch(List.of("-n", "3", "--stop-delay", "30"), List.of("-Dgradsync.timeout.ms=120000"),
+        RankJob job = RankJob.launch(List.of("-n", "3", "--stop-delay", "30"), List.of("-Dgradsync.timeout.ms=120000"),
                 "loop", "1", System.getProperty("gradsync.test.kill.delay.ms", "4000"));
         System.out.println(job.out());
         assertEquals(137, job.status(), "the launcher exits with the killed rank's status\n" + job.out());
@@ -189,35 +175,5 @@ class RdmaMultiProcessTest {
             assertTrue(failure.find(), "rank " + r + " must name the dead rank, long before its 120 s deadline:\n"
                     + job.out());
         }
-    }
-
-    private static Job launch(List<String> launcherOptions, List<String> rankJvmOptions, String... programArgs)
-            throws IOException, InterruptedException {
-        List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx128m", "-cp", CLASSPATH,
-                "io.gradsync.core.launch.GradSyncRun", "--deadline", "400"));
-        command.addAll(launcherOptions);
-        command.addAll(List.of("--", JAVA, "-Xmx512m", "-XX:+UseSerialGC",
-                "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "-Dgradsync.timeout.ms=120000",
-                "-Dgradsync.rendezvous.timeout.ms=180000", "-Dgradsync.rendezvous.handshake.timeout.ms=120000",
-                "-Dgradsync.rdma.connect.timeout.ms=120000", "-Dgradsync.transport=rdma"));
-        String extra = System.getProperty("gradsync.test.rank.jvm.args", "");
-        for (String arg : extra.trim().split("\\s+")) {
-            if (!arg.isEmpty()) {
-                command.add(arg);
-            }
-        }
-        command.addAll(rankJvmOptions);
-        command.addAll(List.of("-cp", CLASSPATH, RdmaRankProgram.class.getName()));
-        command.addAll(List.of(programArgs));
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-        builder.environment().put("GRADSYNC_JOB_ID", "rdma" + UUID.randomUUID().toString().replace("-", "").substring(0, 10));
-        long start = System.nanoTime();
-        Process launcher = builder.start();
-        String out;
-        try (InputStream in = launcher.getInputStream()) {
-            out = new String(in.readAllBytes(), StandardCharsets.UTF_8);
-        }
-        assertTrue(launcher.waitFor(420, TimeUnit.SECONDS), "launcher did not finish");
-        return new Job(launcher.exitValue(), out, (System.nanoTime() - start) / 1_000_000);
     }
 }
