@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
@@ -25,15 +26,15 @@ import org.junit.jupiter.api.Test;
  * Two hosts as network namespaces of the soft-RoCE guest ({@code scripts/netns-hosts --rxe}), each with its own
  * rxe device on its end of a veth link, two ranks in each: the {@code auto} transport runs shared memory inside
  * a namespace and RDMA between the namespaces' devices, or UDP for every rank when one namespace has no RDMA
- * device; a rank killed in one namespace is named by the ranks of both. Runs only in the guest booted with a kernel whose rxe serves network namespaces
- * ({@code rdma-transport/softroce/run-tests --kernel trixie-backports}): it makes and deletes namespaces and
- * RDMA devices as root.
+ * device; a rank killed in one namespace is named by the ranks of both. Runs only in the guest booted with a
+ * kernel whose rxe serves network namespaces ({@code rdma-transport/softroce/run-tests --kernel trixie-backports}):
+ * it makes and deletes namespaces and RDMA devices as root.
  */
 @Tag(SoftRoce.TAG)
 class RdmaNamespacesTest {
     private static final Path NETNS_HOSTS = Path.of(System.getProperty("user.dir")).getParent().resolve("scripts/netns-hosts");
     private static final String PREFIX = "gsr";
-    /** The guest's own device's address: ranks in a namespace take theirs from the rendezvous route instead. */
+    /** The guest's own device and address, not to be inherited: a namespace's ranks use their rendezvous route's. */
     private static final List<String> ADDRESS_ENV = List.of("GRADSYNC_RDMA_ADDR", "GRADSYNC_RDMA_DEVICE");
     private static final List<String> TWO_HOSTS = List.of("-n", "4", "--nnodes", "2", "--node-prefix",
             "ip netns exec " + PREFIX + "{node}", "--master-addr", "10.231.0.1", "--master-port", "29610");
@@ -63,15 +64,9 @@ class RdmaNamespacesTest {
     void hierarchicalAllReduceOverSharedMemoryInsideNamespacesAndRdmaBetweenTheirDevices() throws Exception {
         RankJob job = RankJob.launch(ADDRESS_ENV, TWO_HOSTS,
                 List.of("-Dgradsync.transport=auto", "-Dgradsync.allreduce.algorithm=hier"), "check");
-        System.out.println(job.out());
-        assertEquals(0, job.status(), job.out());
+        assertEveryRankExactOver("shm+rdma", job);
         assertTrue(job.out().contains("auto: 2 hosts: shm inside a host, rdma between hosts (every rank has a usable RDMA device)"),
                 job.out());
-        assertEquals(4, job.count("joined: shm\\+rdma, 2 ranks on its host, allreduce hier,"), job.out());
-        for (int r = 0; r < 4; r++) {
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
-        }
     }
 
     /**
@@ -84,15 +79,9 @@ class RdmaNamespacesTest {
         run("rdma", "link", "delete", PREFIX + "rxe1");
         RankJob job = RankJob.launch(ADDRESS_ENV, TWO_HOSTS, List.of("-Dgradsync.transport=auto",
                 "-Dgradsync.allreduce.algorithm=hier", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED"), "check");
-        System.out.println(job.out());
-        assertEquals(0, job.status(), job.out());
+        assertEveryRankExactOver("shm+aeron-udp", job);
         assertTrue(job.out().contains("auto: 2 hosts: shm inside a host, aeron-udp between hosts (rank 2: this rank's address "
                 + "10.231.0.2: rdma_bind_addr: No such device (errno 19): no RDMA device has this address"), job.out());
-        assertEquals(4, job.count("joined: shm\\+aeron-udp, 2 ranks on its host, allreduce hier,"), job.out());
-        for (int r = 0; r < 4; r++) {
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
-        }
     }
 
     /**
@@ -116,6 +105,17 @@ class RdmaNamespacesTest {
                     "rank " + r + " must name the dead rank, long before its 120 s deadline:\n" + job.out());
         }
         assertEquals(before, shmEntries(), "left in /dev/shm");
+    }
+
+    /** The job ended well, its 4 ranks joined over {@code transport} and were exact, and none left RDMA resources. */
+    private static void assertEveryRankExactOver(String transport, RankJob job) {
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        assertEquals(4, job.count("joined: " + Pattern.quote(transport) + ", 2 ranks on its host, allreduce hier,"), job.out());
+        for (int r = 0; r < 4; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+        }
     }
 
     private static Set<Path> shmEntries() throws IOException {

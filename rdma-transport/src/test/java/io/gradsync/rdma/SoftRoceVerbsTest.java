@@ -435,20 +435,24 @@ class SoftRoceVerbsTest {
         extra.get(4096, landed);
         assertArrayEquals(client.bytes(0, 128), landed);
 
-        // on-demand paging: -1 without it, the RC capability bits with it
+        // on-demand paging: -1 without it (rxe on 6.1), the RC capability bits with it (rxe on 7.x)
         int odp = server.context.queryOdpSupport();
-        IbvMr prefetchable = mr;
-        if (odp != -1) {
-            assertTrue(odp >= 0, "odp caps " + odp);
-            prefetchable = server.pd.regMr(address, 8192, ACCESS | IbvMr.IBV_ACCESS_ON_DEMAND).execute().free().getMr();
-        }
-        int prefetch = prefetchable.expPrefetchMr(address, 4096);
-        if (odp != -1) {
-            assertEquals(0, prefetch, "prefetch of an ODP MR");
-            prefetchable.deregMr().execute().free();
-        } else {
+        if (odp == -1) {
             // no ODP: the provider cannot prefetch (EOPNOTSUPP 95, ENOSYS 38) or refuses the non-ODP MR (EINVAL 22)
+            int prefetch = mr.expPrefetchMr(address, 4096);
             assertTrue(prefetch == 95 || prefetch == 38 || prefetch == 22, "prefetch answered " + prefetch);
+        } else {
+            assertTrue(odp >= 0, "odp caps " + odp);
+            IbvMr onDemand = server.pd.regMr(address, 8192, ACCESS | IbvMr.IBV_ACCESS_ON_DEMAND).execute().free().getMr();
+            try {
+                // a user-space provider without ibv_advise_mr (rdma-core 44's rxe under a 7.x kernel) cannot prefetch,
+                // but the range is valid, so nothing else may come back. (No data is moved through the ODP MR here:
+                // 7.3.4's rxe puts a WRITE into one at the start of the target's page, rdma-transport/softroce/README.md.)
+                int prefetch = onDemand.expPrefetchMr(address, 4096);
+                assertTrue(prefetch == 0 || prefetch == 95 || prefetch == 38, "prefetch of an ODP MR answered " + prefetch);
+            } finally {
+                onDemand.deregMr().execute().free();
+            }
         }
         mr.deregMr().execute().free();
         assertFalse(mr.isOpen());
