@@ -65,8 +65,6 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
         private final ReduceOp op;
         private final int n;
         private final Region output;
-        private final Object base;
-        private final long offset;
         private final Tree[] trees;
         private final int[] peers;
         /** What {@link #nextLength} chose for {@link #produce}: tree, direction and child index. */
@@ -80,8 +78,6 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             this.op = op;
             this.n = ctx.size();
             this.output = output.region();
-            this.base = output.region().base();
-            this.offset = output.region().offset();
             int count = output.count();
             int chunkElements = Math.max(1, ctx.chunkBytes() / type.bytes());
             this.trees = new Tree[treeCount];
@@ -182,7 +178,7 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             int length = tree.chunkStart(chunk + 1) - first;
             long at = (long) first * type.bytes();
             if (nextDirection == UP || !payload.startsAt(output, at)) { // else claimed in place
-                Kernels.copy(base, offset + at, payload.base(), payload.offset(), (long) length * type.bytes());
+                Kernels.copy(output.base(), output.offset() + at, payload.base(), payload.offset(), (long) length * type.bytes());
             }
             return tree.index * 2 + nextDirection;
         }
@@ -209,7 +205,8 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
                 throw ctx.protocolViolation(peer, "a message has " + arrival.length() + " bytes, expected "
                         + length * type.bytes());
             }
-            long at = offset + (long) first * type.bytes();
+            Object base = output.base();
+            long at = output.offset() + (long) first * type.bytes();
             Region slot = arrival.payload();
             if (direction == UP) {
                 Kernels.reduce(type, op, base, at, slot.base(), slot.offset(), base, at, length);
