@@ -1,12 +1,16 @@
 package io.gradsync.rdma;
 
+import io.gradsync.core.BroadcastAlgorithm;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 
 /**
@@ -123,17 +127,17 @@ public final class RdmaRankProgram {
      * before each call, so a send read after its call completed would carry the next call's values.
      */
     private static void broadcast(Communicator comm, int[] counts) {
-        java.nio.ByteBuffer memory = java.nio.ByteBuffer.allocateDirect(counts[counts.length - 1] * Double.BYTES)
-                .order(java.nio.ByteOrder.nativeOrder());
+        ByteBuffer memory = ByteBuffer.allocateDirect(counts[counts.length - 1] * Double.BYTES)
+                .order(ByteOrder.nativeOrder());
         int calls = 0;
         for (int root : new int[] {0, comm.size() - 1, comm.size() / 2}) {
             for (int count : counts) {
                 GradientBuffer buffer = GradientBuffer.wrap(memory.slice(0, count * Double.BYTES)
-                        .order(java.nio.ByteOrder.nativeOrder()), DataType.FLOAT64);
+                        .order(ByteOrder.nativeOrder()), DataType.FLOAT64);
                 for (int i = 0; i < count; i++) {
                     memory.putDouble(i * Double.BYTES, Math.sin(i + 0.5) * 1e3 + comm.rank());
                 }
-                comm.broadcastBlocking(buffer, root, io.gradsync.core.BroadcastAlgorithm.CHAIN);
+                comm.broadcastBlocking(buffer, root, BroadcastAlgorithm.CHAIN);
                 for (int i = 0; i < count; i++) {
                     long expected = Double.doubleToRawLongBits(Math.sin(i + 0.5) * 1e3 + root);
                     if (buffer.getBits(i) != expected) {
@@ -211,7 +215,7 @@ public final class RdmaRankProgram {
             each.add((after - before) / perWindow);
         }
         int messages = 2 * (comm.size() - 1) * (count * 4 / comm.size() / Integer.getInteger("gradsync.chunk.bytes", 262_144));
-        System.out.println("rank " + comm.rank() + ": progress thread and caller allocated " + java.util.Collections.min(each)
+        System.out.println("rank " + comm.rank() + ": progress thread and caller allocated " + Collections.min(each)
                 + " bytes per collective of " + messages + " messages (least of " + windows + " windows of "
                 + perWindow + " collectives: " + each + ")");
     }

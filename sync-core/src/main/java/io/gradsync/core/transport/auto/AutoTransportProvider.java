@@ -12,9 +12,9 @@ import java.util.List;
 
 /**
  * The {@code auto} transport: shared memory ({@code shm}) between the ranks of a host and, between hosts,
- * {@code rdma} when every rank has a usable RDMA device behind the address it would use, else {@code aeron-udp}. The choice between hosts is
- * made once, from an all-gather of every rank's view, so every rank makes the same one, and it is logged
- * with the reason. A job on one host is shm alone. The transports between hosts come from other modules and
+ * {@code rdma} when every rank has a usable RDMA device behind the address it would use, else
+ * {@code aeron-udp}. The choice between hosts is made once, from an all-gather of every rank's view, so every
+ * rank makes the same one, and it is logged with the reason. A job on one host is shm alone. The transports between hosts come from other modules and
  * are found by name ({@link Transports}); sync-core never depends on them.
  *
  * <p>Room for more host transports (device memory beside shared memory) is in {@link HostSplitEndpoint}:
