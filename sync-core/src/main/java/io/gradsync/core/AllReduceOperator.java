@@ -25,8 +25,15 @@ import reactor.util.context.Context;
  * same assembly is numbered when it subscribes.
  *
  * <p>One drain loop, entered from upstream signals, downstream requests and the progress thread's
- * completions, owns submission, emission and termination, so the count of submitted calls that a
- * cancel records (and tells the peers, who then abandon the calls this rank will never join) is exact.
+ * completions, owns upstream demand, submission, emission and termination, so the count of submitted
+ * calls that a cancel records (and tells the peers, who then abandon the calls this rank will never
+ * join) is exact.
+ *
+ * <p><b>Demand.</b> With {@code R} gradients requested by downstream, {@code E} emitted and {@code M} the
+ * communicator's in-flight limit, the operator has asked upstream for at most
+ * {@code min(E + M, R + 1)} gradients in all: it takes a gradient only when it can submit it at once,
+ * never more than {@code M} are held (taken and not yet emitted), and at most one is reduced ahead of
+ * downstream demand. Every gradient taken is either emitted or handed to the discard hook, once.
  */
 final class AllReduceOperator<T> extends FluxOperator<T, T> {
 
@@ -83,21 +90,24 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
         private final ReduceOp op;
         private final Function<? super T, GradientBuffer> gradientOf;
         private final long stream;
-        /** Collectives of this stream submitted and not yet emitted, at most: the communicator's limit. */
+        /** Gradients of this stream taken and not yet emitted, at most: the communicator's in-flight limit. */
         private final int maxInFlight;
-        /** Gradients requested from upstream ahead of submission. */
-        private final int prefetch;
+        /** Taken gradients waiting for the drain loop to submit them: never more than {@link #maxInFlight}. */
         private final Queue<T> pending;
+        /** Gradients requested by downstream in all, capped at Long.MAX_VALUE (unbounded). */
         private final AtomicLong requested = new AtomicLong();
         private final AtomicInteger wip = new AtomicInteger();
         private Subscription upstream;
         private volatile boolean upstreamDone;
         private Throwable upstreamError;
         private volatile boolean cancelled;
+        /** Gradients received from upstream; written by onNext only. */
+        private volatile long taken;
         // owned by the drain loop
         private final ArrayDeque<Reduction<T>> inFlight = new ArrayDeque<>();
+        private long requestedUpstream;
         private long submitted;
-        private long emitted;
+        private volatile long emitted;
         private boolean closed;
         private volatile boolean terminated;
 
@@ -109,8 +119,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
             this.op = op;
             this.gradientOf = gradientOf;
             this.maxInFlight = communicator.maxInFlight();
-            this.prefetch = Math.max(2, maxInFlight);
-            this.pending = Queues.<T>get(prefetch).get();
+            this.pending = Queues.<T>get(maxInFlight).get();
         }
 
         @Override
@@ -123,7 +132,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
             if (Operators.validate(upstream, s)) {
                 upstream = s;
                 actual.onSubscribe(this);
-                s.request(prefetch);
+                drain();
             }
         }
 
@@ -133,6 +142,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                 Operators.onDiscard(item, currentContext());
                 return;
             }
+            taken++;
             if (!pending.offer(item)) {
                 Operators.onDiscard(item, currentContext());
                 onError(Operators.onOperatorError(upstream, new IllegalStateException("upstream sent more gradients "
@@ -194,15 +204,35 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                 if (cancelled) {
                     closeStream("its subscriber cancelled");
                     discardDone();
-                } else if (!terminated) {
+                } else if (terminated) {
+                    discardDone();
+                } else {
                     emitFinished();
                     if (!terminated) {
                         submitPending();
+                        requestUpstream();
                         completeIfDone();
                     }
                 }
                 missed = wip.addAndGet(-missed);
             } while (missed != 0);
+        }
+
+        /**
+         * Asks upstream for the gradients the operator may hold now: {@code min(E + M, R + 1)} in all (see
+         * the class comment). Both terms only grow, so the bound holds for every gradient ever taken.
+         */
+        private void requestUpstream() {
+            if (upstreamDone || upstream == null) {
+                return;
+            }
+            long demanded = requested.get();
+            long allowed = Math.min(emitted + maxInFlight, demanded == Long.MAX_VALUE ? Long.MAX_VALUE : demanded + 1);
+            if (allowed > requestedUpstream) {
+                long more = allowed - requestedUpstream;
+                requestedUpstream = allowed;
+                upstream.request(more);
+            }
         }
 
         /** Emits finished reductions in order while there is demand; a failed one ends the stream. */
@@ -225,11 +255,11 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
         }
 
         /**
-         * Submits gradients while the in-flight limit allows, at most one beyond downstream demand: as many
-         * collectives run at once as demand and the limit allow.
+         * Submits every gradient taken: upstream was asked only for as many as may run at once
+         * ({@link #requestUpstream}).
          */
         private void submitPending() {
-            while (!cancelled && inFlight.size() < maxInFlight && submitted <= requested.get() && !pending.isEmpty()) {
+            while (!cancelled && !pending.isEmpty()) {
                 T item = pending.poll();
                 GradientBuffer gradient;
                 try {
@@ -256,7 +286,6 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                     inFlight.add(reduction);
                     communicator.submitStreamCall(stream, submitted++, gradient, op, reduction);
                 }
-                upstream.request(1);
             }
         }
 
@@ -324,13 +353,14 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                 return actual;
             }
             if (key == Attr.PREFETCH) {
-                return prefetch;
+                return maxInFlight;
             }
             if (key == Attr.BUFFERED) {
-                return pending.size();
+                return (int) Math.max(0, taken - emitted);
             }
             if (key == Attr.REQUESTED_FROM_DOWNSTREAM) {
-                return requested.get();
+                long demanded = requested.get();
+                return demanded == Long.MAX_VALUE ? Long.MAX_VALUE : demanded - emitted;
             }
             if (key == Attr.CANCELLED) {
                 return cancelled;

@@ -192,9 +192,17 @@ public final class Communicator implements AutoCloseable {
      * whose {@code p}-th gradient is reduced with the {@code p}-th gradient of the same stream on every
      * other rank.
      *
-     * <p><b>Demand.</b> At most one gradient is reduced ahead of downstream demand, and at most
-     * {@code prefetch = 2} are requested from upstream ahead of that. Reduction never outruns a slow
-     * consumer by more than one gradient.
+     * <p><b>Demand.</b> Downstream demand decides how many gradients are in flight, and the links' receive
+     * slots how many chunks: with {@code R} gradients requested downstream and {@code E} emitted, the operator
+     * takes a gradient from upstream only when it can submit it at once, and has taken at most
+     * {@code min(E + maxInFlight(), R + 1)} in all. So at most {@link #maxInFlight()} gradients of a stream
+     * ({@value GradSyncConfiguration#MAX_IN_FLIGHT_PROP}) are held at once, all of them being reduced, and
+     * at most one is reduced ahead of downstream demand: a subscriber that requests one gradient at a time
+     * has that one and the next in flight, an unbounded one {@code maxInFlight()}. Each collective in flight
+     * cuts its gradient into chunks; a link carries at most {@value GradSyncConfiguration#PIPELINE_DEPTH_PROP}
+     * chunks its receiver has not yet freed, and at most {@value GradSyncConfiguration#AHEAD_MESSAGES_PROP}
+     * messages sent ahead of an earlier collective's that the receiver has not yet taken. Every gradient taken is emitted or handed to the
+     * {@code doOnDiscard} hook, once.
      *
      * <p><b>Cancel</b> (a {@code take(n)}, a timeout, a dispose, an error downstream). A collective that was
      * already submitted still runs, because its peers may be inside it; its gradient is then dropped to the

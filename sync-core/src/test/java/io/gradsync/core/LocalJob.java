@@ -69,18 +69,28 @@ final class LocalJob implements AutoCloseable {
 
     private LocalJob(LocalTransport transport, int chunkBytes, Duration timeout, String algorithm, boolean callerRuns,
                      UnaryOperator<Endpoint> wrap) {
+        this(transport, wrap, b -> b.chunkBytes(chunkBytes).timeout(timeout).allReduceAlgorithm(algorithm)
+                .callerRuns(callerRuns));
+    }
+
+    private LocalJob(LocalTransport transport, UnaryOperator<Endpoint> wrap, UnaryOperator<Communicator.Builder> settings) {
         this.transport = transport;
         int ranks = transport.size();
         for (int r = 0; r < ranks; r++) {
             endpoints.add(wrap.apply(transport.endpoint(r)));
-            communicators.add(Communicator.builder(endpoints.get(r)).chunkBytes(chunkBytes).timeout(timeout)
-                    .allReduceAlgorithm(algorithm).callerRuns(callerRuns).build());
+            communicators.add(settings.apply(Communicator.builder(endpoints.get(r))).build());
         }
         threads = Executors.newFixedThreadPool(ranks);
     }
 
     static LocalJob of(int ranks) {
         return new LocalJob(ranks, 4096, 4, Duration.ofSeconds(30));
+    }
+
+    /** A job of {@link #of}'s transport whose communicators get {@code settings} on top of its defaults. */
+    static LocalJob of(int ranks, UnaryOperator<Communicator.Builder> settings) {
+        return new LocalJob(LocalTransport.create(ranks, 4096, 4), UnaryOperator.identity(),
+                b -> settings.apply(b.chunkBytes(4096).timeout(Duration.ofSeconds(30)).allReduceAlgorithm("ring")));
     }
 
     int size() {
