@@ -44,18 +44,22 @@ import reactor.core.publisher.Mono;
  * differs fails the step with an {@link IllegalArgumentException} naming it.
  *
  * <h2>Buckets</h2>
- * Gradients of each type fill buckets of that type in arrival order: the first bucket of a type holds
+ * Gradients of each type fill buckets of that type in layout order: the first bucket of a type holds
  * up to {@link Builder#firstBucketBytes} (default 1 MiB, so that communication starts early), later ones
  * up to {@link Builder#bucketBytes} (default 25 MiB); a larger gradient gets a bucket of its own. All
  * buckets of a step are one stream of the communicator's {@link Communicator#allReduce(ReduceOp)
- * operator}, submitted in the order they fill, so several are in flight as the engine allows.
- * Gradients are emitted bucket by bucket in that order, and in arrival order within a bucket.
+ * operator}, submitted in the order the layout fills them (the same on every rank), each as soon as it
+ * and the buckets before it are full, so several are in flight as the engine allows. Gradients are
+ * emitted bucket by bucket in that order, and in layout order within a bucket.
  * Nothing is allocated per chunk or per gradient on the steady path; each step allocates a few
  * Reactor objects.
  *
  * <h2>Zero copy</h2>
  * {@link #allocate} returns gradient buffers that are views into bucket memory: a backward pass that
- * writes its gradients there and feeds those views is reduced without any copy in or out.
+ * writes its gradients there and feeds those views is reduced without any copy in or out. A view knows
+ * its place: fed anywhere in the step (a backward pass in reverse order, say) it is reduced as the
+ * gradient it was allocated for; a place fed twice fails the step naming it. Allocate in the order the
+ * backward pass produces gradients, so that each bucket is full, and goes out, as early as possible.
  *
  * <h2>Accumulation</h2>
  * {@link #accumulate()} is {@code no_sync}: the step's gradients are summed into the buckets locally,
@@ -112,6 +116,8 @@ public final class GradientBuckets implements AutoCloseable {
     /** Per gradient, reused every step: the items and their buffers of the current step. */
     Object[] items;
     GradientBuffer[] grads;
+    /** Per gradient, reused every step: whether its place was fed this step. */
+    boolean[] fed;
     volatile long collectives;
     volatile long gradientsReduced;
     volatile long steps;
@@ -234,12 +240,15 @@ public final class GradientBuckets implements AutoCloseable {
             } else {
                 int[] position = {0};
                 boolean add = accumulated;
+                boolean[] fedHere = new boolean[layout.size()];
                 run = upstream.map(item -> {
                     GradientBuffer g = gradientOf.apply(item);
-                    int p = position[0]++;
+                    int arrival = position[0]++;
                     Layout l = layout;
-                    if (!l.matches(p, g)) {
-                        throw new IllegalArgumentException(mismatch(l, p, g));
+                    int p = l.positionOf(g, arrival);
+                    String problem = l.misplaced(p, arrival, g, fedHere);
+                    if (problem != null) {
+                        throw new IllegalArgumentException(problem);
                     }
                     l.copyIn(p, g, add);
                     return item;
@@ -273,8 +282,9 @@ public final class GradientBuckets implements AutoCloseable {
 
     /**
      * Fixes the layout now and returns, per gradient, a view of its place in bucket memory (zero copy):
-     * write gradient {@code p} into view {@code p} and feed the views to {@link #reduce()} in this
-     * order; they hold the results when emitted.
+     * write gradient {@code p} into view {@code p} and feed the views to {@link #reduce()}, best in this
+     * order (a view fed elsewhere in the step is still reduced as gradient {@code p}, but its bucket goes
+     * out only after the buckets before it); they hold the results when emitted.
      *
      * @throws IllegalStateException if a different layout was fixed already
      */
@@ -308,6 +318,7 @@ public final class GradientBuckets implements AutoCloseable {
     private void install(Layout l) {
         items = new Object[l.size()];
         grads = new GradientBuffer[l.size()];
+        fed = new boolean[l.size()];
         for (Layout.Bucket b : l.buckets) {
             b.traceName = timeline.name("allreduce bucket " + b.id);
         }

@@ -34,6 +34,9 @@ final class Layout {
     final int[] readyOrder;
     /** Per gradient: a view of its place in its bucket. */
     final GradientBuffer[] views;
+    /** The first byte of every non-empty view, ascending, and the position of the view starting there. */
+    private final long[] viewStarts;
+    private final int[] viewAtStart;
 
     /** One bucket: off-heap memory for gradients of one type. */
     static final class Bucket {
@@ -117,6 +120,20 @@ final class Layout {
             }
             last[b] = g[g.length - 1];
         }
+        Integer[] byStart = new Integer[n];
+        int nonEmpty = 0;
+        for (int p = 0; p < n; p++) {
+            if (counts[p] > 0) {
+                byStart[nonEmpty++] = p;
+            }
+        }
+        Arrays.sort(byStart, 0, nonEmpty, (x, y) -> Long.compare(views[x].region().address(), views[y].region().address()));
+        viewStarts = new long[nonEmpty];
+        viewAtStart = new int[nonEmpty];
+        for (int i = 0; i < nonEmpty; i++) {
+            viewAtStart[i] = byStart[i];
+            viewStarts[i] = views[byStart[i]].region().address();
+        }
         Integer[] order = new Integer[buckets.length];
         for (int b = 0; b < order.length; b++) {
             order[b] = b;
@@ -151,6 +168,48 @@ final class Layout {
 
     boolean matches(int p, GradientBuffer g) {
         return p < types.length && g.dataType() == types[p] && g.count() == counts[p];
+    }
+
+    /**
+     * The position of {@code g} in the step: a view of bucket memory ({@link GradientBuckets#allocate}) knows
+     * its own place, wherever in the step it is fed; any other gradient takes the place it arrives at,
+     * {@code arrival}. Looks up the view's first byte: no allocation.
+     */
+    int positionOf(GradientBuffer g, int arrival) {
+        if (arrival < views.length && isView(arrival, g)) {
+            return arrival;
+        }
+        Region r = g.region();
+        if (!r.isOffHeap()) {
+            return arrival;
+        }
+        if (r.byteLength() == 0) {
+            for (int p = 0; p < views.length; p++) {
+                if (views[p] == g) {
+                    return p;
+                }
+            }
+            return arrival;
+        }
+        int i = Arrays.binarySearch(viewStarts, r.address());
+        return i >= 0 && views[viewAtStart[i]].byteSize() == r.byteLength() ? viewAtStart[i] : arrival;
+    }
+
+    /**
+     * Why gradient {@code g}, arriving {@code arrival}-th, cannot take position {@code p}, or null (and then
+     * {@code fed[p]} is set): its type or count differs, or the position was fed already this step (a view
+     * fed twice, or a view fed out of its order beside plain gradients that took its place first).
+     */
+    String misplaced(int p, int arrival, GradientBuffer g, boolean[] fed) {
+        if (!matches(p, g)) {
+            return GradientBuckets.mismatch(this, p, g);
+        }
+        if (fed[p]) {
+            return "gradient #" + p + " fed twice in one step (again as the gradient arriving at #" + arrival + ")"
+                    + (p != arrival ? ": it is the bucket view of #" + p + ", whose place was taken" : "");
+        }
+        fed[p] = true;
+        return null;
     }
 
     /** True when {@code g} is the view of gradient {@code p} (zero-copy: nothing to move). */

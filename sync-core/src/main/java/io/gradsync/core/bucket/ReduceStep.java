@@ -32,6 +32,8 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
     private boolean checked;
     private boolean add;
     private int arrived;
+    /** Buckets submitted so far this step, in the layout's ready order (the same on every rank). */
+    private int submittedInOrder;
     /** First step only: the gradients as they came. */
     private List<T> firstItems;
     private List<GradientBuffer> firstGrads;
@@ -119,6 +121,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
             for (Layout.Bucket b : layout.buckets) {
                 b.arrived = 0;
             }
+            java.util.Arrays.fill(owner.fed, false);
         }
         if (layout == null || !checked) {
             firstItems = new ArrayList<>();
@@ -160,27 +163,51 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
             onError(e);
             return;
         }
-        int p = arrived++;
+        int arrival = arrived++;
         if (!checked) {
             // first step: keep everything until the layout is checked
-            if (layout != null && localProblem == null && !layout.matches(p, g)) {
-                localProblem = GradientBuckets.mismatch(layout, p, g);
+            if (layout != null && localProblem == null) {
+                localProblem = layout.misplaced(layout.positionOf(g, arrival), arrival, g, owner.fed);
             }
             firstItems.add(item);
             firstGrads.add(g);
             return;
         }
-        if (!layout.matches(p, g)) {
+        int p = layout.positionOf(g, arrival);
+        String problem = layout.misplaced(p, arrival, g, owner.fed);
+        if (problem != null) {
             upstreamSubscription.cancel();
-            onError(new IllegalArgumentException("rank " + owner.comm.rank() + ": " + GradientBuckets.mismatch(layout, p, g)));
+            onError(new IllegalArgumentException("rank " + owner.comm.rank() + ": " + problem));
             return;
         }
+        place(p, item, g);
+        Layout.Bucket b = layout.buckets[layout.bucketOf[p]];
+        if (++b.arrived == b.gradients.length) {
+            submitReadyInOrder();
+        }
+    }
+
+    /** Gradient {@code g} of {@code item} at its place {@code p}: copied into its bucket unless it is the view. */
+    private void place(int p, T item, GradientBuffer g) {
         owner.items[p] = item;
         owner.grads[p] = g;
         layout.copyIn(p, g, add);
-        Layout.Bucket b = layout.buckets[layout.bucketOf[p]];
-        if (++b.arrived == b.gradients.length) {
-            submit(b);
+    }
+
+    /**
+     * Submits the full buckets at the head of the layout's ready order: buckets go to the communicator in
+     * that order on every rank, whatever order their gradients arrived in (a bucket view fed early waits
+     * for the buckets before it).
+     */
+    private void submitReadyInOrder() {
+        int[] order = layout.readyOrder;
+        while (submittedInOrder < order.length) {
+            Layout.Bucket next = layout.buckets[order[submittedInOrder]];
+            if (next.arrived != next.gradients.length) {
+                return;
+            }
+            submittedInOrder++;
+            submit(next);
         }
     }
 
@@ -235,16 +262,16 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
             localProblem = "the first step fed " + arrived + " gradients; the layout allocated has " + l.size();
             ok = false;
         }
+        layout = l;
         if (ok) {
-            for (int p = 0; p < l.size(); p++) {
-                owner.items[p] = firstItems.get(p);
-                owner.grads[p] = firstGrads.get(p);
-                l.copyIn(p, firstGrads.get(p), add);
+            for (int arrival = 0; arrival < l.size(); arrival++) {
+                GradientBuffer g = firstGrads.get(arrival);
+                int p = l.positionOf(g, arrival);
+                place(p, firstItems.get(arrival), g);
             }
         }
         firstItems = null;
         firstGrads = null;
-        layout = l;
         long fingerprint = ok ? l.fingerprint() : 0;
         String problem = localProblem != null ? localProblem : failure != null ? String.valueOf(failure) : null;
         owner.check(checkCall, checkValues, fingerprint, GradientBuckets.encode(l, ok), problem).subscribe(null, error -> {

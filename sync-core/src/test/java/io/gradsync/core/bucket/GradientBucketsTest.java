@@ -245,6 +245,79 @@ class GradientBucketsTest {
         assertAllOk(results);
     }
 
+    /**
+     * Same-shaped views over several buckets, fed in another order than allocated (reversed on rank 0, a
+     * different shuffle on the others, changing every step, the first included; a no_sync micro-batch too):
+     * each view is reduced as the gradient it was allocated for, on every rank.
+     */
+    @Test
+    void viewsFedOutOfOrderAreReducedAtTheirOwnPlace() throws Exception {
+        int n = 3;
+        int views = 7;
+        DataType[] types = new DataType[views];
+        int[] counts = new int[views];
+        java.util.Arrays.fill(types, DataType.FLOAT32);
+        java.util.Arrays.fill(counts, 64);
+        List<Object> results = job(n, comm -> {
+            GradientBuckets buckets = GradientBuckets.builder(comm).op(io.gradsync.core.ReduceOp.SUM).bucketBytes(512)
+                    .firstBucketBytes(256).timeline(Timeline.OFF).build();
+            GradientBuffer[] mine = buckets.allocate(types, counts);
+            assertTrue(buckets.bucketCount() >= 4, buckets.describeLayout());
+            java.util.Random random = new java.util.Random(comm.rank());
+            for (int s = 0; s < 4; s++) {
+                for (int p = 0; p < views; p++) {
+                    for (int i = 0; i < counts[p]; i++) {
+                        mine[p].set(i, (long) value(comm.rank(), s, p, i));
+                    }
+                }
+                List<GradientBuffer> order = new ArrayList<>(List.of(mine));
+                if (comm.rank() == 0) {
+                    java.util.Collections.reverse(order);
+                } else {
+                    java.util.Collections.shuffle(order, random);
+                }
+                if (s == 2) {
+                    // no_sync: the views already hold this micro-batch; the next reduce() reduces them
+                    Flux.fromIterable(order).transform(buckets.accumulate()).blockLast(Duration.ofSeconds(30));
+                    java.util.Collections.reverse(order);
+                }
+                List<GradientBuffer> emitted = Flux.fromIterable(order).transform(buckets.reduce())
+                        .collectList().block(Duration.ofSeconds(30));
+                java.util.Set<GradientBuffer> distinct = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+                distinct.addAll(emitted);
+                assertEquals(java.util.Set.of(mine).size(), distinct.size(), "every view emitted once");
+                for (int p = 0; p < views; p++) {
+                    for (int i = 0; i < counts[p]; i++) {
+                        assertEquals(n * expectedAvg(n, s, p, i), mine[p].getDouble(i), 0,
+                                "rank " + comm.rank() + ", step " + s + ", gradient #" + p + "[" + i + "]");
+                    }
+                }
+            }
+            return null;
+        });
+        assertAllOk(results);
+    }
+
+    @Test
+    void aViewFedTwiceFailsTheStepNamingItsPlaceAndBothArrivals() throws Exception {
+        List<Object> results = job(2, comm -> {
+            GradientBuckets buckets = GradientBuckets.builder(comm).timeline(Timeline.OFF).build();
+            GradientBuffer[] views = buckets.allocate(new DataType[] {DataType.FLOAT32, DataType.FLOAT32, DataType.FLOAT32},
+                    new int[] {16, 16, 16});
+            Flux.fromArray(views).transform(buckets.reduce()).blockLast(Duration.ofSeconds(30));
+            try {
+                Flux.just(views[2], views[0], views[2]).transform(buckets.reduce()).blockLast(Duration.ofSeconds(30));
+                return "no error";
+            } catch (IllegalArgumentException e) {
+                return e.getMessage();
+            }
+        });
+        for (Object o : results) {
+            assertTrue(String.valueOf(o).contains("gradient #2 fed twice in one step (again as the gradient arriving at #2)"),
+                    String.valueOf(o));
+        }
+    }
+
     @Test
     void differentLayoutsFailEveryRankNamingTheDifference() throws Exception {
         int n = 3;
