@@ -1,8 +1,20 @@
 package io.gradsync.core;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
+import io.gradsync.core.transport.SendSlot;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Stream;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -44,6 +56,102 @@ class HostLayoutAllReduceTest {
         int[] counts = {0, 1, n - 1, n + 1, 10_007, 100_003};
         try (LocalJob job = new LocalJob(hostOfRank, 2048, 4, Duration.ofSeconds(60), algorithm)) {
             AllReduceCorrectnessTest.assertExactAndIdentical(job.run(c -> AllReduceCorrectnessTest.runMatrix(c, counts)));
+        }
+    }
+
+    /**
+     * The ring visits the ranks host by host (by rank within a host), whatever the placement: every rank
+     * sends only to its successor in that order, so the ring crosses each host boundary once. A ring in any
+     * other order is exact too; only the links it uses show the difference.
+     */
+    @ParameterizedTest(name = "hosts={0}")
+    @MethodSource("placements")
+    void theRingSendsOnlyToItsSuccessorInHostOrder(int[] hostOfRank) {
+        int n = hostOfRank.length;
+        List<SendRecordingEndpoint> endpoints = new ArrayList<>();
+        try (LocalJob job = new LocalJob(hostOfRank, 2048, 4, Duration.ofSeconds(60), "ring", e -> {
+            SendRecordingEndpoint recording = new SendRecordingEndpoint(e);
+            endpoints.add(recording);
+            return recording;
+        })) {
+            job.run(c -> {
+                GradientBuffer g = GradientBuffer.allocateDirect(DataType.FLOAT32, 10_007);
+                CheckPattern.fill(g, ReduceOp.SUM, c.rank());
+                c.allReduceBlocking(g, ReduceOp.SUM);
+                return CheckPattern.countWrong(g, ReduceOp.SUM, c.size());
+            }).forEach(wrong -> assertEquals(0, wrong));
+        }
+        Integer[] hostOrder = new Integer[n];
+        for (int r = 0; r < n; r++) {
+            hostOrder[r] = r;
+        }
+        Arrays.sort(hostOrder, Comparator.<Integer>comparingInt(r -> hostOfRank[r]).thenComparingInt(r -> r));
+        int crossings = 0;
+        for (int position = 0; position < n; position++) {
+            int rank = hostOrder[position];
+            int successor = hostOrder[(position + 1) % n];
+            assertEquals(Set.of(successor), endpoints.get(rank).peersSentTo, "rank " + rank + " of hosts "
+                    + Arrays.toString(hostOfRank) + " sent to");
+            crossings += hostOfRank[rank] != hostOfRank[successor] ? 1 : 0;
+        }
+        int hosts = Arrays.stream(hostOfRank).max().orElse(0) + 1;
+        assertEquals(hosts == 1 ? 0 : hosts, crossings, "host boundaries crossed");
+    }
+
+    static Stream<Arguments> placements() {
+        return Stream.of(new int[] {0, 1, 0, 1, 0, 1}, new int[] {0, 1, 2, 0, 1, 2, 0, 1, 2}, new int[] {0, 1, 1, 0},
+                new int[] {0, 0, 0, 1, 1}, blocks(3, 2)).map(Arguments::of);
+    }
+
+    /** Records which peers this rank claimed a send slot for. */
+    private static final class SendRecordingEndpoint extends ForwardingEndpoint {
+        final Set<Integer> peersSentTo = ConcurrentHashMap.newKeySet();
+
+        SendRecordingEndpoint(Endpoint delegate) {
+            super(delegate);
+        }
+
+        @Override
+        public Link link(int peer) {
+            Link link = super.link(peer);
+            return new Link() {
+                @Override
+                public int peer() {
+                    return link.peer();
+                }
+
+                @Override
+                public SendSlot tryClaim(int length) {
+                    return recorded(link.tryClaim(length));
+                }
+
+                @Override
+                public SendSlot tryClaimInPlace(Region buffer, long fromByte, int length) {
+                    return recorded(link.tryClaimInPlace(buffer, fromByte, length));
+                }
+
+                @Override
+                public long inPlaceSends() {
+                    return link.inPlaceSends();
+                }
+
+                @Override
+                public long inPlaceSendsDone() {
+                    return link.inPlaceSendsDone();
+                }
+
+                @Override
+                public RecvSlot poll() {
+                    return link.poll();
+                }
+
+                private SendSlot recorded(SendSlot slot) {
+                    if (slot != null) {
+                        peersSentTo.add(peer);
+                    }
+                    return slot;
+                }
+            };
         }
     }
 
