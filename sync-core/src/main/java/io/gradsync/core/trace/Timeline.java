@@ -3,11 +3,9 @@ package io.gradsync.core.trace;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
-import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
+import java.io.Writer;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -26,6 +24,14 @@ import reactor.core.publisher.Mono;
  * {@code gradsync.trace=DIR} ({@link #fromEnvironment(Communicator)}): each rank then writes
  * {@code DIR/gradsync-trace-rank<R>.json} when the timeline is closed. When off, {@link #OFF} is a
  * timeline whose methods return at once and allocate nothing.
+ *
+ * <h2>The trace directory</h2>
+ * {@code DIR} must be private to this user: a directory, not a symbolic link, owned by this user, with no
+ * access for group or others (it is created so, with mode 0700, when missing). Opening refuses anything
+ * else, and a file name taken by anything but a regular file (a symbolic link, a directory); it creates each
+ * rank's file as a new temporary file, which closing writes and renames over the final name (replacing an
+ * earlier trace), so that no link is ever followed. All of this happens at open, on every rank: when any
+ * rank cannot create its file, every rank's open fails, saying which.
  *
  * <h2>Events</h2>
  * Spans ({@link #span}) are what the program did (a backward pass, an optimizer step). Collectives
@@ -60,7 +66,7 @@ public final class Timeline implements AutoCloseable {
 
     private final boolean enabled;
     private final Communicator comm;
-    private final Path file;
+    private final TraceFile file;
     private final int rank;
     private final int size;
     /** nanoTime at open, and rank 0's epoch time (ns) at that moment. */
@@ -99,13 +105,13 @@ public final class Timeline implements AutoCloseable {
         arrivals = null;
     }
 
-    private Timeline(Communicator comm, Path dir, int capacity) {
+    private Timeline(Communicator comm, TraceFile file, int capacity) {
         this.enabled = true;
         this.comm = comm;
         this.rank = comm.rank();
         this.size = comm.size();
         this.capacity = capacity;
-        this.file = dir.resolve("gradsync-trace-rank" + rank + ".json");
+        this.file = file;
         eventName = new int[capacity];
         eventStart = new long[capacity];
         eventEnd = new long[capacity];
@@ -133,17 +139,47 @@ public final class Timeline implements AutoCloseable {
         return open(comm, Path.of(dir));
     }
 
-    /** A timeline writing into {@code dir}; a collective (see the class comment). */
+    /**
+     * A timeline writing into {@code dir}; a collective (see the class comment).
+     *
+     * @throws UncheckedIOException on every rank, if {@code dir} is not private to this user or some rank
+     *         cannot create its trace file there; the failing ranks' errors say why
+     */
     public static Timeline open(Communicator comm, Path dir) {
         Objects.requireNonNull(comm, "comm");
         Objects.requireNonNull(dir, "dir");
-        try {
-            Files.createDirectories(dir);
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot create trace directory " + dir, e);
-        }
         int capacity = io.gradsync.core.Settings.integer("gradsync.trace.events", DEFAULT_CAPACITY);
-        return new Timeline(comm, dir, capacity);
+        return new Timeline(comm, createFiles(comm, dir), capacity);
+    }
+
+    /** Every rank's trace file in {@code dir}, or an error on every rank when any rank cannot create its own. */
+    private static TraceFile createFiles(Communicator comm, Path dir) {
+        TraceFile file = null;
+        IOException failure = null;
+        try {
+            file = TraceFile.create(dir, comm.rank());
+        } catch (IOException e) {
+            failure = e;
+        }
+        long[] failed = new long[comm.size()];
+        failed[comm.rank()] = failure == null ? 0 : 1;
+        comm.allReduceBlocking(GradientBuffer.wrap(failed), ReduceOp.SUM);
+        if (failure != null) {
+            throw new UncheckedIOException("rank " + comm.rank() + " cannot create its trace file in " + dir + ": "
+                    + failure.getMessage(), failure);
+        }
+        List<Integer> failedRanks = new ArrayList<>();
+        for (int r = 0; r < failed.length; r++) {
+            if (failed[r] != 0) {
+                failedRanks.add(r);
+            }
+        }
+        if (!failedRanks.isEmpty()) {
+            file.discard();
+            String why = "ranks " + failedRanks + " cannot create their trace files in " + dir + " (their errors say why)";
+            throw new UncheckedIOException("rank " + comm.rank() + " opens no trace: " + why, new IOException(why));
+        }
+        return file;
     }
 
     /** Returns {offset to rank 0 (ns), local nanoTime base, rank 0's epoch ns at the base}. */
@@ -260,7 +296,7 @@ public final class Timeline implements AutoCloseable {
 
     /** The trace file this rank writes, or null when off. */
     public Path file() {
-        return file;
+        return enabled ? file.path() : null;
     }
 
     /** The straggler summary once closed (null before, or when off). */
@@ -314,42 +350,40 @@ public final class Timeline implements AutoCloseable {
         StragglerSummary result = new StragglerSummary(m, table);
         summary = result;
         try {
-            write(result);
+            file.write(w -> write(w, result));
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot write trace " + file, e);
+            throw new UncheckedIOException("cannot write trace " + file.path(), e);
         }
         if (rank == 0) {
             System.err.print(result.format());
         }
     }
 
-    private void write(StragglerSummary stragglers) throws IOException {
+    private void write(Writer w, StragglerSummary stragglers) throws IOException {
         int n = Math.min(events.get(), capacity);
         String[] nameArray;
         synchronized (names) {
             nameArray = names.toArray(new String[0]);
         }
-        try (BufferedWriter w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
-            w.write("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":" + rank + ",\"size\":" + size
-                    + ",\"clockOffsetNs\":" + offsetNanos + ",\"droppedEvents\":" + dropped.get()
-                    + ",\"stragglers\":" + stragglers.toJson() + "},\n\"traceEvents\":[\n");
-            w.write(String.format(Locale.ROOT, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                    + "\"args\":{\"name\":\"rank %d\"}}", rank, rank));
-            for (int i = 0; i < n; i++) {
-                String name = eventName[i] < nameArray.length ? nameArray[eventName[i]] : "?";
-                boolean collective = eventSeq[i] >= 0;
-                w.write(",\n");
-                w.write(String.format(Locale.ROOT,
-                        "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
-                        escape(name), collective ? "collective" : "span", rank, collective ? 2 : 1,
-                        micros(eventStart[i]), Math.max(0, eventEnd[i] - eventStart[i]) / 1000.0));
-                if (collective) {
-                    w.write(",\"args\":{\"seq\":" + eventSeq[i] + ",\"bytes\":" + eventBytes[i] + "}");
-                }
-                w.write("}");
+        w.write("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":" + rank + ",\"size\":" + size
+                + ",\"clockOffsetNs\":" + offsetNanos + ",\"droppedEvents\":" + dropped.get()
+                + ",\"stragglers\":" + stragglers.toJson() + "},\n\"traceEvents\":[\n");
+        w.write(String.format(Locale.ROOT, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                + "\"args\":{\"name\":\"rank %d\"}}", rank, rank));
+        for (int i = 0; i < n; i++) {
+            String name = eventName[i] < nameArray.length ? nameArray[eventName[i]] : "?";
+            boolean collective = eventSeq[i] >= 0;
+            w.write(",\n");
+            w.write(String.format(Locale.ROOT,
+                    "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
+                    escape(name), collective ? "collective" : "span", rank, collective ? 2 : 1,
+                    micros(eventStart[i]), Math.max(0, eventEnd[i] - eventStart[i]) / 1000.0));
+            if (collective) {
+                w.write(",\"args\":{\"seq\":" + eventSeq[i] + ",\"bytes\":" + eventBytes[i] + "}");
             }
-            w.write("\n]}\n");
+            w.write("}");
         }
+        w.write("\n]}\n");
     }
 
     private static String escape(String s) {
