@@ -339,6 +339,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
                 return;
             }
             b.submitNanos = timeline.now();
+            b.traceSeq = timeline.nextSeq();
             owner.collectives++;
             handed++;
             bucketSink.tryEmitNext(b);
@@ -356,7 +357,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
 
     private void reduced(Layout.Bucket b) {
         if (timeline.enabled()) {
-            timeline.collective(b.traceName, owner.traceSeq++, b.submitNanos, timeline.now(), b.bytes);
+            timeline.collective(b.traceName, b.traceSeq, b.submitNanos, timeline.now(), b.bytes);
         }
         if (cancelled || failure != null || aborted) {
             settle();
