@@ -14,14 +14,14 @@ import java.util.concurrent.TimeoutException;
 import java.util.function.UnaryOperator;
 
 /** Ranks as threads of the test JVM, as Gloo's tests do: one communicator per rank over the in-JVM transport. */
-final class LocalJob implements AutoCloseable {
+public final class LocalJob implements AutoCloseable {
     /** What one rank does; gets its communicator. */
-    interface RankBody<T> {
+    public interface RankBody<T> {
         T run(Communicator communicator) throws Exception;
     }
 
     /** A rank's result: its value, or what it threw. */
-    record Outcome<T>(int rank, T value, Throwable error) {
+    public record Outcome<T>(int rank, T value, Throwable error) {
     }
 
     /** A bound on a whole job, far above its normal time, for shared CI machines under load. */
@@ -83,7 +83,7 @@ final class LocalJob implements AutoCloseable {
         threads = Executors.newFixedThreadPool(ranks);
     }
 
-    static LocalJob of(int ranks) {
+    public static LocalJob of(int ranks) {
         return new LocalJob(ranks, 4096, 4, Duration.ofSeconds(30));
     }
 
@@ -98,7 +98,7 @@ final class LocalJob implements AutoCloseable {
     }
 
     /** Runs {@code body} on every rank at once and returns each rank's outcome, in rank order. */
-    <T> List<Outcome<T>> outcomes(RankBody<T> body) {
+    public <T> List<Outcome<T>> outcomes(RankBody<T> body) {
         List<Future<T>> futures = new ArrayList<>();
         for (Communicator c : communicators) {
             futures.add(threads.submit(() -> body.run(c)));
@@ -121,7 +121,7 @@ final class LocalJob implements AutoCloseable {
     }
 
     /** Runs {@code body} on every rank and returns the values; any rank's failure fails the caller. */
-    <T> List<T> run(RankBody<T> body) {
+    public <T> List<T> run(RankBody<T> body) {
         List<T> values = new ArrayList<>();
         for (Outcome<T> o : outcomes(body)) {
             if (o.error() != null) {

@@ -237,7 +237,6 @@ public final class OverlapMlp {
             backwardNames[m] = timeline.name("backward " + modes[m]);
             stats[m] = new Stats();
         }
-        long[] seq = {0};
         int total = (warmup + steps) * modes.length;
         for (int step = 0; step < total; step++) {
             int m = step % modes.length;
@@ -252,7 +251,7 @@ public final class OverlapMlp {
             Flux<GradientBuffer> reduced = switch (current) {
                 case "per-gradient" -> grads.doOnNext(g -> emittedAt[positionOf.get(g)] = timeline.now())
                         .transform(perGradient)
-                        .doOnNext(g -> timeline.collective(perGradientName, seq[0]++, emittedAt[positionOf.get(g)],
+                        .doOnNext(g -> timeline.collective(perGradientName, timeline.nextSeq(), emittedAt[positionOf.get(g)],
                                 timeline.now(), g.byteSize()));
                 case "bucket", "after", "bucket-notrace" -> grads.transform(buckets.reduce());
                 default -> throw new IllegalArgumentException("unknown mode " + current);

@@ -85,8 +85,8 @@ import reactor.core.publisher.Mono;
  *
  * <h2>Timeline</h2>
  * With a {@link Timeline} on ({@code GRADSYNC_TRACE=DIR}), each bucket is a collective event from
- * submission to result, with its bytes; the wait at the end of each step (from the last gradient in to
- * the last gradient out) is a span.
+ * submission to result, with its bytes and the sequence number it took from the timeline at submission;
+ * the wait at the end of each step (from the last gradient in to the last gradient out) is a span.
  */
 public final class GradientBuckets implements AutoCloseable {
     /** Default bucket size, as DDP's {@code bucket_cap_mb}. */
@@ -121,7 +121,6 @@ public final class GradientBuckets implements AutoCloseable {
     volatile long collectives;
     volatile long gradientsReduced;
     volatile long steps;
-    long traceSeq;
 
     private GradientBuckets(Builder b) {
         this.comm = b.comm;

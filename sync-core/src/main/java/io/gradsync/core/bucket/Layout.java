@@ -47,8 +47,9 @@ final class Layout {
         final long bytes;
         /** Gradients of the current step copied in (touched by the step's upstream thread only). */
         int arrived;
-        /** When it was handed to the communicator this step (Timeline time). */
+        /** When it was handed to the communicator this step (Timeline time), and its Timeline sequence number. */
         long submitNanos;
+        long traceSeq;
         int traceName;
 
         Bucket(int id, DataType type, int[] gradients, GradientBuffer buffer) {

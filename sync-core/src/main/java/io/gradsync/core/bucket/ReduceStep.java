@@ -366,6 +366,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
                 return;
             }
             b.submitNanos = timeline.now();
+            b.traceSeq = timeline.nextSeq();
             owner.collectives++;
             handed++;
             bucketSink.tryEmitNext(b);
@@ -383,7 +384,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
 
     private void reduced(Layout.Bucket b) {
         if (timeline.enabled()) {
-            timeline.collective(b.traceName, owner.traceSeq++, b.submitNanos, timeline.now(), b.bytes);
+            timeline.collective(b.traceName, b.traceSeq, b.submitNanos, timeline.now(), b.bytes);
         }
         if (cancelled || failure != null || aborted) {
             settle();

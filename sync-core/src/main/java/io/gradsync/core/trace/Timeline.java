@@ -3,11 +3,9 @@ package io.gradsync.core.trace;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
-import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
+import java.io.Writer;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -15,7 +13,10 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 import reactor.core.publisher.Mono;
 
 /**
@@ -27,13 +28,22 @@ import reactor.core.publisher.Mono;
  * {@code DIR/gradsync-trace-rank<R>.json} when the timeline is closed. When off, {@link #OFF} is a
  * timeline whose methods return at once and allocate nothing.
  *
+ * <h2>The trace directory</h2>
+ * {@code DIR} must be private to this user: a directory, not a symbolic link, owned by this user, with no
+ * access for group or others (it is created so, with mode 0700, when missing). Opening refuses anything
+ * else, and a file name taken by anything but a regular file (a symbolic link, a directory); it creates each
+ * rank's file as a new temporary file, which closing writes and renames over the final name (replacing an
+ * earlier trace), so that no link is ever followed. All of this happens at open, on every rank: when any
+ * rank cannot create its file, every rank's open fails, saying which.
+ *
  * <h2>Events</h2>
  * Spans ({@link #span}) are what the program did (a backward pass, an optimizer step). Collectives
  * ({@link #collective}) are spans from the moment this rank handed the collective to the communicator
- * (its <em>arrival</em>) to the moment the result arrived, with its bytes and its sequence number;
- * every rank must record the same collectives in the same order, since the sequence number is how ranks
- * compare arrivals. Events are kept in arrays allocated when the timeline opens (capacity
- * {@code gradsync.trace.events}, default 262144; later events are counted and dropped).
+ * (its <em>arrival</em>) to the moment the result arrived, with its bytes and its sequence number
+ * ({@link #nextSeq}); sequence numbers are how ranks compare arrivals, so every rank must take them for the
+ * same collectives in the same order. Events are kept in arrays allocated when the timeline opens (capacity
+ * {@code gradsync.trace.events}, default 262144; later events are counted and dropped). Event names may
+ * hold any character: the file is valid JSON.
  *
  * <h2>Clocks</h2>
  * Opening a timeline is a collective: every rank runs {@value #ALIGN_ROUNDS} barriers and records the
@@ -54,13 +64,15 @@ public final class Timeline implements AutoCloseable {
     /** Barrier round trips used to estimate the clock offsets. */
     public static final int ALIGN_ROUNDS = 7;
     private static final int DEFAULT_CAPACITY = 1 << 18;
+    /** An arrival not recorded (a sequence number taken but never recorded, or never taken). */
+    private static final long NO_ARRIVAL = Long.MIN_VALUE;
 
     /** The timeline that records nothing. */
     public static final Timeline OFF = new Timeline();
 
     private final boolean enabled;
     private final Communicator comm;
-    private final Path file;
+    private final TraceFile file;
     private final int rank;
     private final int size;
     /** nanoTime at open, and rank 0's epoch time (ns) at that moment. */
@@ -76,8 +88,10 @@ public final class Timeline implements AutoCloseable {
     private final long[] eventBytes;
     private final long[] eventSeq;
     private final AtomicInteger events = new AtomicInteger();
+    /** Per sequence number: this rank's arrival (nanoTime), or {@link #NO_ARRIVAL}. */
     private final long[] arrivals;
-    private final AtomicInteger arrivalCount = new AtomicInteger();
+    private final AtomicLong nextSeq = new AtomicLong();
+    private final AtomicInteger collectives = new AtomicInteger();
     private final AtomicInteger dropped = new AtomicInteger();
     private volatile StragglerSummary summary;
 
@@ -99,20 +113,21 @@ public final class Timeline implements AutoCloseable {
         arrivals = null;
     }
 
-    private Timeline(Communicator comm, Path dir, int capacity) {
+    private Timeline(Communicator comm, TraceFile file, int capacity, LongSupplier epochMillis) {
         this.enabled = true;
         this.comm = comm;
         this.rank = comm.rank();
         this.size = comm.size();
         this.capacity = capacity;
-        this.file = dir.resolve("gradsync-trace-rank" + rank + ".json");
+        this.file = file;
         eventName = new int[capacity];
         eventStart = new long[capacity];
         eventEnd = new long[capacity];
         eventBytes = new long[capacity];
         eventSeq = new long[capacity];
         arrivals = new long[capacity];
-        long[] offsetAndBase = align(comm);
+        Arrays.fill(arrivals, NO_ARRIVAL);
+        long[] offsetAndBase = align(comm, epochMillis);
         this.offsetNanos = offsetAndBase[0];
         this.baseNanos = offsetAndBase[1];
         this.baseEpochNanos = offsetAndBase[2];
@@ -133,27 +148,62 @@ public final class Timeline implements AutoCloseable {
         return open(comm, Path.of(dir));
     }
 
-    /** A timeline writing into {@code dir}; a collective (see the class comment). */
+    /**
+     * A timeline writing into {@code dir}; a collective (see the class comment).
+     *
+     * @throws UncheckedIOException on every rank, if {@code dir} is not private to this user or some rank
+     *         cannot create its trace file there; the failing ranks' errors say why
+     */
     public static Timeline open(Communicator comm, Path dir) {
+        return open(comm, dir, System::currentTimeMillis);
+    }
+
+    /** As {@link #open(Communicator, Path)}, with {@code epochMillis} as this rank's wall clock. */
+    static Timeline open(Communicator comm, Path dir, LongSupplier epochMillis) {
         Objects.requireNonNull(comm, "comm");
         Objects.requireNonNull(dir, "dir");
-        try {
-            Files.createDirectories(dir);
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot create trace directory " + dir, e);
-        }
         int capacity = io.gradsync.core.Settings.integer("gradsync.trace.events", DEFAULT_CAPACITY);
-        return new Timeline(comm, dir, capacity);
+        return new Timeline(comm, createFiles(comm, dir), capacity, epochMillis);
+    }
+
+    /** Every rank's trace file in {@code dir}, or an error on every rank when any rank cannot create its own. */
+    private static TraceFile createFiles(Communicator comm, Path dir) {
+        TraceFile file = null;
+        IOException failure = null;
+        try {
+            file = TraceFile.create(dir, comm.rank());
+        } catch (IOException e) {
+            failure = e;
+        }
+        long[] failed = new long[comm.size()];
+        failed[comm.rank()] = failure == null ? 0 : 1;
+        comm.allReduceBlocking(GradientBuffer.wrap(failed), ReduceOp.SUM);
+        if (failure != null) {
+            throw new UncheckedIOException("rank " + comm.rank() + " cannot create its trace file in " + dir + ": "
+                    + failure.getMessage(), failure);
+        }
+        List<Integer> failedRanks = new ArrayList<>();
+        for (int r = 0; r < failed.length; r++) {
+            if (failed[r] != 0) {
+                failedRanks.add(r);
+            }
+        }
+        if (!failedRanks.isEmpty()) {
+            file.discard();
+            String why = "ranks " + failedRanks + " cannot create their trace files in " + dir + " (their errors say why)";
+            throw new UncheckedIOException("rank " + comm.rank() + " opens no trace: " + why, new IOException(why));
+        }
+        return file;
     }
 
     /** Returns {offset to rank 0 (ns), local nanoTime base, rank 0's epoch ns at the base}. */
-    private static long[] align(Communicator comm) {
+    private static long[] align(Communicator comm, LongSupplier epochMillis) {
         int n = comm.size();
         int r = comm.rank();
         long[] exits = new long[ALIGN_ROUNDS];
         comm.barrierBlocking();
         long base = System.nanoTime();
-        long baseEpoch = System.currentTimeMillis() * 1_000_000L;
+        long baseEpoch = epochMillis.getAsLong() * 1_000_000L;
         for (int i = 0; i < ALIGN_ROUNDS; i++) {
             comm.barrierBlocking();
             exits[i] = System.nanoTime() - base + baseEpoch;
@@ -200,23 +250,38 @@ public final class Timeline implements AutoCloseable {
     }
 
     /**
+     * The sequence number of a collective this rank hands to the communicator now: 0, 1, 2 ... in the order
+     * taken, each once, however many threads take them. Take one per collective, in the same order on every
+     * rank (as the collectives themselves are). 0 when off.
+     */
+    public long nextSeq() {
+        return enabled ? nextSeq.getAndIncrement() : 0;
+    }
+
+    /**
      * A collective this rank submitted at {@code submitNanos} (its arrival) whose result arrived at
-     * {@code completeNanos}; {@code seq} numbers the traced collectives, the same on every rank.
+     * {@code completeNanos}; {@code seq} is the number {@link #nextSeq} gave it.
+     *
+     * @throws IllegalArgumentException if {@code seq} is negative
      */
     public void collective(int name, long seq, long submitNanos, long completeNanos, long bytes) {
         if (!enabled) {
             return;
         }
+        if (seq < 0) {
+            throw new IllegalArgumentException("seq " + seq + " < 0");
+        }
         record(name, submitNanos, completeNanos, bytes, seq);
-        int a = arrivalCount.getAndIncrement();
-        if (a < capacity) {
-            arrivals[a] = submitNanos;
+        collectives.incrementAndGet();
+        if (seq < capacity) {
+            arrivals[(int) seq] = submitNanos;
         }
     }
 
     /**
-     * {@code call} traced as collective {@code name}: its arrival is the subscription, its end the result
-     * (or error). Returns {@code call} itself when off.
+     * {@code call} traced as collective {@code name}: its arrival and sequence number are taken at the
+     * subscription, its end is the result, error or cancel (recorded before the result goes on). Returns
+     * {@code call} itself when off.
      */
     public <T> Mono<T> trace(String name, long bytes, Mono<T> call) {
         if (!enabled) {
@@ -224,15 +289,21 @@ public final class Timeline implements AutoCloseable {
         }
         int id = name(name);
         return Mono.defer(() -> {
+            long seq = nextSeq();
             long start = System.nanoTime();
-            long seq = arrivalCount.get();
-            return call.doFinally(s -> collective(id, seq, start, System.nanoTime(), bytes));
+            AtomicBoolean ended = new AtomicBoolean();
+            Runnable end = () -> {
+                if (ended.compareAndSet(false, true)) {
+                    collective(id, seq, start, System.nanoTime(), bytes);
+                }
+            };
+            return call.doOnTerminate(end).doOnCancel(end);
         });
     }
 
-    /** Number of collectives recorded so far (the next {@code seq}). */
+    /** Number of collectives recorded so far. */
     public long collectivesRecorded() {
-        return enabled ? arrivalCount.get() : 0;
+        return enabled ? collectives.get() : 0;
     }
 
     private void record(int name, long start, long end, long bytes, long seq) {
@@ -260,7 +331,7 @@ public final class Timeline implements AutoCloseable {
 
     /** The trace file this rank writes, or null when off. */
     public Path file() {
-        return file;
+        return enabled ? file.path() : null;
     }
 
     /** The straggler summary once closed (null before, or when off). */
@@ -277,34 +348,40 @@ public final class Timeline implements AutoCloseable {
         if (!enabled || summary != null) {
             return;
         }
-        long[] count = {Math.min(arrivalCount.get(), capacity)};
+        int recorded = capacity;
+        while (recorded > 0 && arrivals[recorded - 1] == NO_ARRIVAL) {
+            recorded--;
+        }
+        long[] count = {recorded};
         comm.allReduceBlocking(GradientBuffer.wrap(count), ReduceOp.MIN);
         int m = (int) count[0];
         long[] mine = new long[Math.max(m, 1)];
         long[] earliest = new long[Math.max(m, 1)];
         for (int i = 0; i < m; i++) {
-            mine[i] = arrivals[i] - baseNanos + baseEpochNanos + offsetNanos;
+            mine[i] = arrivals[i] == NO_ARRIVAL ? Long.MAX_VALUE : arrivals[i] - baseNanos + baseEpochNanos + offsetNanos;
             earliest[i] = mine[i];
         }
         if (m > 0) {
             comm.allReduceBlocking(GradientBuffer.wrap(earliest, 0, m), ReduceOp.MIN);
         }
         long[] late = new long[m];
-        for (int i = 0; i < m; i++) {
-            late[i] = mine[i] - earliest[i];
-        }
+        int k = 0;
         long worst = -1;
         long worstSeq = -1;
         for (int i = 0; i < m; i++) {
-            if (late[i] > worst) {
-                worst = late[i];
-                worstSeq = i;
+            if (mine[i] != Long.MAX_VALUE) {
+                late[k] = mine[i] - earliest[i];
+                if (late[k] > worst) {
+                    worst = late[k];
+                    worstSeq = i;
+                }
+                k++;
             }
         }
-        long[] sorted = late.clone();
+        long[] sorted = Arrays.copyOf(late, k);
         Arrays.sort(sorted);
-        long median = m == 0 ? 0 : sorted[(m - 1) / 2];
-        long p99 = m == 0 ? 0 : sorted[Math.min(m - 1, (int) Math.ceil(0.99 * m) - 1)];
+        long median = k == 0 ? 0 : sorted[(k - 1) / 2];
+        long p99 = k == 0 ? 0 : sorted[Math.min(k - 1, (int) Math.ceil(0.99 * k) - 1)];
         long[] table = new long[size * 4];
         table[rank * 4] = median;
         table[rank * 4 + 1] = p99;
@@ -314,45 +391,67 @@ public final class Timeline implements AutoCloseable {
         StragglerSummary result = new StragglerSummary(m, table);
         summary = result;
         try {
-            write(result);
+            file.write(w -> write(w, result));
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot write trace " + file, e);
+            throw new UncheckedIOException("cannot write trace " + file.path(), e);
         }
         if (rank == 0) {
             System.err.print(result.format());
         }
     }
 
-    private void write(StragglerSummary stragglers) throws IOException {
+    private void write(Writer w, StragglerSummary stragglers) throws IOException {
         int n = Math.min(events.get(), capacity);
         String[] nameArray;
         synchronized (names) {
             nameArray = names.toArray(new String[0]);
         }
-        try (BufferedWriter w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
-            w.write("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":" + rank + ",\"size\":" + size
-                    + ",\"clockOffsetNs\":" + offsetNanos + ",\"droppedEvents\":" + dropped.get()
-                    + ",\"stragglers\":" + stragglers.toJson() + "},\n\"traceEvents\":[\n");
-            w.write(String.format(Locale.ROOT, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                    + "\"args\":{\"name\":\"rank %d\"}}", rank, rank));
-            for (int i = 0; i < n; i++) {
-                String name = eventName[i] < nameArray.length ? nameArray[eventName[i]] : "?";
-                boolean collective = eventSeq[i] >= 0;
-                w.write(",\n");
-                w.write(String.format(Locale.ROOT,
-                        "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
-                        escape(name), collective ? "collective" : "span", rank, collective ? 2 : 1,
-                        micros(eventStart[i]), Math.max(0, eventEnd[i] - eventStart[i]) / 1000.0));
-                if (collective) {
-                    w.write(",\"args\":{\"seq\":" + eventSeq[i] + ",\"bytes\":" + eventBytes[i] + "}");
-                }
-                w.write("}");
+        w.write("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":" + rank + ",\"size\":" + size
+                + ",\"clockOffsetNs\":" + offsetNanos + ",\"droppedEvents\":" + dropped.get()
+                + ",\"stragglers\":" + stragglers.toJson() + "},\n\"traceEvents\":[\n");
+        w.write(String.format(Locale.ROOT, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                + "\"args\":{\"name\":\"rank %d\"}}", rank, rank));
+        for (int i = 0; i < n; i++) {
+            String name = eventName[i] < nameArray.length ? nameArray[eventName[i]] : "?";
+            boolean collective = eventSeq[i] >= 0;
+            w.write(",\n");
+            w.write(String.format(Locale.ROOT,
+                    "{\"name\":%s,\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
+                    jsonString(name), collective ? "collective" : "span", rank, collective ? 2 : 1,
+                    micros(eventStart[i]), Math.max(0, eventEnd[i] - eventStart[i]) / 1000.0));
+            if (collective) {
+                w.write(",\"args\":{\"seq\":" + eventSeq[i] + ",\"bytes\":" + eventBytes[i] + "}");
             }
-            w.write("\n]}\n");
+            w.write("}");
         }
+        w.write("\n]}\n");
     }
 
-    private static String escape(String s) {
-        return s.replace("\\", "\\\\").replace("\"", "\\\"");
+    /**
+     * {@code s} as a JSON string: quotes, backslashes and control characters escaped, and lone surrogates too
+     * (UTF-8 cannot encode them).
+     */
+    private static String jsonString(String s) {
+        StringBuilder b = new StringBuilder(s.length() + 2).append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            boolean paired = Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))
+                    || Character.isLowSurrogate(c) && i > 0 && Character.isHighSurrogate(s.charAt(i - 1));
+            switch (c) {
+                case '"' -> b.append("\\\"");
+                case '\\' -> b.append("\\\\");
+                case '\n' -> b.append("\\n");
+                case '\r' -> b.append("\\r");
+                case '\t' -> b.append("\\t");
+                default -> {
+                    if (c < 0x20 || Character.isSurrogate(c) && !paired) {
+                        b.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
+                    } else {
+                        b.append(c);
+                    }
+                }
+            }
+        }
+        return b.append('"').toString();
     }
 }

@@ -1,19 +1,12 @@
 package io.gradsync.core.transport;
 
-import com.sun.security.auth.module.UnixSystem;
 import java.io.IOException;
-import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFileAttributes;
-import java.nio.file.attribute.PosixFilePermission;
-import java.nio.file.attribute.PosixFilePermissions;
-import java.util.EnumSet;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.regex.Pattern;
 
 /**
@@ -40,17 +33,14 @@ public final class SharedMemoryDirectories {
     private static final String USER_PREFIX = "gradsync-";
     private static final Pattern VALID_LAUNCH_ID = Pattern.compile("[A-Za-z0-9_]{1,64}");
     private static final Pattern VALID_NAME_PART = Pattern.compile("[A-Za-z0-9_]{1,128}");
-    private static final Set<PosixFilePermission> OWNER_ONLY = PosixFilePermissions.fromString("rwx------");
-    private static final Set<PosixFilePermission> GROUP_OR_OTHERS = EnumSet.of(
-            PosixFilePermission.GROUP_READ, PosixFilePermission.GROUP_WRITE, PosixFilePermission.GROUP_EXECUTE,
-            PosixFilePermission.OTHERS_READ, PosixFilePermission.OTHERS_WRITE, PosixFilePermission.OTHERS_EXECUTE);
+    private static final String REMEDY = "remove it, or choose another root with gradsync.aeron.dir.root";
 
     private SharedMemoryDirectories() {
     }
 
     /** The user id of this process, which owns what it creates. */
     public static long currentUid() {
-        return new UnixSystem().getUid();
+        return PrivateDirectories.currentUid();
     }
 
     /** This user's parent directory under {@code root}, {@code <root>/gradsync-<uid>}; not checked or created. */
@@ -67,14 +57,10 @@ public final class SharedMemoryDirectories {
     public static Path userDirectory(Path root) throws IOException {
         Path dir = userDirectoryPath(root);
         try {
-            Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(OWNER_ONLY));
-        } catch (FileAlreadyExistsException exists) {
-            // Made earlier, or by a concurrent rank of this user: checked below like any other.
+            return PrivateDirectories.create(dir, REMEDY);
         } catch (NoSuchFileException e) {
             throw new IOException("cannot create " + dir + ": " + root + " does not exist", e);
         }
-        checkPrivate(dir);
-        return dir;
     }
 
     /**
@@ -86,36 +72,8 @@ public final class SharedMemoryDirectories {
         if (!Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) {
             return Optional.empty();
         }
-        checkPrivate(dir);
+        PrivateDirectories.check(dir, REMEDY);
         return Optional.of(dir);
-    }
-
-    /** Throws unless {@code dir}, not followed if a link, is a directory of this user's with no group or other access. */
-    static void checkPrivate(Path dir) throws IOException {
-        PosixFileAttributes attributes;
-        try {
-            attributes = Files.readAttributes(dir, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
-        } catch (NoSuchFileException e) {
-            throw new IOException(dir + " vanished while it was checked", e);
-        }
-        String fix = "; expected a directory private to this user (uid " + currentUid() + ", mode 0700): remove it, "
-                + "or choose another root with gradsync.aeron.dir.root";
-        if (attributes.isSymbolicLink()) {
-            throw new IOException(dir + " is a symbolic link, which is never followed" + fix);
-        }
-        if (!attributes.isDirectory()) {
-            throw new IOException(dir + " is not a directory" + fix);
-        }
-        long owner = ((Number) Files.getAttribute(dir, "unix:uid", LinkOption.NOFOLLOW_LINKS)).longValue();
-        if (owner != currentUid()) {
-            throw new IOException(dir + " belongs to uid " + owner + fix);
-        }
-        Set<PosixFilePermission> open = EnumSet.copyOf(attributes.permissions());
-        open.retainAll(GROUP_OR_OTHERS);
-        if (!open.isEmpty()) {
-            throw new IOException(dir + " has mode " + PosixFilePermissions.toString(attributes.permissions())
-                    + ", open to group or others" + fix);
-        }
     }
 
     /**

@@ -1,10 +1,12 @@
 package io.gradsync.core.bucket;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.Communicator;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.trace.Timeline;
+import io.gradsync.core.trace.TraceFiles;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
@@ -36,6 +38,10 @@ class BucketAllocationTest {
         // 512 gradients: even 16 bytes each would be 8 KiB; 4096 chunks: 64 KiB
         assertTrue(off < 8192, "timeline off: " + off + " bytes per step per rank");
         assertTrue(on < 8192, "timeline on: " + on + " bytes per step per rank");
+        for (int r = 0; r < 2; r++) {
+            assertEquals(2 * 70, TraceFiles.events(TraceFiles.read(dir.resolve("t"), r), "collective").size(),
+                    "rank " + r + "'s trace: 2 buckets in each of 70 steps");
+        }
     }
 
     private static long perStepPerRank(boolean trace, Path dir) throws Exception {

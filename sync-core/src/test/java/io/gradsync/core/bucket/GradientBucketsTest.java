@@ -2,18 +2,18 @@ package io.gradsync.core.bucket;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.StreamEndedException;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.trace.Timeline;
+import io.gradsync.core.trace.TraceFiles;
 import io.gradsync.core.transport.local.LocalTransport;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -554,36 +554,22 @@ class GradientBucketsTest {
         });
         assertAllOk(results);
         for (int r = 0; r < n; r++) {
-            Path file = dir.resolve("gradsync-trace-rank" + r + ".json");
-            Object parsed = MiniJson.parse(Files.readString(file));
-            @SuppressWarnings("unchecked")
-            java.util.Map<String, Object> root = (java.util.Map<String, Object>) parsed;
-            @SuppressWarnings("unchecked")
-            List<Object> events = (List<Object>) root.get("traceEvents");
-            assertNotNull(events);
-            int buckets = 0;
-            int spans = 0;
-            for (Object e : events) {
-                @SuppressWarnings("unchecked")
-                java.util.Map<String, Object> ev = (java.util.Map<String, Object>) e;
-                if ("collective".equals(ev.get("cat"))) {
-                    buckets++;
-                    assertTrue(((Number) ev.get("dur")).doubleValue() >= 0);
-                    assertTrue(((Number) ev.get("ts")).doubleValue() > 1e15, "epoch microseconds");
-                }
-                if ("backward".equals(ev.get("name"))) {
-                    spans++;
-                }
+            JsonNode trace = TraceFiles.read(dir, r);
+            List<JsonNode> collectives = TraceFiles.events(trace, "collective");
+            List<Integer> seqs = new ArrayList<>();
+            for (JsonNode e : collectives) {
+                assertTrue(e.required("dur").asDouble() >= 0);
+                assertTrue(e.required("ts").asDouble() > 1e15, "epoch microseconds");
+                seqs.add(e.path("args").required("seq").asInt());
             }
+            assertEquals(List.of(0, 1, 2, 3, 4, 5, 6, 7, 8), seqs.stream().sorted().toList(), "each bucket numbered once");
             // 3 steps x 3 buckets (100 floats=400 B first bucket, 200 floats=800 B, 300=1200 B alone)
-            assertEquals(9, buckets, "rank " + r);
-            assertEquals(3, spans);
-            @SuppressWarnings("unchecked")
-            java.util.Map<String, Object> other = (java.util.Map<String, Object>) root.get("otherData");
-            @SuppressWarnings("unchecked")
-            java.util.Map<String, Object> stragglers = (java.util.Map<String, Object>) other.get("stragglers");
-            assertEquals(9, ((Number) stragglers.get("collectives")).intValue());
-            assertEquals(n, ((List<?>) stragglers.get("ranks")).size());
+            assertEquals(9, collectives.size(), "rank " + r);
+            assertEquals(3, TraceFiles.events(trace, "span").stream().filter(e -> e.path("name").asText().equals("backward"))
+                    .count());
+            JsonNode stragglers = trace.path("otherData").path("stragglers");
+            assertEquals(9, stragglers.required("collectives").asInt());
+            assertEquals(n, stragglers.required("ranks").size());
         }
     }
 }
