@@ -483,10 +483,16 @@ public final class Engine {
             return -1;
         }
 
-        /** Gives up: frees its links for later collectives and retires with {@code error}. */
+        /**
+         * Gives up: frees its links for later collectives and retires with {@code error}. A call whose stream ended
+         * early on a peer also gives back what it holds; a failed one keeps it, since a peer may still read it.
+         */
         void abandon(CollectiveException error) {
             this.error = error;
             this.done = true;
+            if (error instanceof StreamEndedException && context != null) {
+                context.abandoned();
+            }
         }
 
         /** Marks (or clears) the links this collective still has messages to send on: later ones send there only ahead. */
