@@ -97,7 +97,7 @@ class UnevenCancelMemoryTest {
         assertTrue(last.heapBytes() <= warm.heapBytes() + slack, "heap grew: " + warm + " -> " + last);
     }
 
-    private static void await(CyclicBarrier barrier) {
+    static void await(CyclicBarrier barrier) {
         try {
             barrier.await(60, TimeUnit.SECONDS);
         } catch (Exception e) {
