@@ -33,7 +33,8 @@ import java.util.Objects;
  * removes the directory, so nothing is left under the root however the job ends afterwards; a mapping
  * outlives its file's name, and the memory goes with the last mapping (the processes' exit, at the latest).
  * A rank that dies during set-up leaves its files to a shutdown hook or, after kill -9, to
- * {@code gradsync-run}, which removes the launch's directories.
+ * {@code gradsync-run}, which removes the launch's directories. Every file is allocated in full before it is
+ * mapped ({@link ShmSpace}), so a root too small for the rings fails set-up, saying what the host's ranks need.
  *
  * <p>A peer that closes sets its flag in both rings of a link, so the other side reports it (after the
  * last message); a peer that dies is reported by the job's rendezvous, and, where both ranks share a pid
