@@ -4,6 +4,7 @@ import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.SharedMemory;
+import io.gradsync.core.transport.TransportException;
 
 /** An endpoint that passes every call to another; tests override what they watch or change. */
 class ForwardingEndpoint implements Endpoint {
@@ -46,6 +47,11 @@ class ForwardingEndpoint implements Endpoint {
     @Override
     public int doWork() {
         return delegate.doWork();
+    }
+
+    @Override
+    public TransportException memoryDamage() {
+        return delegate.memoryDamage();
     }
 
     @Override

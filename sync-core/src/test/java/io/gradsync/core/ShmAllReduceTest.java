@@ -45,7 +45,7 @@ class ShmAllReduceTest {
 
     /** The cancel trials of {@link CancelPropertyTest}, 30 per case, over shm. */
     @ParameterizedTest(name = "{0} ranks, {1}")
-    @CsvSource({"2, ring", "3, tree", "4, rhd", "3, rd", "4, auto"})
+    @CsvSource({"2, ring", "3, tree", "4, rhd", "3, rd", "4, auto", "3, direct"})
     void cancelsAnywhereNeverYieldWrongValues(int ranks, String algorithm) throws Exception {
         List<CancelTrials.Plan> plans = CancelTrials.plans(("shm" + algorithm).hashCode() * 31L + ranks, 30, ranks, 20_000);
         List<List<CancelTrials.Report>> reports = ShmThreadJob.run("shm", new int[ranks], new TransportOptions(16 * 1024, 4),

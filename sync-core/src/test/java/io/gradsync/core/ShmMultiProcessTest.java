@@ -3,8 +3,10 @@ package io.gradsync.core;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.transport.shm.ShmEndpoint;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -31,9 +33,16 @@ class ShmMultiProcessTest {
     }
 
     private static Result gradsyncRun(int ranks, long limitSeconds, String... programArgs) throws Exception {
+        return gradsyncRun(List.of(), ranks, limitSeconds, programArgs);
+    }
+
+    /** @param rankOptions JVM options of the ranks, on top of the usual ones */
+    private static Result gradsyncRun(List<String> rankOptions, int ranks, long limitSeconds, String... programArgs)
+            throws Exception {
         List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-cp", CLASSPATH, "io.gradsync.core.launch.GradSyncRun", "--deadline", Long.toString(limitSeconds),
                 "-n", Integer.toString(ranks), "--", JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-Dgradsync.timeout.ms=20000"));
+        command.addAll(rankOptions);
         if (CROSS_MEMORY_READS) {
             command.add("--enable-native-access=ALL-UNNAMED");
         }
@@ -105,5 +114,21 @@ class ShmMultiProcessTest {
         Matcher removed = Pattern.compile("gradsync-run: removed leftover (\\S+-shm_h0)").matcher(job.out());
         assertTrue(removed.find(), "gradsync-run removes the ring directory:\n" + job.out());
         assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
+    }
+
+    /** The same with the ranks' shm root set on their command line, which gradsync-run does not read: they tell it. */
+    @Test
+    void ringFilesUnderAnotherRootAreRemovedByGradsyncRunToo() throws Exception {
+        Path root = Files.createTempDirectory(Path.of("/dev/shm"), "gradsync-root-");
+        try {
+            Result job = gradsyncRun(List.of("-D" + ShmEndpoint.DIR_ROOT_PROP + "=" + root), 2, 90, "die-in-setup", "1");
+            assertTrue(job.out().contains("rank 1 kills itself with SIGKILL in set-up"), job.out());
+            Matcher removed = Pattern.compile("gradsync-run: removed leftover (\\S+-shm_h0)").matcher(job.out());
+            assertTrue(removed.find() && removed.group(1).startsWith(root + "/"), "gradsync-run removes the ring directory "
+                    + "under " + root + ":\n" + job.out());
+            assertEquals(0, UnevenCancelMemoryTest.files(root), "files left under " + root + ":\n" + job.out());
+        } finally {
+            UnevenCancelMemoryTest.deleteTree(root);
+        }
     }
 }

@@ -51,6 +51,8 @@ public final class CollectiveContext {
     private final long arguments;
     private final int chunkBytes;
     private final long timeoutNanos;
+    /** The staging window this call holds, or null. */
+    private Region stagingWindow;
     /** The last progress this call's stall checks started from. */
     private long stalledSince = -1;
     private long agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
@@ -101,6 +103,36 @@ public final class CollectiveContext {
     /** This endpoint's staging windows for {@link DirectAllReduce}; null when {@link #sharedMemory()} is. */
     StagingWindows staging() {
         return staging;
+    }
+
+    /**
+     * Takes a staging window of at least {@code bytes} for this call, which holds it until {@link #giveBackStagingWindow}
+     * or until it is {@linkplain #abandoned() abandoned}; one per call.
+     */
+    Region takeStagingWindow(long bytes) {
+        if (stagingWindow != null) {
+            throw new IllegalStateException("call " + CallIds.describe(call) + " already holds a staging window");
+        }
+        stagingWindow = staging.take(bytes);
+        return stagingWindow;
+    }
+
+    /** Gives back the staging window this call holds, if any: no peer reads it any more. */
+    void giveBackStagingWindow() {
+        if (stagingWindow != null) {
+            staging.giveBack(stagingWindow);
+            stagingWindow = null;
+        }
+    }
+
+    /**
+     * The call was abandoned because a peer's stream ended before it ({@link StreamEndedException}): that peer
+     * never ran it, and a staging window is read only once every peer has sent its handles, so no peer read what
+     * this call holds. Gives it all back, so that a job whose ranks end their streams unevenly keeps the memory
+     * it started with.
+     */
+    void abandoned() {
+        giveBackStagingWindow();
     }
 
     Link link(int peer) {

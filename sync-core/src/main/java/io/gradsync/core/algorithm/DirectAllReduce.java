@@ -103,7 +103,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         boolean stageInput = inputHandle < 0 && !inputByAddress;
         boolean stageOutput = outputHandle < 0 && !outputByAddress;
         Region window = stageInput || stageOutput
-                ? ctx.staging().take(input.region().byteLength()).slice(0, input.region().byteLength()) : null;
+                ? ctx.takeStagingWindow(input.region().byteLength()).slice(0, input.region().byteLength()) : null;
         long windowHandle = window == null ? -1 : shared.handleOf(window);
         Handles handles = new Handles(ctx, shared, input, output,
                 new Location(inputByAddress ? input.region().address() : stageInput ? windowHandle : inputHandle, inputByAddress),
@@ -120,7 +120,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         plan.add(new LocalPhase(() -> copyOtherSegments(ctx, handles, type, count)));
         plan.addAll(DisseminationBarrier.plan(ctx));
         if (window != null) {
-            plan.add(new LocalPhase(() -> ctx.staging().giveBack(window)));
+            plan.add(new LocalPhase(ctx::giveBackStagingWindow));
         }
         return plan;
     }

@@ -2,6 +2,7 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.CollectiveException;
 import io.gradsync.core.CollectiveMismatchException;
+import io.gradsync.core.PeerFailureException;
 import io.gradsync.core.StreamEndedException;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
@@ -10,6 +11,7 @@ import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.StreamEnd;
+import io.gradsync.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;
@@ -139,9 +141,25 @@ public final class Engine {
 
     /**
      * One pass of the duty cycle over every active collective, then retires the finished ones at the
-     * head; returns the number of messages moved (and transport work done).
+     * head; returns the number of messages moved (and transport work done). What a pass throws outside any one
+     * collective (a transport's own work, a sweep of the links) fails the oldest active one, and so every later one.
      */
     public int doWork() {
+        try {
+            return pass();
+        } catch (RuntimeException | Error e) {
+            // On JDK 17 the InternalError of a fault in mapped memory is raised at the thread's next safepoint
+            // check, which can lie after the collective's own handler.
+            if (active.isEmpty()) {
+                throw e;
+            }
+            fail(active.get(0), e);
+            retire();
+            return 1;
+        }
+    }
+
+    private int pass() {
         int work = endpoint.doWork();
         int messages = 0;
         for (int i = 0; i < active.size(); i++) {
@@ -316,8 +334,7 @@ public final class Engine {
             run.abandon(ended); // a peer's stream ended first: this call is abandoned everywhere; nothing failed
             return;
         }
-        CollectiveException error = thrown instanceof CollectiveException e ? e
-                : new CollectiveException(rank, run.collective, run.call.id(), -1, "internal error: " + thrown, thrown);
+        CollectiveException error = thrown instanceof CollectiveException e ? e : unexpected(run, thrown);
         failWith(run.call.id(), error);
         boolean later = false;
         for (int i = 0; i < active.size(); i++) {
@@ -331,6 +348,25 @@ public final class Engine {
         if (run.error == null) {
             run.error = error; // it had finished (its in-place sends still unsettled): it retires with the error
         }
+    }
+
+    /**
+     * The error for {@code thrown}, which no collective's checks raised: a fault in memory the transport maps, named
+     * as its peer's failure; a transport's error (e.g. no room for a staging window), with its message; else an
+     * internal error.
+     */
+    private CollectiveException unexpected(Run run, Throwable thrown) {
+        TransportException cause = thrown instanceof InternalError ? endpoint.memoryDamage()
+                : thrown instanceof TransportException t ? t : null;
+        if (cause == null) {
+            return new CollectiveException(rank, run.collective, run.call.id(), -1, "internal error: " + thrown, thrown);
+        }
+        if (cause != thrown) {
+            cause.addSuppressed(thrown);
+        }
+        return cause.peer() >= 0 && cause.peer() != rank
+                ? new PeerFailureException(rank, run.collective, run.call.id(), cause.peer(), cause.getMessage(), cause)
+                : new CollectiveException(rank, run.collective, run.call.id(), -1, cause.getMessage(), cause);
     }
 
     private void failWith(long call, CollectiveException e) {
@@ -483,10 +519,16 @@ public final class Engine {
             return -1;
         }
 
-        /** Gives up: frees its links for later collectives and retires with {@code error}. */
+        /**
+         * Gives up: frees its links for later collectives and retires with {@code error}. A call whose stream ended
+         * early on a peer also gives back what it holds; a failed one keeps it, since a peer may still read it.
+         */
         void abandon(CollectiveException error) {
             this.error = error;
             this.done = true;
+            if (error instanceof StreamEndedException && context != null) {
+                context.abandoned();
+            }
         }
 
         /** Marks (or clears) the links this collective still has messages to send on: later ones send there only ahead. */

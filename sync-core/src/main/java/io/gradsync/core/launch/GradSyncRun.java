@@ -1,5 +1,6 @@
 package io.gradsync.core.launch;
 
+import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
@@ -7,9 +8,12 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.security.SecureRandom;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * {@code gradsync-run}: starts the ranks of a job on this machine and supervises them, in the spirit of
@@ -30,7 +34,8 @@ import java.util.concurrent.TimeUnit;
  * period) and exits with that first failure's status; it exits with 0 when every rank does. It does the
  * same on its own SIGINT or SIGTERM, and exits with 124 when the deadline passes, 127 when a rank cannot
  * be started and 2 on bad usage. At the end it removes the shared-memory directories its ranks left behind
- * (those tagged with the launch id it passed them in {@code GRADSYNC_LAUNCH_ID}).
+ * (those tagged with the launch id it passed them in {@code GRADSYNC_LAUNCH_ID}), under {@code /dev/shm} and
+ * under every other root the ranks recorded in the file it named in {@code GRADSYNC_LAUNCH_ROOTS}.
  */
 public final class GradSyncRun {
     /** The exit status on bad usage. */
@@ -41,16 +46,16 @@ public final class GradSyncRun {
     private static final long SHUTDOWN_MARGIN_MILLIS = 15_000;
 
     private final Map<String, String> environment;
-    private final ShmCleaner shmCleaner;
+    private final Path shmRoot;
     private final SecureRandom random = new SecureRandom();
 
     /**
      * A launcher whose ranks start from {@code environment} (where it also looks for an existing job id
-     * and secret) and which cleans job directories under {@code shmRoot}.
+     * and secret) and which cleans job directories under {@code shmRoot} and the roots its ranks record.
      */
     GradSyncRun(Map<String, String> environment, Path shmRoot) {
         this.environment = Map.copyOf(environment);
-        this.shmCleaner = new ShmCleaner(shmRoot);
+        this.shmRoot = shmRoot;
     }
 
     /** Runs {@code gradsync-run} with {@code args} and exits with its status. */
@@ -86,8 +91,33 @@ public final class GradSyncRun {
             return USAGE_ERROR;
         }
 
+        LaunchRoots roots = null;
+        try {
+            roots = LaunchRoots.create();
+        } catch (IOException | RuntimeException e) {
+            say(err, "gradsync-run: cannot make a file for the ranks to record their shared-memory roots in (" + e
+                    + "): leftovers are looked for under " + shmRoot + " only");
+        }
+        try {
+            return launch(options, identity, masterPort, binding, roots, out, err);
+        } finally {
+            if (roots != null) {
+                try {
+                    roots.close();
+                } catch (IOException e) {
+                    say(err, "gradsync-run: cannot remove " + roots.file() + ": " + e);
+                }
+            }
+        }
+    }
+
+    /** Starts and supervises the ranks, then removes what they left under each shared-memory root they recorded. */
+    private int launch(LaunchOptions options, JobIdentity identity, int masterPort, CpuBinding binding, LaunchRoots roots,
+                       PrintStream out, PrintStream err) {
+        Map<String, String> rankEnvironment = new HashMap<>(environment); // never an outer launch's file
+        rankEnvironment.put(SharedMemoryDirectories.LAUNCH_ROOTS_VAR, roots == null ? "" : roots.file().toString());
         RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(options.nproc(), options.nnodes()),
-                identity, masterPort, environment, binding);
+                identity, masterPort, rankEnvironment, binding);
         Supervisor supervisor = new Supervisor(spec, options.grace(), options.stopDelay(), options.deadline(), options.prefixOutput(),
                 out, err);
         CountDownLatch finished = new CountDownLatch(1);
@@ -103,8 +133,11 @@ public final class GradSyncRun {
         Runtime.getRuntime().addShutdownHook(hook);
         try {
             int status = supervisor.run();
-            for (Path dir : shmCleaner.removeLeftovers(identity.launchId(), problem -> say(err, "gradsync-run: " + problem))) {
-                say(err, "gradsync-run: removed leftover " + dir);
+            Consumer<String> problems = problem -> say(err, "gradsync-run: " + problem);
+            for (Path root : roots == null ? List.of(shmRoot) : roots.roots(shmRoot, problems)) {
+                for (Path dir : new ShmCleaner(root).removeLeftovers(identity.launchId(), problems)) {
+                    say(err, "gradsync-run: removed leftover " + dir);
+                }
             }
             return status;
         } finally {

@@ -16,10 +16,11 @@ import java.util.Optional;
 import java.util.function.Consumer;
 
 /**
- * Removes a launch's leftover shared-memory directories: the Aeron media-driver directories that a rank
- * which crashed, or was killed, had no chance to delete. The ranks of a launch name their directories with
- * the launch id the launcher gave them ({@link SharedMemoryDirectories}), in this user's private directory
- * under the shm root; the cleaner removes exactly the entries there that start with its launch prefix. It
+ * Removes a launch's leftover shared-memory directories under one root: the shm transport's ring and buffer
+ * directories and the Aeron media-driver directories that a rank which crashed, or was killed, had no chance to
+ * delete. The ranks of a launch name their directories with the launch id the launcher gave them
+ * ({@link SharedMemoryDirectories}), in this user's private directory under the root; the cleaner removes
+ * exactly the entries there that start with its launch prefix. It
  * never looks elsewhere: not into another user's directory, not into one that is not private to this user
  * (it reports it instead), and it neither follows nor removes symbolic links.
  */

@@ -37,6 +37,16 @@ public interface Endpoint extends AutoCloseable {
     }
 
     /**
+     * What broke in memory this endpoint maps, as the error that names the peer it belongs to (-1 for this rank's
+     * own), or null when nothing did (the default). Asked after an {@link InternalError}, which is how the JVM
+     * reports touching a mapping past the end of its file (a SIGBUS): a ring or a buffer that another process
+     * truncated. Touches none of that memory.
+     */
+    default TransportException memoryDamage() {
+        return null;
+    }
+
+    /**
      * Lets the transport make progress (poll completions, return credits). Algorithms call it from
      * their wait loops.
      *

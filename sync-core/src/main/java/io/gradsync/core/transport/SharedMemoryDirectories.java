@@ -1,12 +1,18 @@
 package io.gradsync.core.transport;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
 /**
@@ -21,7 +27,9 @@ import java.util.regex.Pattern;
  * run, even of jobs with the same launcher variables), prefixed with the launch id when a launcher set
  * {@value #LAUNCH_ID_VAR}: {@code launch-<launch id>-<instance id>-h0}, else {@code job-<instance id>-h0}.
  * The launcher removes, after its ranks exited, exactly the entries whose name starts with its own
- * {@link #launchPrefix launch prefix}.
+ * {@link #launchPrefix launch prefix}, under every root its ranks used: a rank records each root it makes its user
+ * directory under in the file the launcher names in {@value #LAUNCH_ROOTS_VAR}, since the launcher cannot see a
+ * root chosen on the rank's command line, in a script or in code.
  */
 public final class SharedMemoryDirectories {
     /**
@@ -30,7 +38,16 @@ public final class SharedMemoryDirectories {
      */
     public static final String LAUNCH_ID_VAR = "GRADSYNC_LAUNCH_ID";
 
+    /**
+     * The environment variable by which a launcher ({@code gradsync-run}) names the file, private to its user, in
+     * which its ranks record the shared-memory roots they use, one absolute path a line, for its clean-up.
+     */
+    public static final String LAUNCH_ROOTS_VAR = "GRADSYNC_LAUNCH_ROOTS";
+
+    private static final System.Logger LOG = System.getLogger(SharedMemoryDirectories.class.getName());
     private static final String USER_PREFIX = "gradsync-";
+    /** The roots this process has recorded, with the file they went to. */
+    private static final Set<String> RECORDED = ConcurrentHashMap.newKeySet();
     private static final Pattern VALID_LAUNCH_ID = Pattern.compile("[A-Za-z0-9_]{1,64}");
     private static final Pattern VALID_NAME_PART = Pattern.compile("[A-Za-z0-9_]{1,128}");
     private static final String REMEDY = "remove it, or choose another root with gradsync.aeron.dir.root";
@@ -49,17 +66,47 @@ public final class SharedMemoryDirectories {
     }
 
     /**
-     * This user's parent directory under {@code root}, created with mode 0700 when missing.
+     * This user's parent directory under {@code root}, created with mode 0700 when missing; the root is first
+     * {@linkplain #recordRoot recorded} for the launcher's clean-up.
      *
      * @throws IOException if it cannot be created, or what is there is not a directory private to this
      *         user (a symbolic link, another user's, or open to group or others): the message says which
      */
     public static Path userDirectory(Path root) throws IOException {
+        return userDirectory(root, System.getenv());
+    }
+
+    static Path userDirectory(Path root, Map<String, String> environment) throws IOException {
+        recordRoot(root, environment);
         Path dir = userDirectoryPath(root);
         try {
             return PrivateDirectories.create(dir, REMEDY);
         } catch (NoSuchFileException e) {
             throw new IOException("cannot create " + dir + ": " + root + " does not exist", e);
+        }
+    }
+
+    /**
+     * Appends {@code root} to the file that {@value #LAUNCH_ROOTS_VAR} names in {@code environment}, once per process,
+     * before anything is made under it: so a rank killed right after still leaves nothing its launcher misses. A file
+     * that is not there (no launcher, or one that cleans {@code /dev/shm} only) is not created; a root that cannot be
+     * recorded is logged and the rank goes on.
+     */
+    static void recordRoot(Path root, Map<String, String> environment) {
+        String file = environment.get(LAUNCH_ROOTS_VAR);
+        if (file == null || file.isEmpty()) {
+            return;
+        }
+        String line = root.toAbsolutePath().normalize() + "\n";
+        if (line.indexOf('\n') != line.length() - 1 || !RECORDED.add(file + "\0" + line)) {
+            return;
+        }
+        try (FileChannel out = FileChannel.open(Path.of(file), StandardOpenOption.WRITE, StandardOpenOption.APPEND)) {
+            out.write(ByteBuffer.wrap(line.getBytes(StandardCharsets.UTF_8))); // one write: lines of ranks never mix
+        } catch (IOException | RuntimeException e) {
+            RECORDED.remove(file + "\0" + line);
+            LOG.log(System.Logger.Level.WARNING, "cannot record the shared-memory root " + root + " in " + file
+                    + " for the launcher's clean-up: " + e);
         }
     }
 

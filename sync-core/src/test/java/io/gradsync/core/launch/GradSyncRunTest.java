@@ -326,6 +326,35 @@ class GradSyncRunTest {
         }
     }
 
+    /**
+     * A rank that uses another root records it in the file the launcher names (as SharedMemoryDirectories does before
+     * it makes anything there): its leftovers there go too. The file is private, and gone after the launch.
+     */
+    @Test
+    void leftoversUnderTheRootsTheRanksRecordAreRemovedToo() throws IOException {
+        Path other = Files.createDirectory(dir.resolve("other-root"));
+        Path mine = SharedMemoryDirectories.userDirectory(other);
+        Map<String, String> env = cleanEnvironment();
+        env.put("OTHER", other.toString());
+        env.put("MINE", mine.toString());
+        env.put(SharedMemoryDirectories.LAUNCH_ROOTS_VAR, "/an/outer/launchers/file"); // never inherited
+        String script = "echo \"$GRADSYNC_LAUNCH_ROOTS $(stat -c %a \"$GRADSYNC_LAUNCH_ROOTS\")\";"
+                + " echo \"$OTHER\" >> \"$GRADSYNC_LAUNCH_ROOTS\"; echo not-a-root >> \"$GRADSYNC_LAUNCH_ROOTS\";"
+                + " mkdir \"$MINE/launch-$GRADSYNC_LAUNCH_ID-4567-h0\"; exit 1";
+        Result result = launch(env, dir.resolve("shm"), "-n", "1", "--", "sh", "-c", script);
+        assertEquals(1, result.status(), result.err());
+        String[] file = result.linesByRank().get(0).get(0).split(" ");
+        assertTrue(file[0].startsWith(System.getProperty("java.io.tmpdir")) && file[1].equals("600"), result.out());
+        assertFalse(Files.exists(Path.of(file[0])), "the roots file is removed");
+        assertTrue(result.err().matches("(?s).*gradsync-run: removed leftover " + Pattern.quote(mine.toString())
+                + "/launch-[0-9a-f]{16}-4567-h0\n.*"), result.err());
+        assertTrue(result.err().contains("gradsync-run: not a shared-memory root, in " + file[0] + ": 'not-a-root'"),
+                result.err());
+        try (var entries = Files.list(mine)) {
+            assertEquals(0, entries.count());
+        }
+    }
+
     @Test
     void aUserDirectoryOpenToOthersIsReportedAndLeftAlone() throws IOException {
         Path shm = Files.createDirectory(dir.resolve("shm"));

@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import org.junit.jupiter.api.Test;
@@ -30,6 +31,26 @@ class SharedMemoryDirectoriesTest {
         assertEquals(SharedMemoryDirectories.currentUid(), ((Number) Files.getAttribute(dir, "unix:uid")).longValue());
         assertEquals(dir, SharedMemoryDirectories.userDirectory(root));
         assertEquals(Optional.of(dir), SharedMemoryDirectories.existingUserDirectory(root));
+    }
+
+    /** A launcher's roots file gets each root once, before anything is made there; without one nothing is written. */
+    @Test
+    void theRootIsRecordedForTheLaunchersCleanUp() throws IOException {
+        Path file = Files.createFile(root.resolve("roots"));
+        Path first = Files.createDirectory(root.resolve("first"));
+        Path second = Files.createDirectory(root.resolve("second"));
+        Map<String, String> env = Map.of(SharedMemoryDirectories.LAUNCH_ROOTS_VAR, file.toString());
+        SharedMemoryDirectories.userDirectory(first, env);
+        SharedMemoryDirectories.userDirectory(second.resolve("..").resolve("second"), env);
+        SharedMemoryDirectories.userDirectory(first, env);
+        assertEquals(List.of(first.toString(), second.toString()), Files.readAllLines(file));
+
+        Path none = Files.createDirectory(root.resolve("none"));
+        SharedMemoryDirectories.userDirectory(none, Map.of(SharedMemoryDirectories.LAUNCH_ROOTS_VAR, ""));
+        SharedMemoryDirectories.userDirectory(none, Map.of(SharedMemoryDirectories.LAUNCH_ROOTS_VAR,
+                root.resolve("gone").toString()));
+        assertEquals(List.of(first.toString(), second.toString()), Files.readAllLines(file));
+        assertTrue(Files.notExists(root.resolve("gone")), "a missing roots file is not created");
     }
 
     @Test

@@ -3,6 +3,7 @@ package io.gradsync.core.transport.auto;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.TransportException;
 import java.util.Objects;
 
 /**
@@ -54,6 +55,12 @@ final class HostSplitEndpoint implements Endpoint {
     @Override
     public int doWork() {
         return host.doWork() + remote.doWork();
+    }
+
+    @Override
+    public TransportException memoryDamage() {
+        TransportException damage = host.memoryDamage();
+        return damage != null ? damage : remote.memoryDamage();
     }
 
     /** Closes the host endpoint, then the remote one (the same order on every rank), then the job. */

@@ -33,7 +33,8 @@ import java.util.Objects;
  * removes the directory, so nothing is left under the root however the job ends afterwards; a mapping
  * outlives its file's name, and the memory goes with the last mapping (the processes' exit, at the latest).
  * A rank that dies during set-up leaves its files to a shutdown hook or, after kill -9, to
- * {@code gradsync-run}, which removes the launch's directories.
+ * {@code gradsync-run}, which removes the launch's directories. Every file is allocated in full before it is
+ * mapped ({@link ShmSpace}), so a root too small for the rings fails set-up, saying what the host's ranks need.
  *
  * <p>A peer that closes sets its flag in both rings of a link, so the other side reports it (after the
  * last message); a peer that dies is reported by the job's rendezvous, and, where both ranks share a pid
@@ -98,17 +99,22 @@ public final class ShmEndpoint implements Endpoint {
             probe = new CrossMemoryProbe(rank, size, false);
             failure = "rank " + rank + ": " + e.getMessage();
         }
+        long ringBytes = ShmRing.fileBytes(window, slotBytes);
         try {
             if (job.localSize() > 1) {
                 dir = directory(root);
                 hook = new Thread(this::unlinkOwnFiles, "gradsync-shm-cleanup-rank-" + rank);
                 Runtime.getRuntime().addShutdownHook(hook);
+                ShmSpace.requireFree(dir, (job.localSize() - 1) * ringBytes);
                 for (int peer = 0; peer < size; peer++) {
                     if (peer != rank && sameHost(peer)) {
                         inbound[peer] = ShmRing.create(dir.resolve(fileName(rank, peer)), window, slotBytes, pid);
                     }
                 }
             }
+        } catch (ShmSpace.NoRoomException e) {
+            failure = ShmSpace.noRoom(root, "rank " + rank + " cannot create its shared-memory rings: " + ringsNeed(ringBytes),
+                    e.getMessage());
         } catch (IOException | RuntimeException e) {
             failure = "rank " + rank + " cannot create its shared-memory rings: " + e;
         }
@@ -157,17 +163,19 @@ public final class ShmEndpoint implements Endpoint {
         unlinkOwnFiles();
         removeHook();
         if (firstFailure != null) {
+            releaseRings();
             throw firstFailure;
         }
         boolean everyRankReads = true;
         for (int peer = 0; peer < size; peer++) {
             String answer = new String(mapped[peer], StandardCharsets.UTF_8);
             if (answer.length() > 1) {
+                releaseRings();
                 throw new TransportException(peer, answer.substring(1));
             }
             everyRankReads &= answer.equals("+");
         }
-        this.windows = wholeJobHere ? new ShmWindows(rank, directory, probe.reader(everyRankReads)) : null;
+        this.windows = wholeJobHere ? new ShmWindows(rank, root, directory, probe.reader(everyRankReads)) : null;
     }
 
     private static boolean crossMemoryWanted() {
@@ -185,7 +193,28 @@ public final class ShmEndpoint implements Endpoint {
         } catch (RuntimeException e) {
             unlinkOwnFiles();
             removeHook();
+            releaseRings();
             throw e;
+        }
+    }
+
+    /** What the rings of this host's ranks take, for an error that says the file system is too small for them. */
+    private String ringsNeed(long ringBytes) {
+        int ranks = job.localSize();
+        long rings = (long) ranks * (ranks - 1);
+        return "this host's " + ranks + " ranks need " + ShmSpace.mib(rings * ringBytes) + " of shared memory for their "
+                + rings + " rings (" + ShmSpace.mib(ringBytes) + " each: gradsync.pipeline.depth slots of "
+                + "gradsync.chunk.bytes), and more for the buffers and staging windows they allocate";
+    }
+
+    /** Lets go of the rings' files after a failed set-up (their memory goes with the mappings). */
+    private void releaseRings() {
+        for (ShmRing[] rings : new ShmRing[][] {inbound, outbound}) {
+            for (ShmRing ring : rings) {
+                if (ring != null) {
+                    ring.release();
+                }
+            }
         }
     }
 
@@ -287,9 +316,24 @@ public final class ShmEndpoint implements Endpoint {
         return 0;
     }
 
+    /** A ring of a link, or a shared allocation, whose file another process truncated, as the error naming its peer. */
+    @Override
+    public TransportException memoryDamage() {
+        for (int peer = 0; peer < job.size(); peer++) {
+            String damage = inbound[peer] != null ? inbound[peer].damage() : null;
+            damage = damage == null && outbound[peer] != null ? outbound[peer].damage() : damage;
+            if (damage != null) {
+                return new TransportException(peer, "rank " + rank + "'s shared memory with rank " + peer + " failed: "
+                        + damage);
+            }
+        }
+        return windows == null ? null : windows.damage();
+    }
+
     /**
-     * Tells every peer that this rank is gone (both rings of every link), then closes the job. The ring files
-     * were unlinked at set-up; the memory goes with the last mapping.
+     * Tells every peer that this rank is gone (both rings of every link, but for a ring another process truncated,
+     * which cannot be touched), then closes the job; it always completes. The ring files were unlinked at set-up;
+     * the memory goes with the last mapping.
      */
     @Override
     public void close() {
@@ -297,18 +341,39 @@ public final class ShmEndpoint implements Endpoint {
             return;
         }
         open = false;
-        if (windows != null) {
-            windows.close();
-        }
-        for (int peer = 0; peer < job.size(); peer++) {
-            if (outbound[peer] != null) {
-                outbound[peer].closeSender();
+        try {
+            if (windows != null) {
+                windows.close();
             }
-            if (inbound[peer] != null) {
-                inbound[peer].closeReceiver();
+            for (int peer = 0; peer < job.size(); peer++) {
+                tellClosed(peer, outbound[peer], true);
+                tellClosed(peer, inbound[peer], false);
             }
+        } finally {
+            job.close();
         }
-        job.close();
+    }
+
+    /** Sets this rank's closed flag in its side of {@code ring}, if the ring is whole, and lets go of its file. */
+    private void tellClosed(int peer, ShmRing ring, boolean asSender) {
+        if (ring == null) {
+            return;
+        }
+        try {
+            String damage = ring.damage();
+            if (damage != null) {
+                LOG.log(System.Logger.Level.WARNING, "rank " + rank + " cannot tell rank " + peer + " that it closed: " + damage);
+            } else if (asSender) {
+                ring.closeSender();
+            } else {
+                ring.closeReceiver();
+            }
+        } catch (InternalError truncatedJustNow) {
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank + " cannot tell rank " + peer + " that it closed: "
+                    + truncatedJustNow);
+        } finally {
+            ring.release();
+        }
     }
 
     private void removeHook() {

@@ -9,6 +9,7 @@ import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -51,6 +52,8 @@ final class ShmRing {
     private static final VarHandle LONGS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.nativeOrder());
 
     private final Path file;
+    /** Kept open after the name goes, to tell whether another process truncated the file ({@link #damage()}). */
+    private final FileChannel channel;
     private final MappedByteBuffer memory;
     private final int slots;
     private final int slotBytes;
@@ -68,8 +71,9 @@ final class ShmRing {
     private boolean claimed;
     private boolean held;
 
-    private ShmRing(Path file, MappedByteBuffer memory, int slots, int slotBytes) {
+    private ShmRing(Path file, FileChannel channel, MappedByteBuffer memory, int slots, int slotBytes) {
         this.file = file;
+        this.channel = channel;
         this.memory = memory;
         this.slots = slots;
         this.slotBytes = slotBytes;
@@ -92,8 +96,11 @@ final class ShmRing {
     }
 
     /**
-     * Creates the ring file (mode 0600, which must not exist yet) as its receiver and maps it. Pages are
-     * not touched here: tmpfs allocates them on first write.
+     * Creates the ring file (mode 0600, which must not exist yet) as its receiver and maps it, with every page
+     * allocated ({@link ShmSpace#allocate}): tmpfs allocates a page at its first touch, and one it has no room
+     * for would otherwise be a SIGBUS in the middle of a collective. A ring that cannot be made leaves no file.
+     *
+     * @throws ShmSpace.NoRoomException when the file system has no room for the whole ring
      */
     static ShmRing create(Path file, int slots, int slotBytes, long receiverPid) throws IOException {
         long bytes = fileBytes(slots, slotBytes);
@@ -101,23 +108,30 @@ final class ShmRing {
             throw new IOException("a ring of " + slots + " slots of " + slotBytes + " bytes is " + bytes
                     + " bytes; one mapping holds at most 2 GiB");
         }
-        try (FileChannel channel = FileChannel.open(file, EnumSet.of(StandardOpenOption.CREATE_NEW,
+        FileChannel channel = FileChannel.open(file, EnumSet.of(StandardOpenOption.CREATE_NEW,
                 StandardOpenOption.READ, StandardOpenOption.WRITE),
-                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")))) {
+                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        try {
+            ShmSpace.allocate(channel, bytes, file);
             MappedByteBuffer memory = channel.map(FileChannel.MapMode.READ_WRITE, 0, bytes);
             memory.order(ByteOrder.nativeOrder());
             memory.putInt(SLOTS_AT, slots);
             memory.putInt(SLOT_BYTES_AT, slotBytes);
             memory.putLong(RECEIVER_PID_AT, receiverPid);
             LONGS.setRelease(memory, 0, MAGIC);
-            return new ShmRing(file, memory, slots, slotBytes);
+            return new ShmRing(file, channel, memory, slots, slotBytes);
+        } catch (IOException | RuntimeException e) {
+            channel.close();
+            Files.deleteIfExists(file);
+            throw e;
         }
     }
 
     /** Maps the ring file that the receiver created, as its sender. */
     static ShmRing open(Path file, int slots, int slotBytes, long senderPid) throws IOException {
         long bytes = fileBytes(slots, slotBytes);
-        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+        FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+        try {
             if (channel.size() != bytes) {
                 throw new IOException(file + " is " + channel.size() + " bytes, expected " + bytes);
             }
@@ -130,12 +144,33 @@ final class ShmRing {
                         + memory.getInt(SLOT_BYTES_AT) + " bytes)");
             }
             memory.putLong(SENDER_PID_AT, senderPid);
-            return new ShmRing(file, memory, slots, slotBytes);
+            return new ShmRing(file, channel, memory, slots, slotBytes);
+        } catch (IOException | RuntimeException e) {
+            channel.close();
+            throw e;
         }
     }
 
     Path file() {
         return file;
+    }
+
+    /**
+     * Null while the file still holds the whole ring; else what became of it. Only another process of this user
+     * can shrink it (by the name during set-up, or through its open descriptors), and touching a page past the
+     * new end raises SIGBUS, which the JVM turns into an {@link InternalError} where the access was.
+     */
+    String damage() {
+        return ShmSpace.damage(channel, fileBytes(slots, slotBytes), file);
+    }
+
+    /** Closes the descriptor kept for {@link #damage()}; the mapping stays while the process holds it. */
+    void release() {
+        try {
+            channel.close();
+        } catch (IOException e) {
+            // nothing is written through it
+        }
     }
 
     private long slotAt(int index) {

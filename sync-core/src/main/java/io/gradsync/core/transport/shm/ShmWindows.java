@@ -31,6 +31,11 @@ import java.util.Map;
  * kill -9, remove names left by a rank that dies before. The memory itself lives as long as the endpoint:
  * allocations are never unmapped while it is open, so an address never comes back as another allocation
  * under an old handle. Allocate gradient memory once and reuse it, as with NCCL's registered buffers.
+ *
+ * <p>An allocation's pages are allocated in the file system before it is mapped ({@link ShmSpace}), so that a
+ * file system too small for it is an error of {@link #allocate}, never a SIGBUS later. Each file, its owner's
+ * and every peer's mapping of it, keeps a descriptor open, so that one truncated by another process is found
+ * ({@link #damage()}) and named as its owner's failure.
  */
 final class ShmWindows implements SharedMemory {
     private static final System.Logger LOG = System.getLogger(ShmWindows.class.getName());
@@ -39,10 +44,15 @@ final class ShmWindows implements SharedMemory {
     private static final int MAX_ID = (1 << 23) - 1;
 
     /** One allocation of this rank. */
-    private record Window(int id, long address, long bytes, MappedByteBuffer memory) {
+    private record Window(int id, long address, long bytes, MappedByteBuffer memory, Path file, FileChannel channel) {
+    }
+
+    /** A peer's allocation, mapped here. */
+    private record PeerMapping(int peer, Region region, Path file, FileChannel channel) {
     }
 
     private final int rank;
+    private final Path root;
     private final Path directory;
     private final CrossMemoryReads crossMemoryReads;
     private final Object lock = new Object();
@@ -50,16 +60,18 @@ final class ShmWindows implements SharedMemory {
     private volatile Window[] windows = new Window[0];
     /** Ids whose file still has its name; guarded by {@link #lock}. */
     private final Map<Integer, Path> named = new HashMap<>();
-    private final Map<Long, Region> peerMappings = new HashMap<>();
+    private final Map<Long, PeerMapping> peerMappings = new HashMap<>();
     private Thread cleanupHook;
     private boolean closed;
 
     /**
+     * @param root the shared-memory root, for errors
      * @param directory the host's job directory; made again if it has gone (set-up removes it)
      * @param crossMemoryReads how to read the peers' plain buffers, or null where not every rank can
      */
-    ShmWindows(int rank, Path directory, CrossMemoryReads crossMemoryReads) {
+    ShmWindows(int rank, Path root, Path directory, CrossMemoryReads crossMemoryReads) {
         this.rank = rank;
+        this.root = root;
         this.directory = directory;
         this.crossMemoryReads = crossMemoryReads;
     }
@@ -78,21 +90,29 @@ final class ShmWindows implements SharedMemory {
                 throw new TransportException(-1, "rank " + rank + " has made " + id + " shared allocations, the most there can be");
             }
             Path file = directory.resolve(fileName(rank, id));
-            try (FileChannel channel = create(file)) {
+            FileChannel channel = null;
+            // One byte at least, so that even an empty buffer has an address of its own.
+            long size = Math.max(1, bytes);
+            try {
+                channel = create(file);
                 named.put(id, file);
                 addHook();
-                // One byte at least, so that even an empty buffer has an address of its own.
-                MappedByteBuffer memory = channel.map(FileChannel.MapMode.READ_WRITE, 0, Math.max(1, bytes));
+                ShmSpace.requireFree(directory, size);
+                ShmSpace.allocate(channel, size, file);
+                MappedByteBuffer memory = channel.map(FileChannel.MapMode.READ_WRITE, 0, size);
                 memory.order(ByteOrder.nativeOrder());
                 long address = Region.ofDirect(memory).address();
                 Window[] grown = Arrays.copyOf(windows, id + 1);
-                grown[id] = new Window(id, address, bytes, memory);
+                grown[id] = new Window(id, address, bytes, memory, file, channel);
                 windows = grown;
                 return memory.limit(bytes).slice().order(ByteOrder.nativeOrder());
             } catch (IOException e) {
+                closeQuietly(channel);
                 unlink(id);
-                throw new TransportException(-1, "rank " + rank + " cannot allocate " + bytes + " bytes of shared memory in "
-                        + file + ": " + e, e);
+                String failure = "rank " + rank + " cannot allocate " + ShmSpace.mib(bytes) + " of shared memory in " + file;
+                throw new TransportException(-1, e instanceof ShmSpace.NoRoomException ? ShmSpace.noRoom(root, failure
+                        + " (Communicator.allocate, or a staging window of the direct allreduce for a plain buffer)",
+                        e.getMessage()) : failure + ": " + e, e);
             }
         }
     }
@@ -139,11 +159,12 @@ final class ShmWindows implements SharedMemory {
         int id = (int) (handle >>> OFFSET_BITS);
         long at = handle & OFFSET_MASK;
         long key = (long) peer << 32 | id;
-        Region whole = peerMappings.get(key);
-        if (whole == null) {
-            whole = map(peer, id);
-            peerMappings.put(key, whole);
+        PeerMapping mapping = peerMappings.get(key);
+        if (mapping == null) {
+            mapping = map(peer, id);
+            peerMappings.put(key, mapping);
         }
+        Region whole = mapping.region();
         if (at + bytes > whole.byteLength()) {
             throw new TransportException(peer, "rank " + peer + " named bytes " + at + ".." + (at + bytes) + " of its shared "
                     + "allocation " + id + ", which has " + whole.byteLength());
@@ -151,18 +172,42 @@ final class ShmWindows implements SharedMemory {
         return whole.slice(at, bytes);
     }
 
-    private Region map(int peer, int id) {
+    private PeerMapping map(int peer, int id) {
         Path file = directory.resolve(fileName(peer, id));
-        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
+        FileChannel channel = null;
+        try {
+            channel = FileChannel.open(file, StandardOpenOption.READ);
             MappedByteBuffer memory = channel.map(FileChannel.MapMode.READ_ONLY, 0, channel.size());
-            return Region.ofDirect(memory.order(ByteOrder.nativeOrder()));
+            return new PeerMapping(peer, Region.ofDirect(memory.order(ByteOrder.nativeOrder())), file, channel);
         } catch (NoSuchFileException e) {
             throw new TransportException(peer, "rank " + rank + " cannot find rank " + peer + "'s shared allocation " + file
                     + ": not on this host's shared memory, or already unlinked", e);
         } catch (IOException e) {
+            closeQuietly(channel);
             throw new TransportException(peer, "rank " + rank + " cannot map rank " + peer + "'s shared allocation " + file
                     + ": " + e, e);
         }
+    }
+
+    /**
+     * An allocation whose file another process truncated, as the error naming its owner (-1: this rank's own), or
+     * null. Used by the progress thread.
+     */
+    TransportException damage() {
+        for (Window w : windows) {
+            String damage = ShmSpace.damage(w.channel, Math.max(1, w.bytes), w.file);
+            if (damage != null) {
+                return new TransportException(-1, "rank " + rank + "'s own shared allocation failed: " + damage);
+            }
+        }
+        for (PeerMapping m : peerMappings.values()) {
+            String damage = ShmSpace.damage(m.channel, m.region.byteLength(), m.file);
+            if (damage != null) {
+                return new TransportException(m.peer, "rank " + rank + " cannot read rank " + m.peer + "'s shared memory: "
+                        + damage);
+            }
+        }
+        return null;
     }
 
     @Override
@@ -177,17 +222,36 @@ final class ShmWindows implements SharedMemory {
         }
     }
 
-    /** Removes every name left; the memory stays mapped until the process lets go of the buffers. */
+    /**
+     * Removes every name left and lets go of the files; the memory stays mapped until the process lets go of the
+     * buffers. Called once the progress thread has stopped.
+     */
     void close() {
         synchronized (lock) {
             closed = true;
             unlinkAll();
+            for (Window w : windows) {
+                closeQuietly(w.channel);
+            }
+            for (PeerMapping m : peerMappings.values()) {
+                closeQuietly(m.channel);
+            }
             if (cleanupHook != null) {
                 try {
                     Runtime.getRuntime().removeShutdownHook(cleanupHook);
                 } catch (IllegalStateException exiting) {
                     // the hook runs and finds nothing left
                 }
+            }
+        }
+    }
+
+    private static void closeQuietly(FileChannel channel) {
+        if (channel != null) {
+            try {
+                channel.close();
+            } catch (IOException e) {
+                // nothing is written through it
             }
         }
     }
