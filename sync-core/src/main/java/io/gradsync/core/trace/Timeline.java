@@ -53,7 +53,6 @@ public final class Timeline implements AutoCloseable {
     public static final String TRACE_PROPERTY = "gradsync.trace";
     /** Barrier round trips used to estimate the clock offsets. */
     public static final int ALIGN_ROUNDS = 7;
-    private static final int DEFAULT_CAPACITY = 1 << 18;
 
     /** The timeline that records nothing. */
     public static final Timeline OFF = new Timeline();
@@ -123,11 +122,8 @@ public final class Timeline implements AutoCloseable {
      * this is a collective (clock alignment): every rank must call it, and all must agree on being on.
      */
     public static Timeline fromEnvironment(Communicator comm) {
-        String dir = System.getProperty(TRACE_PROPERTY);
-        if (dir == null || dir.isBlank()) {
-            dir = System.getenv(TRACE_ENV);
-        }
-        if (dir == null || dir.isBlank()) {
+        String dir = io.gradsync.core.GradSyncConfiguration.traceDirectory();
+        if (dir == null) {
             return OFF;
         }
         return open(comm, Path.of(dir));
@@ -142,7 +138,7 @@ public final class Timeline implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot create trace directory " + dir, e);
         }
-        int capacity = io.gradsync.core.Settings.integer("gradsync.trace.events", DEFAULT_CAPACITY);
+        int capacity = io.gradsync.core.GradSyncConfiguration.traceEvents();
         return new Timeline(comm, dir, capacity);
     }
 
