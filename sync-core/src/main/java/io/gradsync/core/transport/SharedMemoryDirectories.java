@@ -99,7 +99,7 @@ public final class SharedMemoryDirectories {
             throw new IOException(dir + " vanished while it was checked", e);
         }
         String fix = "; expected a directory private to this user (uid " + currentUid() + ", mode 0700): remove it, "
-                + "or choose another root with gradsync.aeron.dir.root";
+                + "or choose another root with gradsync.shm.dir.root (shm) or gradsync.aeron.dir.root (Aeron)";
         if (attributes.isSymbolicLink()) {
             throw new IOException(dir + " is a symbolic link, which is never followed" + fix);
         }
