@@ -1,16 +1,16 @@
 package io.gradsync.aeron;
 
 import io.aeron.driver.ThreadingMode;
-import io.gradsync.core.Settings;
+import io.gradsync.core.settings.Setting;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.function.Function;
-import java.util.concurrent.TimeUnit;
 
 /**
- * Settings of the Aeron transport, read from system properties, each with its default.
+ * Settings of the Aeron transport, read from system properties, each with its default and the values it accepts (a
+ * {@link Setting}: a value outside them is refused, naming the property, the value and what it accepts).
  */
 public final class AeronConfiguration {
 
@@ -20,16 +20,20 @@ public final class AeronConfiguration {
      */
     public static final String DIR_ROOT_PROP = "gradsync.aeron.dir.root";
     public static final String DIR_ROOT_DEFAULT = "/dev/shm";
+    private static final Setting<String> DIR_ROOT = Setting.text(DIR_ROOT_PROP, DIR_ROOT_DEFAULT, "a directory");
 
     /**
      * Largest Aeron frame, in bytes (a multiple of 32, at most 65504). A gradsync message is one frame,
      * so that the receiver reads it in place from the log: a chunk is capped at {@code mtu - 48} bytes. By
      * default the MTU is sized from the chunk size, up to 62 KiB where UDP datagrams may be cut into segments
      * ({@link #UDP_SEGMENT_PROP}; their headers must fit too) and 65504 otherwise; set it lower for UDP on lossy
-     * links, where a 62 KiB datagram is lost whenever any of its ~44 segments (or IP fragments) is.
+     * links, where a 62 KiB datagram is lost whenever any of its ~44 segments (or IP fragments) is. From 128 to 65504
+     * bytes, a multiple of 32 (what Aeron accepts).
      */
     public static final String MTU_PROP = "gradsync.aeron.mtu";
     public static final int MTU_MAX = 65504;
+    private static final Setting<Long> MTU = Setting.bytes(MTU_PROP, MTU_MAX, 128, MTU_MAX)
+            .where(mtu -> mtu % 32 == 0, "a multiple of 32").unsetMeans("sized from the chunk size");
     /** The largest UDP payload of an IPv4 datagram. */
     static final int MAX_UDP_PAYLOAD = 65507;
 
@@ -41,10 +45,13 @@ public final class AeronConfiguration {
      * which sends every fragment through the network stack on its own and is several times slower; a size in bytes
      * cuts into segments of that size (for paths whose MTU is smaller than the route's). Cutting needs
      * {@code --add-opens java.base/sun.nio.ch=ALL-UNNAMED}; without it datagrams are fragmented, which is logged.
-     * Receivers always put cut datagrams together, so ranks may differ in this.
+     * Receivers always put cut datagrams together, so ranks may differ in this. A size is from 512 to 65507 bytes (the
+     * largest UDP payload).
      */
     public static final String UDP_SEGMENT_PROP = "gradsync.aeron.udp.segment";
     public static final String UDP_SEGMENT_DEFAULT = "auto";
+    private static final Setting<Long> UDP_SEGMENT = Setting.bytes(UDP_SEGMENT_PROP, UdpSegmentation.AUTO,
+            UdpSegments.MIN_SEGMENT_BYTES, MAX_UDP_PAYLOAD).or("auto", (long) UdpSegmentation.AUTO).or("off", (long) UdpSegmentation.OFF);
 
     /**
      * Whether ranks on one host share one media driver ({@code host}, started inside the host's first
@@ -55,6 +62,7 @@ public final class AeronConfiguration {
      */
     public static final String DRIVER_PROP = "gradsync.aeron.driver";
     public static final String DRIVER_DEFAULT = "auto";
+    private static final Setting<String> DRIVER = Setting.oneOf(DRIVER_PROP, DRIVER_DEFAULT, "auto", "host", "process");
 
     /**
      * How the media driver's thread waits for work: {@code backoff} (spin, yield, then park up to
@@ -62,6 +70,7 @@ public final class AeronConfiguration {
      */
     public static final String DRIVER_IDLE_PROP = "gradsync.aeron.driver.idle";
     public static final String DRIVER_IDLE_DEFAULT = "backoff";
+    private static final Setting<String> DRIVER_IDLE = Setting.oneOf(DRIVER_IDLE_PROP, DRIVER_IDLE_DEFAULT, "backoff", "busy-spin");
 
     /**
      * The media driver's threads: {@code shared} (one thread for everything: the fewest threads on a
@@ -73,22 +82,32 @@ public final class AeronConfiguration {
      * {@code shared}. Every driver thread waits with {@link #DRIVER_IDLE_PROP}.
      */
     public static final String DRIVER_THREADING_PROP = "gradsync.aeron.driver.threading";
-
-    /** UDP socket buffer size in bytes, send and receive (the kernel caps it at net.core.[rw]mem_max). */
-    public static final String SOCKET_BUFFER_PROP = "gradsync.aeron.socket.buffer";
-    public static final int SOCKET_BUFFER_DEFAULT = 4 << 20;
+    private static final Setting<String> DRIVER_THREADING = Setting.oneOf(DRIVER_THREADING_PROP, null,
+            "shared-network", "shared", "dedicated", "invoker").unsetMeans("invoker for a rank's own driver, shared for a host's");
 
     /**
-     * How long a rank waits for the driver and for its peers' publications to connect, in milliseconds.
+     * UDP socket buffer size in bytes, send and receive (the kernel caps it at net.core.[rw]mem_max): from 64 KiB, so that
+     * it holds the largest frame (Aeron refuses an MTU larger than the send buffer), to 1 GiB, Aeron's largest term, which
+     * bounds the receiver window the buffer serves.
+     */
+    public static final String SOCKET_BUFFER_PROP = "gradsync.aeron.socket.buffer";
+    public static final int SOCKET_BUFFER_DEFAULT = 4 << 20;
+    private static final Setting<Long> SOCKET_BUFFER = Setting.bytes(SOCKET_BUFFER_PROP, SOCKET_BUFFER_DEFAULT, 64 << 10, 1 << 30);
+
+    /**
+     * How long a rank waits for the driver and for its peers' publications to connect, in milliseconds (or with a unit):
+     * from 1 ms to 24 h.
      */
     public static final String CONNECT_TIMEOUT_MS_PROP = "gradsync.aeron.connect.timeout.ms";
     public static final long CONNECT_TIMEOUT_MS_DEFAULT = 30_000;
+    private static final Setting<Duration> CONNECT_TIMEOUT = Setting.timeout(CONNECT_TIMEOUT_MS_PROP,
+            Duration.ofMillis(CONNECT_TIMEOUT_MS_DEFAULT));
 
     private AeronConfiguration() {
     }
 
     static String dirRoot() {
-        return System.getProperty(DIR_ROOT_PROP, DIR_ROOT_DEFAULT);
+        return DIR_ROOT.get();
     }
 
     /**
@@ -96,41 +115,19 @@ public final class AeronConfiguration {
      * settings let UDP datagrams be cut ({@code mayCut}) at the largest whose segments still fit a datagram.
      */
     static int mtu(int messageBytes, boolean mayCut) {
-        int configured = Settings.bytes(MTU_PROP, -1);
+        Long configured = MTU.get();
         int largest = mayCut ? UdpSegments.MAX_CUT_MTU : MTU_MAX;
-        int mtu = configured >= 0 ? configured
+        return configured != null ? configured.intValue()
                 : Math.max(128, Math.min(largest, align(messageBytes + AeronLink.FRAME_OVERHEAD, 32)));
-        if (mtu % 32 != 0 || mtu < 128 || mtu > MTU_MAX) {
-            throw new IllegalArgumentException(MTU_PROP + "=" + mtu + ": must be a multiple of 32 in 128.." + MTU_MAX);
-        }
-        return mtu;
     }
 
     /**
      * {@link #UDP_SEGMENT_PROP}: {@link UdpSegmentation#AUTO}, {@link UdpSegmentation#OFF} or a segment size.
      *
-     * @throws IllegalArgumentException for anything else, or a size outside 512..65507
+     * @throws IllegalArgumentException for anything else, or a size outside 512..65507, naming the property
      */
     static int udpSegment() {
-        String value = System.getProperty(UDP_SEGMENT_PROP, UDP_SEGMENT_DEFAULT).trim();
-        if (value.isEmpty() || value.equals("auto")) {
-            return UdpSegmentation.AUTO;
-        }
-        if (value.equals("off")) {
-            return UdpSegmentation.OFF;
-        }
-        int bytes;
-        try {
-            bytes = Settings.parseIntBytes(UDP_SEGMENT_PROP, value);
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException(UDP_SEGMENT_PROP + "=" + value + ": expected auto, off or a segment size "
-                    + "in bytes", e);
-        }
-        if (bytes < UdpSegments.MIN_SEGMENT_BYTES || bytes > MAX_UDP_PAYLOAD) {
-            throw new IllegalArgumentException(UDP_SEGMENT_PROP + "=" + value + ": a segment size must be in "
-                    + UdpSegments.MIN_SEGMENT_BYTES + ".." + MAX_UDP_PAYLOAD + " bytes");
-        }
-        return bytes;
+        return UDP_SEGMENT.get().intValue();
     }
 
     /** Where a rank's media driver runs and with which threads, and why; logged by the rank that starts one. */
@@ -144,7 +141,7 @@ public final class AeronConfiguration {
      * @throws IllegalArgumentException for an unknown setting, or a combination that cannot work
      */
     static DriverLayout driverLayout(boolean udpOnly, int ranksOnHost, int processors) {
-        String driver = System.getProperty(DRIVER_PROP, DRIVER_DEFAULT);
+        String driver = DRIVER.get();
         boolean perProcess;
         String reason;
         switch (driver) {
@@ -156,19 +153,18 @@ public final class AeronConfiguration {
                 perProcess = true;
                 reason = DRIVER_PROP + "=process";
             }
-            case "auto" -> {
+            default -> { // auto
                 perProcess = udpOnly && ranksOnHost <= processors;
                 reason = !udpOnly ? "IPC between the host's ranks needs one driver"
                         : ranksOnHost + " ranks on this host, " + processors + " processors"
                         + (perProcess ? "" : ": ranks share cores");
             }
-            default -> throw new IllegalArgumentException(DRIVER_PROP + "=" + driver + ": expected auto, host or process");
         }
         if (perProcess && !udpOnly) {
             throw new IllegalArgumentException(DRIVER_PROP + "=process allows aeron-udp only: IPC between processes "
                     + "needs the host's shared driver");
         }
-        String threadingSetting = System.getProperty(DRIVER_THREADING_PROP);
+        String threadingSetting = DRIVER_THREADING.get();
         ThreadingMode threading = threadingSetting == null
                 ? (perProcess ? ThreadingMode.INVOKER : ThreadingMode.SHARED) : driverThreading(threadingSetting);
         if (threading == ThreadingMode.INVOKER && !perProcess) {
@@ -183,9 +179,7 @@ public final class AeronConfiguration {
             case "shared-network" -> ThreadingMode.SHARED_NETWORK;
             case "shared" -> ThreadingMode.SHARED;
             case "dedicated" -> ThreadingMode.DEDICATED;
-            case "invoker" -> ThreadingMode.INVOKER;
-            default -> throw new IllegalArgumentException(DRIVER_THREADING_PROP + "=" + value
-                    + ": expected shared-network, shared, dedicated or invoker");
+            default -> ThreadingMode.INVOKER; // invoker
         };
     }
 
@@ -237,16 +231,15 @@ public final class AeronConfiguration {
     }
 
     static String driverIdle() {
-        return System.getProperty(DRIVER_IDLE_PROP, DRIVER_IDLE_DEFAULT);
+        return DRIVER_IDLE.get();
     }
 
     static int socketBuffer() {
-        return Settings.bytes(SOCKET_BUFFER_PROP, SOCKET_BUFFER_DEFAULT);
+        return SOCKET_BUFFER.get().intValue();
     }
 
     static long connectTimeoutMs() {
-        return Settings.duration(CONNECT_TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS,
-                Duration.ofMillis(CONNECT_TIMEOUT_MS_DEFAULT)).toMillis();
+        return CONNECT_TIMEOUT.get().toMillis();
     }
 
     static int align(int value, int alignment) {

@@ -80,7 +80,8 @@ class DriverThreadingTest {
     @Test
     void wrongSettingsAreNamed() {
         System.setProperty(AeronConfiguration.DRIVER_THREADING_PROP, "two");
-        assertMessage("gradsync.aeron.driver.threading=two", () -> AeronConfiguration.driverLayout(true, 2, 2));
+        assertMessage("-Dgradsync.aeron.driver.threading=two is not valid: expected one of shared-network, shared, dedicated, invoker",
+                () -> AeronConfiguration.driverLayout(true, 2, 2));
 
         System.setProperty(AeronConfiguration.DRIVER_THREADING_PROP, "invoker");
         System.setProperty(AeronConfiguration.DRIVER_PROP, "host");
@@ -92,7 +93,7 @@ class DriverThreadingTest {
                 () -> AeronConfiguration.driverLayout(false, 2, 2));
 
         System.setProperty(AeronConfiguration.DRIVER_PROP, "rank");
-        assertMessage("gradsync.aeron.driver=rank: expected auto, host or process",
+        assertMessage("-Dgradsync.aeron.driver=rank is not valid: expected one of auto, host, process",
                 () -> AeronConfiguration.driverLayout(true, 2, 2));
     }
 

@@ -73,7 +73,8 @@ class UdpSegmentationTest {
         for (String bad : new String[] {"sometimes", "100", "70000"}) {
             System.setProperty(AeronConfiguration.UDP_SEGMENT_PROP, bad);
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, AeronConfiguration::udpSegment);
-            assertTrue(e.getMessage().startsWith(AeronConfiguration.UDP_SEGMENT_PROP + "=" + bad), e.getMessage());
+            assertTrue(e.getMessage().startsWith("-D" + AeronConfiguration.UDP_SEGMENT_PROP + "=" + bad
+                    + " is not valid: expected auto, off, or a byte size from 512 B to 65507 B"), e.getMessage());
         }
         System.setProperty(AeronConfiguration.UDP_SEGMENT_PROP, "9000");
         assertEquals(9000, AeronConfiguration.udpSegment());

@@ -1,6 +1,7 @@
 package io.gradsync.rdma;
 
 import com.ibm.disni.verbs.RdmaProvider;
+import io.gradsync.core.settings.Setting;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -50,6 +51,8 @@ import java.util.regex.Pattern;
 public final class NativeLibrary {
     /** System property: the path of a {@code libdisni.so} to load instead of extracting the jar's. */
     public static final String PATH_PROPERTY = "gradsync.rdma.libdisni";
+    private static final Setting<String> PATH = Setting.text(PATH_PROPERTY, null, "a libdisni.so file")
+            .unsetMeans("the jar's, extracted to a cache");
 
     static final String PLATFORM = "linux-x86_64";
     static final String RESOURCE = "/io/gradsync/rdma/native/" + PLATFORM + "/libdisni.so";
@@ -165,8 +168,8 @@ public final class NativeLibrary {
 
     private static Path locate() {
         checkPlatform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
-        String override = System.getProperty(PATH_PROPERTY);
-        if (override != null && !override.isBlank()) {
+        String override = PATH.get();
+        if (override != null) {
             Path path = Path.of(override).toAbsolutePath();
             if (!Files.isRegularFile(path)) {
                 throw new RdmaUnavailableException(PATH_PROPERTY + " names " + path + ", which is not a file.");

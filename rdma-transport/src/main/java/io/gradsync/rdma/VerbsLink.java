@@ -121,14 +121,14 @@ final class VerbsLink implements Link {
         this.slotBytes = slotBytes;
         this.stride = stride(slotBytes);
         long ring = (long) window * stride;
-        if (2 * ring + 128 > Integer.MAX_VALUE) {
+        if (regionBytes(window, slotBytes) > Integer.MAX_VALUE) {
             throw new IllegalArgumentException("window " + window + " x slot " + slotBytes + " bytes is too large for one "
                     + "registered region");
         }
         this.stagingOffset = (int) ring;
         this.creditInOffset = (int) (2 * ring);
         this.creditOutOffset = creditInOffset + 64;
-        this.memory = ByteBuffer.allocateDirect(creditOutOffset + 64 + 4096).order(ByteOrder.nativeOrder());
+        this.memory = ByteBuffer.allocateDirect((int) regionBytes(window, slotBytes)).order(ByteOrder.nativeOrder());
         long raw = VerbsEndpoint.addressOf(memory);
         int skip = (int) (-raw & 4095); // page-align the region
         memory.position(skip);
@@ -155,6 +155,11 @@ final class VerbsLink implements Link {
             recvs[i] = qp.postRecv(List.of(wr));
             recvs[i].execute();
         }
+    }
+
+    /** The bytes of a link's registered region: receive and send slots, the two credit words, and page alignment. */
+    static long regionBytes(int window, int slotBytes) {
+        return 2L * window * stride(slotBytes) + 128 + 4096;
     }
 
     static int stride(int slotBytes) {

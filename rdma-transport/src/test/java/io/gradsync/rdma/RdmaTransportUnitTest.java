@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import java.nio.ByteBuffer;
 import org.junit.jupiter.api.Test;
@@ -65,6 +66,12 @@ class RdmaTransportUnitTest {
         assertEquals(64, VerbsLink.stride(32));
         assertEquals(128, VerbsLink.stride(33));
         assertEquals(262_144 + 64, VerbsLink.stride(262_144));
+    }
+
+    /** The largest chunk and depth the settings allow fit a link's one registered region. */
+    @Test
+    void theLargestSlotsTheSettingsAllowFitARegisteredRegion() {
+        assertTrue(VerbsLink.regionBytes(TransportOptions.MAX_WINDOW, TransportOptions.MAX_MESSAGE_BYTES) <= Integer.MAX_VALUE);
     }
 
     @Test

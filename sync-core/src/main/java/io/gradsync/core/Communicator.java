@@ -15,6 +15,7 @@ import io.gradsync.core.select.AllReduceSelector;
 import io.gradsync.core.select.CostModel;
 import io.gradsync.core.select.CostModelFile;
 import io.gradsync.core.select.Topology;
+import io.gradsync.core.settings.Setting;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.SharedMemory;
@@ -757,10 +758,10 @@ public final class Communicator implements AutoCloseable {
             return this;
         }
 
-        /** Longest time a collective may go without moving a message. */
+        /** Longest time a collective may go without moving a message: from 1 ms to 24 h ({@link Setting#MAX_TIMEOUT} says why). */
         public Builder timeout(Duration timeout) {
-            if (timeout.isNegative() || timeout.isZero()) {
-                throw new IllegalArgumentException("timeout must be positive, was " + timeout);
+            if (timeout.compareTo(Setting.MIN_TIMEOUT) < 0 || timeout.compareTo(Setting.MAX_TIMEOUT) > 0) {
+                throw new IllegalArgumentException("timeout must be from 1 ms to 24 h, was " + timeout);
             }
             this.timeout = timeout;
             return this;

@@ -1,26 +1,48 @@
 package io.gradsync.core;
 
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.Inbox;
+import io.gradsync.core.select.AllReduceOverride;
+import io.gradsync.core.settings.Setting;
+import io.gradsync.core.trace.Timeline;
 import io.gradsync.core.transport.TransportOptions;
+import io.gradsync.core.transport.Transports;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.concurrent.TimeUnit;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
 
 /**
- * Settings read from system properties, each with its default. Like Aeron's {@code Configuration}
- * classes, this is the one place that documents them. Builders take explicit values first and fall
- * back to these.
+ * Settings read from system properties, each with its default and the values it accepts. Like Aeron's
+ * {@code Configuration} classes, this is the one place that documents them (the shared-memory transport's and the
+ * memory access's settings sit in those classes, which cannot see this one); each is a {@link Setting}, so a value
+ * outside its range is refused where it is read, naming the property, the value and the range. Builders take explicit
+ * values first and fall back to these. docs/operations.md has the table of every setting.
  */
 public final class GradSyncConfiguration {
 
     /**
      * Chunk size in bytes: the unit of pipelining, and the size of one transport receive slot. Smaller
      * chunks start the pipeline sooner; larger ones pay the per-message cost less often. Units accepted:
-     * {@code 256K}, {@code 1M} (see {@link Settings}).
+     * {@code 256K}, {@code 1M} (see {@link Setting}). From 8 B to 16 MiB ({@link TransportOptions#MAX_MESSAGE_BYTES}):
+     * with a depth of at most 32 every transport holds its slots (depth × chunk per link) in one mapping or registered
+     * region, which is at most 2 GiB.
      */
     public static final String CHUNK_BYTES_PROP = "gradsync.chunk.bytes";
     public static final int CHUNK_BYTES_DEFAULT = TransportOptions.DEFAULT.messageBytes();
+    private static final Setting<Long> CHUNK_BYTES = Setting.bytes(CHUNK_BYTES_PROP, CHUNK_BYTES_DEFAULT,
+            TransportOptions.MIN_MESSAGE_BYTES, TransportOptions.MAX_MESSAGE_BYTES);
+
+    /**
+     * The smallest AllReduce, in bytes, that {@code auto} runs as {@code direct} on a transport that shares memory: 0 B
+     * to 2 GiB - 1.
+     */
     public static final String DIRECT_MIN_BYTES_PROP = "gradsync.direct.min.bytes";
     public static final int DIRECT_MIN_BYTES_DEFAULT = 64 * 1024;
+    private static final Setting<Long> DIRECT_MIN_BYTES = Setting.bytes(DIRECT_MIN_BYTES_PROP, DIRECT_MIN_BYTES_DEFAULT,
+            0, Integer.MAX_VALUE);
 
     /**
      * Whether {@code auto} also runs {@code direct} for plain buffers (not from {@code Communicator.allocate}),
@@ -31,22 +53,28 @@ public final class GradSyncConfiguration {
      */
     public static final String DIRECT_STAGING_PROP = "gradsync.direct.staging";
     public static final String DIRECT_STAGING_DEFAULT = "auto";
+    private static final Setting<String> DIRECT_STAGING = Setting.oneOf(DIRECT_STAGING_PROP, DIRECT_STAGING_DEFAULT,
+            "auto", "true", "false");
 
     /**
      * Pipelining depth: receive slots per link, so how many chunks may be in flight to one peer before
      * it frees one. Together with the chunk size it bounds transport memory: {@code depth * chunk} per
-     * link direction.
+     * link direction. From 1 to 32 ({@link TransportOptions#MAX_WINDOW}).
      */
     public static final String PIPELINE_DEPTH_PROP = "gradsync.pipeline.depth";
     public static final int PIPELINE_DEPTH_DEFAULT = TransportOptions.DEFAULT.window();
+    private static final Setting<Integer> PIPELINE_DEPTH = Setting.integer(PIPELINE_DEPTH_PROP, PIPELINE_DEPTH_DEFAULT, 1,
+            TransportOptions.MAX_WINDOW);
 
     /**
      * Collectives a communicator runs at once, at most: the engine pumps them all in one duty cycle, their
      * chunks interleaved on different links, and the Flux operator keeps that many gradients of a stream in
-     * flight when downstream demand allows. 1 runs one collective at a time.
+     * flight when downstream demand allows. 1 runs one collective at a time; at most 1024, which bounds the
+     * operator's prefetch too.
      */
     public static final String MAX_IN_FLIGHT_PROP = "gradsync.inflight";
     public static final int MAX_IN_FLIGHT_DEFAULT = 8;
+    private static final Setting<Integer> MAX_IN_FLIGHT = Setting.integer(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_DEFAULT, 1, 1024);
 
     /**
      * Messages a collective may send to a peer ahead of an earlier collective's, per link, before the
@@ -57,6 +85,8 @@ public final class GradSyncConfiguration {
      */
     public static final String AHEAD_MESSAGES_PROP = "gradsync.ahead.messages";
     public static final int AHEAD_MESSAGES_DEFAULT = 8;
+    private static final Setting<Integer> AHEAD_MESSAGES = Setting.integer(AHEAD_MESSAGES_PROP, AHEAD_MESSAGES_DEFAULT, 0,
+            Inbox.STASH_CELLS);
 
     /**
      * Whether a blocking call ({@code allReduceBlocking}, ...) runs its collective on the calling thread
@@ -67,15 +97,19 @@ public final class GradSyncConfiguration {
      */
     public static final String CALLER_RUNS_PROP = "gradsync.caller.runs";
     public static final boolean CALLER_RUNS_DEFAULT = true;
+    private static final Setting<Boolean> CALLER_RUNS = Setting.bool(CALLER_RUNS_PROP, CALLER_RUNS_DEFAULT);
 
     /**
      * How long a collective may go without moving a single message before it fails, in milliseconds.
      * It is a no-progress deadline, not a deadline for the whole collective, so large messages on slow
      * links do not fail while a dead or missing peer is still caught. A unit may be given instead:
-     * {@code 30s}, {@code 500ms}, {@code 2m} (see {@link Settings}).
+     * {@code 30s}, {@code 500ms}, {@code 2m} (see {@link Setting}). From 1 ms to 24 h, like every gradsync timeout:
+     * there is no "no timeout" (every wait has a deadline), and 24 h keeps deadlines far from overflowing
+     * nanosecond arithmetic ({@link Setting#MAX_TIMEOUT} says why).
      */
     public static final String TIMEOUT_MS_PROP = "gradsync.timeout.ms";
     public static final long TIMEOUT_MS_DEFAULT = 60_000;
+    private static final Setting<Duration> TIMEOUT = Setting.timeout(TIMEOUT_MS_PROP, Duration.ofMillis(TIMEOUT_MS_DEFAULT));
 
     /**
      * How a waiting progress thread idles: {@code busy-spin} (lowest latency, burns a core),
@@ -84,6 +118,8 @@ public final class GradSyncConfiguration {
      */
     public static final String IDLE_STRATEGY_PROP = "gradsync.idle.strategy";
     public static final String IDLE_STRATEGY_DEFAULT = "backoff";
+    private static final Setting<String> IDLE_STRATEGY = Setting.oneOf(IDLE_STRATEGY_PROP, IDLE_STRATEGY_DEFAULT,
+            "busy-spin", "yield", "backoff");
 
     /**
      * The AllReduce algorithm: {@code auto} (per call, by message size, from the cost model and
@@ -93,6 +129,8 @@ public final class GradSyncConfiguration {
      */
     public static final String ALLREDUCE_ALGORITHM_PROP = "gradsync.allreduce.algorithm";
     public static final String ALLREDUCE_ALGORITHM_DEFAULT = "auto";
+    private static final Setting<String> ALLREDUCE_ALGORITHM = Setting.oneOf(ALLREDUCE_ALGORITHM_PROP,
+            ALLREDUCE_ALGORITHM_DEFAULT, GradSyncConfiguration::allReduceAlgorithms);
 
     /**
      * With {@code auto}: rules that pin the algorithm for ranges of message sizes, e.g.
@@ -106,6 +144,10 @@ public final class GradSyncConfiguration {
     public static final String ALLREDUCE_OVERRIDE_PROP = "gradsync.allreduce";
     /** The environment variable form of {@link #ALLREDUCE_OVERRIDE_PROP}. */
     public static final String ALLREDUCE_OVERRIDE_ENV = "GRADSYNC_ALLREDUCE";
+    private static final Setting<String> ALLREDUCE_OVERRIDE = Setting.text(ALLREDUCE_OVERRIDE_PROP, null,
+                    "rules such as tree:0-64K;ring@512K:64K-max")
+            .where(GradSyncConfiguration::parses, "as docs/algorithms.md describes them")
+            .orEnvironment(ALLREDUCE_OVERRIDE_ENV).unsetMeans("none");
 
     /**
      * The cost-model file {@code auto} reads at communicator creation, as written by
@@ -115,6 +157,8 @@ public final class GradSyncConfiguration {
      */
     public static final String COST_MODEL_FILE_PROP = "gradsync.costmodel.file";
     public static final String COST_MODEL_FILE_DEFAULT = System.getProperty("user.home") + "/.gradsync/cost-model.properties";
+    private static final Setting<String> COST_MODEL_FILE = Setting.text(COST_MODEL_FILE_PROP, null, "a file")
+            .unsetMeans("$HOME/.gradsync/cost-model.properties");
 
     /**
      * Sends float32 AllReduce payloads as 16-bit floats: {@code none}, {@code bf16} or {@code fp16}.
@@ -125,45 +169,68 @@ public final class GradSyncConfiguration {
      */
     public static final String WIRE_COMPRESSION_PROP = "gradsync.wire.compression";
     public static final String WIRE_COMPRESSION_DEFAULT = "none";
+    private static final Setting<String> WIRE_COMPRESSION = Setting.oneOf(WIRE_COMPRESSION_PROP, WIRE_COMPRESSION_DEFAULT,
+            "none", "bf16", "fp16");
 
     /**
      * How long ranks wait for each other at the rendezvous, in milliseconds (all ranks must arrive within
      * it); also bounds the rendezvous' all-gathers and the wait for all ranks to leave at close. A unit may
-     * be given instead: {@code 2m}, {@code 90s}.
+     * be given instead: {@code 2m}, {@code 90s}. From 1 ms to 24 h.
      */
     public static final String RENDEZVOUS_TIMEOUT_MS_PROP = "gradsync.rendezvous.timeout.ms";
     public static final long RENDEZVOUS_TIMEOUT_MS_DEFAULT = 120_000;
+    private static final Setting<Duration> RENDEZVOUS_TIMEOUT = Setting.timeout(RENDEZVOUS_TIMEOUT_MS_PROP,
+            Duration.ofMillis(RENDEZVOUS_TIMEOUT_MS_DEFAULT));
 
     /**
      * The transport {@link Communicator#connect()} uses: {@code auto} (shared memory between the ranks of
      * a host; between hosts RDMA where every rank has a usable device, else Aeron UDP; decided once, the
      * same on every rank, and logged), or one transport for every link: {@code shm}, {@code aeron-ipc},
-     * {@code aeron-udp}, {@code rdma}. The system property wins over the environment variable
-     * {@link #TRANSPORT_ENV}.
+     * {@code aeron-udp}, {@code aeron}, {@code rdma} (or another module's on the class path). The system property wins
+     * over the environment variable {@link #TRANSPORT_ENV}.
      */
     public static final String TRANSPORT_PROP = "gradsync.transport";
     /** The environment variable form of {@link #TRANSPORT_PROP}. */
     public static final String TRANSPORT_ENV = "GRADSYNC_TRANSPORT";
     public static final String TRANSPORT_DEFAULT = "auto";
+    /** The built-in transports, accepted whether or not their module is on the class path. */
+    private static final List<String> BUILT_IN_TRANSPORTS = List.of("auto", "shm", "aeron", "aeron-ipc", "aeron-udp", "rdma");
+    private static final Setting<String> TRANSPORT = Setting.oneOf(TRANSPORT_PROP, TRANSPORT_DEFAULT,
+            GradSyncConfiguration::transports).orEnvironment(TRANSPORT_ENV);
+
+    /**
+     * Events a rank's {@code Timeline} records, at most (later ones are counted as dropped): from 1 to 4194304. The
+     * timeline holds them in arrays made when it opens, 44 bytes per event, so the largest takes 176 MiB of heap.
+     */
+    public static final String TRACE_EVENTS_PROP = "gradsync.trace.events";
+    public static final int TRACE_EVENTS_DEFAULT = 1 << 18;
+    private static final Setting<Integer> TRACE_EVENTS = Setting.integer(TRACE_EVENTS_PROP, TRACE_EVENTS_DEFAULT, 1,
+            1 << 22);
+
+    /** The directory each rank's {@code Timeline} writes its trace into; unset, tracing is off. */
+    private static final Setting<String> TRACE_DIRECTORY = Setting.text(Timeline.TRACE_PROPERTY, null,
+            "a directory").orEnvironment(Timeline.TRACE_ENV).unsetMeans("no tracing");
 
     private GradSyncConfiguration() {
     }
 
-    /** {@value #TRANSPORT_PROP}, else {@value #TRANSPORT_ENV}, else {@value #TRANSPORT_DEFAULT}. */
+    /**
+     * {@value #TRANSPORT_PROP}, else {@value #TRANSPORT_ENV}, else {@value #TRANSPORT_DEFAULT}.
+     *
+     * @throws IllegalArgumentException for a name that is neither a built-in transport nor one on the class path
+     */
     public static String transport() {
-        String property = System.getProperty(TRANSPORT_PROP);
-        String value = property != null && !property.isBlank() ? property : System.getenv(TRANSPORT_ENV);
-        return value != null && !value.isBlank() ? value.trim() : TRANSPORT_DEFAULT;
+        return TRANSPORT.get();
     }
 
     /**
      * {@value #CHUNK_BYTES_PROP}: a byte size with an optional unit ({@code 262144}, {@code 256K}, {@code 1M}).
      *
-     * @return the chunk size in bytes, at least 1
-     * @throws IllegalArgumentException for a malformed or non-positive value, naming the property
+     * @return the chunk size in bytes, from 8 to 16 MiB
+     * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
      */
     public static int chunkBytes() {
-        return positive(CHUNK_BYTES_PROP, Settings.bytes(CHUNK_BYTES_PROP, CHUNK_BYTES_DEFAULT));
+        return CHUNK_BYTES.get().intValue();
     }
 
     /**
@@ -174,11 +241,7 @@ public final class GradSyncConfiguration {
      * @throws IllegalArgumentException for a malformed or negative value, naming the property
      */
     public static int directMinBytes() {
-        int bytes = Settings.bytes(DIRECT_MIN_BYTES_PROP, DIRECT_MIN_BYTES_DEFAULT);
-        if (bytes < 0) {
-            throw new IllegalArgumentException(DIRECT_MIN_BYTES_PROP + " must be >= 0, was " + bytes);
-        }
-        return bytes;
+        return DIRECT_MIN_BYTES.get().intValue();
     }
 
     /**
@@ -187,22 +250,18 @@ public final class GradSyncConfiguration {
      * @throws IllegalArgumentException for a value other than true, false or auto, naming the property
      */
     public static boolean directStaging(int ranksOnHost) {
-        String value = System.getProperty(DIRECT_STAGING_PROP, DIRECT_STAGING_DEFAULT).trim().toLowerCase(java.util.Locale.ROOT);
-        return switch (value) {
-            case "auto", "" -> ranksOnHost <= HostCpus.online();
-            case "true", "false" -> value.equals("true");
-            default -> throw new IllegalArgumentException(DIRECT_STAGING_PROP + "=" + value + ": expected true, false or auto");
-        };
+        String value = DIRECT_STAGING.get();
+        return value.equals("auto") ? ranksOnHost <= HostCpus.online() : value.equals("true");
     }
 
     /**
      * {@value #PIPELINE_DEPTH_PROP}: a whole number.
      *
-     * @return the depth, at least 1
-     * @throws IllegalArgumentException for a malformed or non-positive value, naming the property
+     * @return the depth, from 1 to 32
+     * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
      */
     public static int pipelineDepth() {
-        return positive(PIPELINE_DEPTH_PROP, Settings.integer(PIPELINE_DEPTH_PROP, PIPELINE_DEPTH_DEFAULT));
+        return PIPELINE_DEPTH.get();
     }
 
     /** The transport's chunk size and window as configured here. */
@@ -213,11 +272,11 @@ public final class GradSyncConfiguration {
     /**
      * {@value #MAX_IN_FLIGHT_PROP}: a whole number.
      *
-     * @return the limit, at least 1
-     * @throws IllegalArgumentException for a malformed or non-positive value, naming the property
+     * @return the limit, from 1 to 1024
+     * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
      */
     public static int maxInFlight() {
-        return positive(MAX_IN_FLIGHT_PROP, Settings.integer(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_DEFAULT));
+        return MAX_IN_FLIGHT.get();
     }
 
     /**
@@ -226,12 +285,7 @@ public final class GradSyncConfiguration {
      * @throws IllegalArgumentException for a malformed or out-of-range value, naming the property
      */
     public static int aheadMessages() {
-        int value = Settings.integer(AHEAD_MESSAGES_PROP, AHEAD_MESSAGES_DEFAULT);
-        if (value < 0 || value > io.gradsync.core.algorithm.Inbox.STASH_CELLS) {
-            throw new IllegalArgumentException(AHEAD_MESSAGES_PROP + " must be 0.." + io.gradsync.core.algorithm.Inbox.STASH_CELLS
-                    + ", was " + value);
-        }
-        return value;
+        return AHEAD_MESSAGES.get();
     }
 
     /**
@@ -240,46 +294,54 @@ public final class GradSyncConfiguration {
      * @throws IllegalArgumentException for another value, naming the property
      */
     public static boolean callerRuns() {
-        return Settings.bool(CALLER_RUNS_PROP, CALLER_RUNS_DEFAULT);
+        return CALLER_RUNS.get();
     }
 
     /**
      * {@value #TIMEOUT_MS_PROP}: milliseconds, or a duration with a unit ({@code 30s}, {@code 500ms}, {@code 2m}).
      *
-     * @return the no-progress deadline
-     * @throws IllegalArgumentException for a malformed value, naming the property
+     * @return the no-progress deadline, from 1 ms to 24 h
+     * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
      */
     public static Duration timeout() {
-        return Settings.duration(TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS, Duration.ofMillis(TIMEOUT_MS_DEFAULT));
+        return TIMEOUT.get();
     }
 
     /**
      * {@value #RENDEZVOUS_TIMEOUT_MS_PROP}: milliseconds, or a duration with a unit ({@code 2m}, {@code 90s}).
      *
-     * @return the rendezvous deadline
-     * @throws IllegalArgumentException for a malformed value, naming the property
+     * @return the rendezvous deadline, from 1 ms to 24 h
+     * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
      */
     public static Duration rendezvousTimeout() {
-        return Settings.duration(RENDEZVOUS_TIMEOUT_MS_PROP, TimeUnit.MILLISECONDS,
-                Duration.ofMillis(RENDEZVOUS_TIMEOUT_MS_DEFAULT));
+        return RENDEZVOUS_TIMEOUT.get();
     }
 
-    private static int positive(String property, int value) {
-        if (value < 1) {
-            throw new IllegalArgumentException("-D" + property + "=" + System.getProperty(property)
-                    + " is not valid: expected at least 1");
-        }
-        return value;
+    /**
+     * {@value #IDLE_STRATEGY_PROP}: {@code busy-spin}, {@code yield} or {@code backoff}.
+     *
+     * @throws IllegalArgumentException for another name, naming the property and the names it accepts
+     */
+    public static String idleStrategy() {
+        return IDLE_STRATEGY.get();
     }
 
+    /**
+     * {@value #ALLREDUCE_ALGORITHM_PROP}: {@code auto} or a name of {@code AllReduceAlgorithms.names()}.
+     *
+     * @throws IllegalArgumentException for another name, naming the property and the names it accepts
+     */
     public static String allReduceAlgorithm() {
-        return System.getProperty(ALLREDUCE_ALGORITHM_PROP, ALLREDUCE_ALGORITHM_DEFAULT);
+        return ALLREDUCE_ALGORITHM.get();
     }
 
-    /** The override rules, or null; see {@link #allReduceOverrideSource()} for where they came from. */
+    /**
+     * The override rules, or null; see {@link #allReduceOverrideSource()} for where they came from.
+     *
+     * @throws IllegalArgumentException for rules that do not parse, naming where they came from and what is wrong
+     */
     public static String allReduceOverride() {
-        String property = System.getProperty(ALLREDUCE_OVERRIDE_PROP);
-        return property != null ? property : System.getenv(ALLREDUCE_OVERRIDE_ENV);
+        return ALLREDUCE_OVERRIDE.get();
     }
 
     /** Where {@link #allReduceOverride()} came from, for error messages. */
@@ -290,27 +352,52 @@ public final class GradSyncConfiguration {
     /**
      * The 16-bit type float32 travels as, or null for none.
      *
-     * @throws IllegalArgumentException for a value other than none, bf16 or fp16, naming it
+     * @throws IllegalArgumentException for a value other than none, bf16 or fp16, naming the property
      */
     public static DataType wireCompression() {
-        return wireCompression(System.getProperty(WIRE_COMPRESSION_PROP, WIRE_COMPRESSION_DEFAULT));
+        return switch (WIRE_COMPRESSION.get()) {
+            case "bf16" -> DataType.BFLOAT16;
+            case "fp16" -> DataType.FLOAT16;
+            default -> null;
+        };
     }
 
-    static DataType wireCompression(String value) {
-        switch (value) {
-            case "none": return null;
-            case "bf16": return DataType.BFLOAT16;
-            case "fp16": return DataType.FLOAT16;
-            default:
-                throw new IllegalArgumentException(WIRE_COMPRESSION_PROP + " must be none, bf16 or fp16, was '" + value + "'");
-        }
-    }
-
+    /** {@value #COST_MODEL_FILE_PROP}, else {@code $HOME/.gradsync/cost-model.properties} ({@link #COST_MODEL_FILE_DEFAULT}). */
     public static Path costModelFile() {
-        return Path.of(System.getProperty(COST_MODEL_FILE_PROP, COST_MODEL_FILE_DEFAULT));
+        String file = COST_MODEL_FILE.get();
+        return Path.of(file != null ? file : COST_MODEL_FILE_DEFAULT);
     }
 
-    public static String idleStrategy() {
-        return System.getProperty(IDLE_STRATEGY_PROP, IDLE_STRATEGY_DEFAULT);
+    /**
+     * {@value #TRACE_EVENTS_PROP}: a whole number.
+     *
+     * @return the events a timeline holds, from 1 to 4194304
+     * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
+     */
+    public static int traceEvents() {
+        return TRACE_EVENTS.get();
+    }
+
+    /** The trace directory {@code gradsync.trace} or {@code GRADSYNC_TRACE} names, or null for no tracing. */
+    public static String traceDirectory() {
+        return TRACE_DIRECTORY.get();
+    }
+
+    /** True, or the parser's exception saying what is wrong in {@code rules} and where, which the refusal quotes. */
+    private static boolean parses(String rules) {
+        AllReduceOverride.parse(rules, null, AllReduceAlgorithms.names());
+        return true;
+    }
+
+    private static List<String> allReduceAlgorithms() {
+        List<String> names = new ArrayList<>(List.of(ALLREDUCE_ALGORITHM_DEFAULT));
+        names.addAll(AllReduceAlgorithms.names());
+        return names;
+    }
+
+    private static Set<String> transports() {
+        Set<String> names = new LinkedHashSet<>(BUILT_IN_TRANSPORTS);
+        names.addAll(Transports.available());
+        return names;
     }
 }

@@ -24,8 +24,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The fences of sync-core, checked on its compiled classes: the transport SPI stands alone (it knows
  * nothing of the rendezvous, the engine or the API above it), sync-core never reaches into a transport
- * module, the packages form no cycle, and the engine's internals appear in no public signature of the
- * API, so they can change without breaking a user.
+ * module, the settings depend on nothing of gradsync, the packages form no cycle, and the engine's
+ * internals appear in no public signature of the API, so they can change without breaking a user.
  */
 class ArchitectureTest {
     private static final JavaClasses CORE = new ClassFileImporter()
@@ -45,6 +45,14 @@ class ArchitectureTest {
                         "io.gradsync.core.algorithm..", "io.gradsync.core.select..", "io.gradsync.core.launch..")
                 .orShould().dependOnClassesThat().resideInAPackage("io.gradsync.core")
                 .because("transports implement a small SPI and a job context, as Gloo's transports see a Store")
+                .check(CORE);
+    }
+
+    @Test
+    void settingsDependOnNothingElseOfGradsync() {
+        noClasses().that().resideInAPackage("io.gradsync.core.settings..")
+                .should().dependOnClassesThat().resideOutsideOfPackages("io.gradsync.core.settings..", "java..")
+                .because("every package declares its settings with it, the transport SPI included")
                 .check(CORE);
     }
 

@@ -1,5 +1,6 @@
 package io.gradsync.core.bootstrap;
 
+import io.gradsync.core.settings.Setting;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.InetAddress;
@@ -11,7 +12,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -42,6 +42,7 @@ public final class LaunchEnvironment {
     public static final String AUTH_VAR = "GRADSYNC_AUTH";
     /** System property: {@code secret} (the default) or {@code none}. */
     public static final String AUTH_PROP = "gradsync.auth";
+    private static final Setting<String> AUTH = Setting.oneOf(AUTH_PROP, "secret", "secret", "none").orEnvironment(AUTH_VAR);
     /** The rendezvous port, when it must differ from {@code MASTER_PORT}. */
     public static final String RENDEZVOUS_PORT_VAR = "GRADSYNC_RENDEZVOUS_PORT";
     /** torchrun sets it to {@code True} when its agent's TCPStore already listens on {@code MASTER_PORT}. */
@@ -154,12 +155,7 @@ public final class LaunchEnvironment {
             throw new IllegalArgumentException(launcher + ": rendezvous port " + port + " (" + portSource
                     + ") is outside 1..65535; set " + RENDEZVOUS_PORT_VAR);
         }
-        String auth = Optional.ofNullable(authProperty).filter(v -> !v.isBlank())
-                .or(() -> first(env, AUTH_VAR)).orElse("secret").trim().toLowerCase(Locale.ROOT);
-        if (!auth.equals("secret") && !auth.equals("none")) {
-            throw new IllegalArgumentException(AUTH_PROP + " (or " + AUTH_VAR + ") is '" + auth + "'; it must be 'secret' "
-                    + "(the default) or 'none'");
-        }
+        String auth = AUTH.get(authProperty, env);
         // The variable wins over the file: gradsync-run sets a fresh one for its ranks whatever they inherit.
         Optional<String> secret = first(env, JOB_SECRET_VAR);
         Optional<String> secretFile = first(env, JOB_SECRET_FILE_VAR);

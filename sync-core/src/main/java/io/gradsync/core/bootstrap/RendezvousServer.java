@@ -1,6 +1,6 @@
 package io.gradsync.core.bootstrap;
 
-import io.gradsync.core.Settings;
+import io.gradsync.core.settings.Setting;
 import java.io.EOFException;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -25,7 +25,6 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.TimeUnit;
 
 /**
  * Rank 0's side of the rendezvous: admits each rank once (after it proves it knows the job secret, and
@@ -59,12 +58,12 @@ final class RendezvousServer implements AutoCloseable {
     record Limits(Duration handshakeTimeout, int maxPending, long maxQueuedBytes, int maxQueuedMessages) {
         static final String HANDSHAKE_TIMEOUT_PROP = "gradsync.rendezvous.handshake.timeout.ms";
         static final long HANDSHAKE_TIMEOUT_MS_DEFAULT = 10_000;
+        static final Setting<Duration> HANDSHAKE_TIMEOUT = Setting.timeout(HANDSHAKE_TIMEOUT_PROP, Duration.ofMillis(HANDSHAKE_TIMEOUT_MS_DEFAULT));
         static final int MAX_PENDING_DEFAULT = 64;
 
         /** The defaults, with {@value #HANDSHAKE_TIMEOUT_PROP} read now. */
         static Limits fromProperties() {
-            return new Limits(Settings.duration(HANDSHAKE_TIMEOUT_PROP, TimeUnit.MILLISECONDS,
-                    Duration.ofMillis(HANDSHAKE_TIMEOUT_MS_DEFAULT)),
+            return new Limits(HANDSHAKE_TIMEOUT.get(),
                     MAX_PENDING_DEFAULT, 2L * Wire.MAX_MESSAGE_BYTES, 8192);
         }
     }

@@ -2,6 +2,7 @@ package io.gradsync.core.memory;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.settings.Setting;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import sun.misc.Unsafe;
@@ -17,6 +18,9 @@ import sun.misc.Unsafe;
  * not warn about ({@code -Dgradsync.memory=unsafe} keeps {@code Unsafe} there).
  */
 final class MemoryAccess {
+    /** How memory is reached: {@code foreign} (JDK 22+) or {@code unsafe}; the JDK 22+ version of this class says more. */
+    static final Setting<String> ACCESS = Setting.oneOf("gradsync.memory", null, "foreign", "unsafe")
+            .unsetMeans("foreign on JDK 22+, unsafe before");
     private static final Unsafe U = UnsafeAccess.UNSAFE;
 
     static {
@@ -24,10 +28,8 @@ final class MemoryAccess {
             // The wire format is the kernels' memory format; only little-endian hosts share one.
             throw new ExceptionInInitializerError("gradsync supports little-endian hosts only");
         }
-        String access = System.getProperty("gradsync.memory", "unsafe");
-        if (!access.equals("unsafe")) {
-            throw new IllegalArgumentException("-Dgradsync.memory=" + access + ": "
-                    + (access.equals("foreign") ? "java.lang.foreign needs JDK 22 or later" : "expected unsafe or foreign"));
+        if ("foreign".equals(ACCESS.get())) {
+            throw new IllegalArgumentException("-D" + ACCESS.name() + "=foreign: java.lang.foreign needs JDK 22 or later");
         }
     }
 

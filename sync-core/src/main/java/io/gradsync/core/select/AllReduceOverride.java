@@ -40,7 +40,8 @@ public final class AllReduceOverride {
     /**
      * Parses {@code text}.
      *
-     * @param source where the text came from, for error messages, e.g. {@code GRADSYNC_ALLREDUCE}
+     * @param source where the text came from, for error messages, e.g. {@code GRADSYNC_ALLREDUCE}; null leaves the
+     *               source and the text out of them, for a caller that names both
      * @param algorithms the algorithm names a rule may use
      * @throws IllegalArgumentException if {@code text} is not exactly a list of rules as above
      */
@@ -209,8 +210,8 @@ public final class AllReduceOverride {
         }
 
         private IllegalArgumentException error(String problem, int column) {
-            return new IllegalArgumentException(String.format(Locale.ROOT, "%s=\"%s\": %s (at column %d)",
-                    source, text, problem, column + 1));
+            String where = String.format(Locale.ROOT, "%s (at column %d)", problem, column + 1);
+            return new IllegalArgumentException(source == null ? where : source + "=\"" + text + "\": " + where);
         }
     }
 }

@@ -1,6 +1,7 @@
 package io.gradsync.core.trace;
 
 import io.gradsync.core.Communicator;
+import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import java.io.IOException;
@@ -63,7 +64,6 @@ public final class Timeline implements AutoCloseable {
     public static final String TRACE_PROPERTY = "gradsync.trace";
     /** Barrier round trips used to estimate the clock offsets. */
     public static final int ALIGN_ROUNDS = 7;
-    private static final int DEFAULT_CAPACITY = 1 << 18;
     /** An arrival not recorded (a sequence number taken but never recorded, or never taken). */
     private static final long NO_ARRIVAL = Long.MIN_VALUE;
 
@@ -138,11 +138,8 @@ public final class Timeline implements AutoCloseable {
      * this is a collective (clock alignment): every rank must call it, and all must agree on being on.
      */
     public static Timeline fromEnvironment(Communicator comm) {
-        String dir = System.getProperty(TRACE_PROPERTY);
-        if (dir == null || dir.isBlank()) {
-            dir = System.getenv(TRACE_ENV);
-        }
-        if (dir == null || dir.isBlank()) {
+        String dir = io.gradsync.core.GradSyncConfiguration.traceDirectory();
+        if (dir == null) {
             return OFF;
         }
         return open(comm, Path.of(dir));
@@ -162,7 +159,7 @@ public final class Timeline implements AutoCloseable {
     static Timeline open(Communicator comm, Path dir, LongSupplier epochMillis) {
         Objects.requireNonNull(comm, "comm");
         Objects.requireNonNull(dir, "dir");
-        int capacity = io.gradsync.core.Settings.integer("gradsync.trace.events", DEFAULT_CAPACITY);
+        int capacity = GradSyncConfiguration.traceEvents(); // refused before anything is made in dir
         return new Timeline(comm, createFiles(comm, dir), capacity, epochMillis);
     }
 

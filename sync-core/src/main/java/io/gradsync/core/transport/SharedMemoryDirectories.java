@@ -50,7 +50,8 @@ public final class SharedMemoryDirectories {
     private static final Set<String> RECORDED = ConcurrentHashMap.newKeySet();
     private static final Pattern VALID_LAUNCH_ID = Pattern.compile("[A-Za-z0-9_]{1,64}");
     private static final Pattern VALID_NAME_PART = Pattern.compile("[A-Za-z0-9_]{1,128}");
-    private static final String REMEDY = "remove it, or choose another root with gradsync.aeron.dir.root";
+    private static final String REMEDY = "remove it, or choose another root with gradsync.shm.dir.root (shm) or "
+            + "gradsync.aeron.dir.root (Aeron)";
 
     private SharedMemoryDirectories() {
     }

@@ -2,6 +2,7 @@ package io.gradsync.core.memory;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.settings.Setting;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
@@ -28,7 +29,9 @@ import sun.misc.Unsafe;
 final class MemoryAccess {
     /** The system property that picks how memory is reached: {@code foreign} or {@code unsafe}. */
     static final String PROPERTY = "gradsync.memory";
-    private static final boolean FOREIGN = foreign(System.getProperty(PROPERTY, "foreign"));
+    static final Setting<String> ACCESS = Setting.oneOf(PROPERTY, null, "foreign", "unsafe")
+            .unsetMeans("foreign on JDK 22+, unsafe before");
+    private static final boolean FOREIGN = !"unsafe".equals(ACCESS.get());
     private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED;
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED;
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
@@ -42,13 +45,6 @@ final class MemoryAccess {
             // The wire format is the kernels' memory format; only little-endian hosts share one.
             throw new ExceptionInInitializerError("gradsync supports little-endian hosts only");
         }
-    }
-
-    private static boolean foreign(String value) {
-        if (!value.equals("unsafe") && !value.equals("foreign")) {
-            throw new IllegalArgumentException("-D" + PROPERTY + "=" + value + ": expected unsafe or foreign");
-        }
-        return value.equals("foreign");
     }
 
     private MemoryAccess() {

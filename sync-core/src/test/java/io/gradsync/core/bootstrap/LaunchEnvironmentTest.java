@@ -145,7 +145,7 @@ class LaunchEnvironmentTest {
                 "secret"), "the property wins over the variable");
         IllegalArgumentException bad = assertThrows(IllegalArgumentException.class,
                 () -> LaunchEnvironment.from(TORCHRUN, "off"));
-        assertTrue(bad.getMessage().contains("'off'") && bad.getMessage().contains("'none'"), bad.getMessage());
+        assertEquals("-Dgradsync.auth=off is not valid: expected one of secret, none", bad.getMessage());
         LaunchEnvironment withSecret = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", "s"), "none");
         assertTrue(withSecret.hasPrivateSecret(), "a secret that is given is used");
     }

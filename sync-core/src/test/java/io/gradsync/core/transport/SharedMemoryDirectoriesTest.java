@@ -79,7 +79,7 @@ class SharedMemoryDirectoriesTest {
         IOException open = assertThrows(IOException.class, () -> SharedMemoryDirectories.userDirectory(root));
         assertEquals(place + " has mode rwx--x---, open to group or others; expected a directory private to this user (uid "
                 + SharedMemoryDirectories.currentUid() + ", mode 0700): remove it, or choose another root with "
-                + "gradsync.aeron.dir.root", open.getMessage());
+                + "gradsync.shm.dir.root (shm) or gradsync.aeron.dir.root (Aeron)", open.getMessage());
     }
 
     @Test

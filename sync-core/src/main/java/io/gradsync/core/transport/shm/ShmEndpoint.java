@@ -1,5 +1,6 @@
 package io.gradsync.core.transport.shm;
 
+import io.gradsync.core.settings.Setting;
 import io.gradsync.core.transport.CrossMemoryReads;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
@@ -55,6 +56,8 @@ public final class ShmEndpoint implements Endpoint {
      * windows, which measured faster on a 2-core VM (docs/benchmarks.md, "Plain buffers read across processes").
      */
     public static final String CROSS_MEMORY_PROP = "gradsync.shm.cross.memory";
+    private static final Setting<String> DIR_ROOT = Setting.text(DIR_ROOT_PROP, "/dev/shm", "a directory");
+    private static final Setting<Boolean> CROSS_MEMORY = Setting.bool(CROSS_MEMORY_PROP, false);
 
     private final JobContext job;
     private final int rank;
@@ -73,7 +76,7 @@ public final class ShmEndpoint implements Endpoint {
 
     /** Opens this rank's endpoint; every rank of the job must open one (set-up exchanges all-gathers). */
     public ShmEndpoint(JobContext job, TransportOptions options) {
-        this(job, options, Path.of(System.getProperty(DIR_ROOT_PROP, "/dev/shm")));
+        this(job, options, Path.of(DIR_ROOT.get()));
     }
 
     ShmEndpoint(JobContext job, TransportOptions options, Path root) {
@@ -94,7 +97,7 @@ public final class ShmEndpoint implements Endpoint {
         String failure = null;
         CrossMemoryProbe probe;
         try {
-            probe = new CrossMemoryProbe(rank, size, wholeJobHere && crossMemoryWanted());
+            probe = new CrossMemoryProbe(rank, size, wholeJobHere && CROSS_MEMORY.get());
         } catch (IllegalArgumentException e) {
             probe = new CrossMemoryProbe(rank, size, false);
             failure = "rank " + rank + ": " + e.getMessage();
@@ -176,14 +179,6 @@ public final class ShmEndpoint implements Endpoint {
             everyRankReads &= answer.equals("+");
         }
         this.windows = wholeJobHere ? new ShmWindows(rank, root, directory, probe.reader(everyRankReads)) : null;
-    }
-
-    private static boolean crossMemoryWanted() {
-        String value = System.getProperty(CROSS_MEMORY_PROP, "false").trim();
-        if (!value.equals("true") && !value.equals("false")) {
-            throw new IllegalArgumentException("-D" + CROSS_MEMORY_PROP + "=" + value + ": expected true or false");
-        }
-        return value.equals("true");
     }
 
     /** The job's all-gather; when it fails (a peer died in set-up), this rank's files go before the exception. */

@@ -181,6 +181,21 @@ class ShmTransportTest {
         e.forEach(Endpoint::close);
     }
 
+    /** The largest chunk and depth the settings allow fit one ring's mapping (pages are touched only where written). */
+    @Test
+    void theLargestSlotsTheSettingsAllowFitARing() {
+        int largest = TransportOptions.MAX_MESSAGE_BYTES;
+        assertTrue(ShmRing.fileBytes(TransportOptions.MAX_WINDOW, largest) <= Integer.MAX_VALUE);
+        List<ShmEndpoint> e = open(2, largest, TransportOptions.MAX_WINDOW);
+        assertEquals(largest, e.get(0).maxMessageBytes());
+        e.get(0).link(1).tryClaim(largest).commit(0, 0, 0);
+        RecvSlot got = e.get(1).link(0).poll();
+        assertNotNull(got);
+        assertEquals(largest, got.payload().byteLength());
+        got.release();
+        e.forEach(Endpoint::close);
+    }
+
     /**
      * Asked to, on JDK 22+ with native access (the suite enables it), ranks read each other's plain memory across
      * processes: a peer's bytes arrive exactly, and a bad address is an error that names the peer. On JDK 17 the
