@@ -110,13 +110,17 @@ class RendezvousTest {
     @Test
     void aWrongSecretIsRefusedAndTheJobStillForms() throws Exception {
         int port = freePort();
-        List<CompletableFuture<Rendezvous>> joins = joinAll(2, r -> env(r, 2, port, "right", "h"), Duration.ofSeconds(20));
+        CompletableFuture<Rendezvous> rank0 = joinAll(1, r -> env(r, 2, port, "right", "h"), Duration.ofSeconds(20)).get(0);
+        // Rank 1's place is free: only the secret check stands between the impostor and the job.
         LaunchEnvironment impostor = env(1, 2, port, "wrong", "h");
         RendezvousException refused = org.junit.jupiter.api.Assertions.assertThrows(RendezvousException.class,
                 () -> Rendezvous.join(impostor, Duration.ofSeconds(10)));
-        assertTrue(refused.getMessage().contains("refused") || refused.getMessage().contains("already joined"),
+        assertTrue(refused.getMessage().contains("refused this process: wrong job secret or job id (claimed rank 1"),
                 refused.getMessage());
-        List<Rendezvous> ranks = List.of(joins.get(0).get(30, TimeUnit.SECONDS), joins.get(1).get(30, TimeUnit.SECONDS));
+        LaunchEnvironment rank1 = env(1, 2, port, "right", "h");
+        CompletableFuture<Rendezvous> joined = CompletableFuture.supplyAsync(() -> Rendezvous.join(rank1, Duration.ofSeconds(20)),
+                THREADS);
+        List<Rendezvous> ranks = List.of(rank0.get(30, TimeUnit.SECONDS), joined.get(30, TimeUnit.SECONDS));
         assertEquals(2, ranks.get(1).size());
         closeAll(ranks);
     }
