@@ -54,7 +54,7 @@ import org.junit.jupiter.api.Timeout;
 class RendezvousStrangersTest {
     private static final long HEAP_SLACK = 4 << 20;
     private static final int SIZE = 3;
-    private static final String SECRET = "strangers-test-secret";
+    private static final String SECRET = "f6761fdc73489188d1b9da7e85eec0faa7fc7c50e7b5f232f289283030274831";
     private static final Duration JOIN = Duration.ofSeconds(20);
     private static final Duration SHORT_HANDSHAKE = Duration.ofMillis(1000);
     private static final RendezvousServer.Limits DEFAULTS = RendezvousServer.Limits.fromProperties();
