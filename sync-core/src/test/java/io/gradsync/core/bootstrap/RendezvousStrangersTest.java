@@ -233,16 +233,11 @@ class RendezvousStrangersTest {
                 flood.awaitRenewals(2 * DEFAULTS.maxPending()); // rank 0 is full, and has been evicting for a while
                 assertHeapGrowthSmall("a renewing flood holds " + (DEFAULTS.maxPending() + 64) + " connections (both ends "
                         + "in this JVM)", heapAfterGc() - before);
-                long start = System.nanoTime();
-                job.start(1, 2);
-                List<Rendezvous> ranks = job.formed(SIZE);
-                long millis = (System.nanoTime() - start) / 1_000_000;
-                long renewed = flood.renewed();
-                System.out.printf("ranks 1 and 2 joined under a renewing flood from their own address in %d ms; the flood "
-                        + "renewed %d connections meanwhile; ranks evicted: %s%n", millis, renewed,
-                        log.messages(Level.WARNING, "evicted"));
-                assertTrue(millis < FLOOD_BOUND.toMillis(), "joined after " + millis + " ms under the flood");
-                assertTrue(ranks.get(0).serverForTest().evicted() > DEFAULTS.maxPending(), "the flood made rank 0 evict");
+                long renewedBefore = flood.renewed();
+                RendezvousServer server = job.joinsUnder("a renewing flood from their own address");
+                System.out.printf("the flood renewed %d connections meanwhile; ranks evicted: %s%n",
+                        flood.renewed() - renewedBefore, log.messages(Level.WARNING, "evicted"));
+                assertTrue(server.evicted() > DEFAULTS.maxPending(), "the flood made rank 0 evict");
             }
             job.formsAndGathersExactly();
         }
@@ -262,13 +257,8 @@ class RendezvousStrangersTest {
             Stranger.connect(port).close(); // the listener is up
             try (RenewingFlood flood = new RenewingFlood(port, InetAddress.getByName("127.0.0.2"), 64)) {
                 flood.awaitRenewals(1000);
-                long start = System.nanoTime();
-                job.start(1, 2);
-                List<Rendezvous> ranks = job.formed(SIZE);
-                long millis = (System.nanoTime() - start) / 1_000_000;
-                System.out.printf("ranks 1 and 2 joined under a renewing flood from another address in %d ms%n", millis);
-                assertTrue(millis < FLOOD_BOUND.toMillis(), "joined after " + millis + " ms under the flood");
-                assertTrue(ranks.get(0).serverForTest().evicted() > 1000, "the flood made rank 0 evict");
+                assertTrue(job.joinsUnder("a renewing flood from another address").evicted() > 1000,
+                        "the flood made rank 0 evict");
             }
             assertEquals(List.of(), log.messages(Level.WARNING, "evicted"), "no rank was evicted");
             job.formsAndGathersExactly();
@@ -479,6 +469,17 @@ class RendezvousStrangersTest {
                 LaunchEnvironment env = LaunchEnvironment.from(vars, null);
                 joins.put(rank, CompletableFuture.supplyAsync(() -> Rendezvous.join(env, JOIN, limits), threads));
             }
+        }
+
+        /** Starts ranks 1 and 2, checks they join within {@link #FLOOD_BOUND}, and returns rank 0's server. */
+        RendezvousServer joinsUnder(String flood) throws Exception {
+            long start = System.nanoTime();
+            start(1, 2);
+            List<Rendezvous> ranks = formed(SIZE);
+            long millis = (System.nanoTime() - start) / 1_000_000;
+            System.out.printf("ranks 1 and 2 joined under %s in %d ms%n", flood, millis);
+            assertTrue(millis < FLOOD_BOUND.toMillis(), "joined after " + millis + " ms under " + flood);
+            return ranks.get(0).serverForTest();
         }
 
         RendezvousException failure(int rank) throws Exception {
