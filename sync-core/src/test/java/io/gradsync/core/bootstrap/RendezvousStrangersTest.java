@@ -230,7 +230,7 @@ class RendezvousStrangersTest {
             Stranger.connect(port).close(); // the listener is up
             long before = heapAfterGc();
             try (RenewingFlood flood = new RenewingFlood(port, InetAddress.getLoopbackAddress(), DEFAULTS.maxPending() + 64)) {
-                flood.awaitRenewals(2 * DEFAULTS.maxPending()); // rank 0 is full, and has been evicting for a while
+                flood.awaitRenewals(DEFAULTS.maxPending()); // rank 0 is full, and has been evicting for a while
                 assertHeapGrowthSmall("a renewing flood holds " + (DEFAULTS.maxPending() + 64) + " connections (both ends "
                         + "in this JVM)", heapAfterGc() - before);
                 long renewedBefore = flood.renewed();
