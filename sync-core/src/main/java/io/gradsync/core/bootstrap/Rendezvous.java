@@ -238,6 +238,11 @@ public final class Rendezvous implements JobContext {
             super(message, cause);
             this.evicted = evicted;
         }
+
+        @Override
+        public String toString() {
+            return getMessage();
+        }
     }
 
     private static Meeting handshake(LaunchEnvironment env, Socket socket, InputStream in, Wire.Message challenge,
@@ -266,7 +271,7 @@ public final class Rendezvous implements JobContext {
             out.flush();
             Wire.Message answer = Wire.read(socket, in, Wire.MAX_HANDSHAKE_BYTES, handshakeDeadline);
             if (answer.type() == Wire.BUSY) {
-                throw new ConnectAgain("rank 0 " + Wire.printable(answer.body().readUtf(), 2000), true, null);
+                throw new ConnectAgain("rank 0 said: " + Wire.printable(answer.body().readUtf(), 2000), true, null);
             }
             if (answer.type() == Wire.REFUSED) {
                 throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + where(env) + " refused this "

@@ -299,7 +299,7 @@ final class RendezvousServer implements AutoCloseable {
                 channel = listener.accept();
             } catch (IOException e) {
                 // Out of file descriptors, say: a waiting stranger makes room, or the next wake-up tries again.
-                LOG.log(System.Logger.Level.WARNING, "rendezvous: accept failed: " + e);
+                refusals.refused(System.nanoTime(), "a connection not yet accepted", "accept failed: " + e);
                 if (!pending.isEmpty()) {
                     evictOne();
                 }
@@ -362,7 +362,7 @@ final class RendezvousServer implements AutoCloseable {
             }
         }
         evicted++;
-        turnAway(oldest, Wire.BUSY, "evicted before it authenticated, to make room for newer connections ("
+        turnAway(oldest, Wire.BUSY, "evicted: it had not authenticated when a newer connection needed its room ("
                 + limits.maxPending() + " were waiting, " + busiest.size() + " of them from its address)");
     }
 

@@ -186,7 +186,7 @@ class RendezvousStrangersTest {
         Job job = new Job(port, withMaxPending(QUICK, 64));
         try (LogCapture log = new LogCapture(RendezvousServer.class)) {
             job.start(0, 1);
-            Stranger.connect(port).close(); // the listener is up
+            awaitServing(port);
             long before = heapAfterGc();
             long threadsBefore = rendezvousThreads();
             List<SocketChannel> flood = new ArrayList<>();
@@ -208,8 +208,8 @@ class RendezvousStrangersTest {
             List<String> lines = log.messages(Level.WARNING, "refused connection from");
             assertTrue(lines.size() <= RendezvousServer.RefusalLog.LINES_PER_WINDOW && !lines.isEmpty(),
                     lines.size() + " refusal lines for 100 strangers");
-            assertTrue(lines.stream().anyMatch(l -> l.contains("evicted before it authenticated, to make room for newer "
-                    + "connections (64 were waiting, 64 of them from its address)")), lines.toString());
+            assertTrue(lines.stream().anyMatch(l -> l.contains("evicted: it had not authenticated when a newer connection "
+                    + "needed its room (64 were waiting, 64 of them from its address)")), lines.toString());
             assertHeapGrowthSmall("100 strangers hold connections", grown);
             job.close();
         }
@@ -227,7 +227,7 @@ class RendezvousStrangersTest {
         Job job = new Job(port, DEFAULTS);
         try (LogCapture log = new LogCapture(Rendezvous.class)) {
             job.start(0);
-            Stranger.connect(port).close(); // the listener is up
+            awaitServing(port);
             long before = heapAfterGc();
             try (RenewingFlood flood = new RenewingFlood(port, InetAddress.getLoopbackAddress(), DEFAULTS.maxPending() + 64)) {
                 flood.awaitRenewals(DEFAULTS.maxPending()); // rank 0 is full, and has been evicting for a while
@@ -254,7 +254,7 @@ class RendezvousStrangersTest {
         Job job = new Job(port, withMaxPending(DEFAULTS, 8));
         try (LogCapture log = new LogCapture(Rendezvous.class)) {
             job.start(0);
-            Stranger.connect(port).close(); // the listener is up
+            awaitServing(port);
             try (RenewingFlood flood = new RenewingFlood(port, InetAddress.getByName("127.0.0.2"), 64)) {
                 flood.awaitRenewals(1000);
                 assertTrue(job.joinsUnder("a renewing flood from another address").evicted() > 1000,
@@ -845,6 +845,14 @@ class RendezvousStrangersTest {
     }
 
     // ---------------------------------------------------------------- helpers
+
+    /** Waits until rank 0 serves on {@code port}: its thread answers a connection with a challenge. */
+    private static void awaitServing(int port) throws Exception {
+        try (Stranger probe = Stranger.connect(port)) {
+            assertEquals(Wire.CHALLENGE, Wire.read(probe.socket, probe.in, Wire.MAX_HANDSHAKE_BYTES,
+                    System.nanoTime() + TimeUnit.SECONDS.toNanos(10)).type());
+        }
+    }
 
     private static RendezvousServer.Limits withMaxPending(RendezvousServer.Limits limits, int maxPending) {
         return new RendezvousServer.Limits(limits.handshakeTimeout(), maxPending, limits.maxQueuedBytes(),
