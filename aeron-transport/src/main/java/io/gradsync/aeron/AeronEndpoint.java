@@ -27,7 +27,8 @@ import java.util.concurrent.atomic.AtomicReference;
  * A rank's Aeron endpoint. Peers on the same host are reached over IPC through the host's shared media
  * driver (unless the mode is {@link Mode#UDP}); others over UDP to the address they published at the
  * job's set-up exchange. Each directed pair of ranks has its own stream, tagged with a session id derived from the
- * job secret, so a process outside the job cannot inject into it.
+ * job secret, and every frame on it carries a 64-bit mark derived from the secret ({@link AeronLink}): a process
+ * outside the job that cannot read the job's traffic cannot make a rank accept a frame it did not send.
  */
 final class AeronEndpoint implements Endpoint {
     private static final System.Logger LOG = System.getLogger(AeronEndpoint.class.getName());
@@ -272,7 +273,18 @@ final class AeronEndpoint implements Endpoint {
         return job.derivedKey("aeron-session " + from + "->" + to);
     }
 
-    private int streamId(int from, int to) {
+    /** The key of the frames from {@code from} to {@code to}: 64 bits of the secret, new for every run of the job. */
+    private long frameKey(int from, int to) {
+        String label = "aeron-frames " + job.instanceId() + " " + from + "->" + to;
+        return ((long) job.derivedKey(label + " high") << 32) | (job.derivedKey(label + " low") & 0xffff_ffffL);
+    }
+
+    /** The channel on which this rank receives from {@code peer}: what a process outside the job would publish to. */
+    String channelFrom(int peer) {
+        return subscriptions[peer].channel();
+    }
+
+    int streamId(int from, int to) {
         return STREAM_ID_BASE + from * job.size() + to;
     }
 
@@ -323,7 +335,8 @@ final class AeronEndpoint implements Endpoint {
                 channel.media("udp").endpoint(udpEndpoints[peer]);
             }
             ExclusivePublication publication = aeron.addExclusivePublication(channel.build(), streamId(job.rank(), peer));
-            link = new AeronLink(job.rank(), peer, maxMessageBytes, publication, subscriptions[peer], sessionId(peer, job.rank()));
+            link = new AeronLink(job.rank(), peer, maxMessageBytes, publication, subscriptions[peer], sessionId(peer, job.rank()),
+                    frameKey(job.rank(), peer), frameKey(peer, job.rank()));
             links[peer] = link;
         }
         return link;

@@ -23,13 +23,20 @@ import org.agrona.MutableDirectBuffer;
  * {@code tryClaim} and read in place with {@code controlledPeek}; the image position moves only on
  * release, so the sender's flow-control window is the receiver's free space and back pressure is
  * simply "no credit yet".
+ *
+ * <p>Every frame carries a mark in its header, the link's 64-bit key (derived from the job secret, the run and
+ * the direction; never sent alone) plus the frame's number on the link. A frame without the mark it should carry
+ * fails the link, naming the stream: it was not sent by the peer as that message (a process outside the job
+ * wrote to the stream) or frames were lost. Either way nothing of it is delivered. Checking costs an add and a
+ * compare per message.
  */
 final class AeronLink implements Link {
     /**
-     * The call's three header words ahead of the payload, padded so that the payload starts 64 bytes
+     * The call's three header words and the frame's mark ahead of the payload, so that the payload starts 64 bytes
      * into the (32-byte aligned) frame: on a cache line.
      */
     static final int HEADER = 32;
+    private static final int MARK_OFFSET = 24;
     /** Bytes of a frame that are not payload. */
     static final int FRAME_OVERHEAD = DataHeaderFlyweight.HEADER_LENGTH + HEADER;
 
@@ -39,6 +46,10 @@ final class AeronLink implements Link {
     private final ExclusivePublication publication;
     private final Subscription subscription;
     private final int sessionId;
+    private final long sendKey;
+    private final long receiveKey;
+    private long sent;
+    private long received;
     private final BufferClaim claim = new BufferClaim();
     private final Sender sender = new Sender();
     private final Receiver receiver = new Receiver();
@@ -49,14 +60,21 @@ final class AeronLink implements Link {
     private boolean claimed;
     private boolean held;
 
+    /**
+     * @param sessionId  the session of the peer's stream to this rank
+     * @param sendKey    the key of frames from this rank to the peer
+     * @param receiveKey the key of frames from the peer to this rank
+     */
     AeronLink(int rank, int peer, int maxMessageBytes, ExclusivePublication publication, Subscription subscription,
-              int sessionId) {
+              int sessionId, long sendKey, long receiveKey) {
         this.rank = rank;
         this.peer = peer;
         this.maxMessageBytes = maxMessageBytes;
         this.publication = publication;
         this.subscription = subscription;
         this.sessionId = sessionId;
+        this.sendKey = sendKey;
+        this.receiveKey = receiveKey;
     }
 
     @Override
@@ -155,6 +173,7 @@ final class AeronLink implements Link {
             buffer.putLong(at, call);
             buffer.putLong(at + 8, descriptor);
             buffer.putLong(at + 16, arguments);
+            buffer.putLong(at + MARK_OFFSET, sendKey + sent++);
             claimed = false;
             claim.commit();
         }
@@ -169,6 +188,12 @@ final class AeronLink implements Link {
             if ((header.flags() & FrameDescriptor.UNFRAGMENTED) != FrameDescriptor.UNFRAGMENTED || length < HEADER) {
                 throw new TransportException(peer, "rank " + peer + " sent a malformed frame (" + length + " bytes, flags "
                         + header.flags() + ")");
+            }
+            if (buffer.getLong(offset + MARK_OFFSET) != receiveKey + received) {
+                throw new TransportException(peer, "rank " + rank + " received a frame that rank " + peer + " did not send "
+                        + "as its message #" + received + " on the stream to rank " + rank + " (session " + header.sessionId()
+                        + ", stream " + header.streamId() + "): a process outside the job wrote to the stream, or frames "
+                        + "were lost; nothing of it was delivered");
             }
             found = true;
             receiver.call = buffer.getLong(offset);
@@ -217,6 +242,7 @@ final class AeronLink implements Link {
                 throw new IllegalStateException("release without poll");
             }
             held = false;
+            received++;
             image.position(next);
         }
     }

@@ -12,7 +12,6 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -168,7 +167,7 @@ class LaunchersTest {
     /** What every job gets: a fresh secret (the jobs fail closed without one), the master address. */
     private static Map<String, String> jobEnvironment() {
         Map<String, String> env = new HashMap<>();
-        env.put("GRADSYNC_JOB_SECRET", UUID.randomUUID().toString());
+        env.put("GRADSYNC_JOB_SECRET", ThreadJob.randomSecret());
         env.put("MASTER_ADDR", "127.0.0.1");
         return env;
     }

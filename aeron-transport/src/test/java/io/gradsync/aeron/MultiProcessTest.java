@@ -104,7 +104,7 @@ class MultiProcessTest {
     @Test
     void twoJobsWithIdenticalLauncherVariablesRunAtOnceOnOneHost() throws Exception {
         Map<String, String> same = Map.of("TORCHELASTIC_RUN_ID", "none", "GRADSYNC_JOB_ID", "none",
-                "GRADSYNC_JOB_SECRET", "one-secret-for-both-jobs", "MASTER_ADDR", "127.0.0.1", "WORLD_SIZE", "2",
+                "GRADSYNC_JOB_SECRET", ThreadJob.randomSecret(), "MASTER_ADDR", "127.0.0.1", "WORLD_SIZE", "2",
                 "LOCAL_WORLD_SIZE", "2");
         List<Jobs.Running> ranks = new ArrayList<>();
         List<Jobs.Result> results = new ArrayList<>();

@@ -8,12 +8,15 @@ import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import java.io.IOException;
 import java.net.ServerSocket;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -47,6 +50,15 @@ final class ThreadJob {
         this.algorithm = algorithm;
     }
 
+    /** Each job's secret, drawn at its first rank: 32 random bytes as hex, as gradsync-run makes them. */
+    private static final Map<String, String> SECRETS = new ConcurrentHashMap<>();
+
+    static String randomSecret() {
+        byte[] key = new byte[32];
+        new SecureRandom().nextBytes(key);
+        return HexFormat.of().formatHex(key);
+    }
+
     static Map<String, String> environment(int rank, int size, int port, String jobId, String hostId) {
         Map<String, String> env = new HashMap<>();
         env.put("RANK", Integer.toString(rank));
@@ -54,7 +66,7 @@ final class ThreadJob {
         env.put("MASTER_ADDR", "127.0.0.1");
         env.put("MASTER_PORT", Integer.toString(port));
         env.put(LaunchEnvironment.JOB_ID_VAR, jobId);
-        env.put(LaunchEnvironment.JOB_SECRET_VAR, "secret-" + jobId);
+        env.put(LaunchEnvironment.JOB_SECRET_VAR, SECRETS.computeIfAbsent(jobId, id -> randomSecret()));
         env.put(LaunchEnvironment.HOST_ID_VAR, hostId);
         return env;
     }

@@ -11,8 +11,10 @@ import io.gradsync.core.transport.Transports;
 import java.io.File;
 import java.io.IOException;
 import java.net.ServerSocket;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.Map;
 import java.util.UUID;
 import org.junit.jupiter.api.BeforeAll;
@@ -49,6 +51,9 @@ class RdmaContractTest extends TransportContract {
         int port = freePort();
         String jobId = "c" + UUID.randomUUID().toString().substring(0, 8);
         TransportOptions options = new TransportOptions(slotBytes, slots);
+        byte[] key = new byte[32];
+        new SecureRandom().nextBytes(key);
+        String secret = HexFormat.of().formatHex(key);
         return openConcurrently(ranks, rank -> {
             Map<String, String> env = new HashMap<>();
             env.put("RANK", Integer.toString(rank));
@@ -56,7 +61,7 @@ class RdmaContractTest extends TransportContract {
             env.put("MASTER_ADDR", "127.0.0.1");
             env.put("MASTER_PORT", Integer.toString(port));
             env.put(LaunchEnvironment.JOB_ID_VAR, jobId);
-            env.put(LaunchEnvironment.JOB_SECRET_VAR, "secret-" + jobId);
+            env.put(LaunchEnvironment.JOB_SECRET_VAR, secret);
             env.put(LaunchEnvironment.HOST_ID_VAR, "host0");
             return Transports.open("rdma", Rendezvous.join(LaunchEnvironment.from(env), RENDEZVOUS_TIMEOUT), options);
         });

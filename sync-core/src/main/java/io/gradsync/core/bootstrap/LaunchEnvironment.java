@@ -27,9 +27,11 @@ import java.util.Set;
  * at the rendezvous, so the layout is right even when a launcher's local-rank variables are missing.
  *
  * <p>The job secret is required: from {@value #JOB_SECRET_VAR}, or else from the file that
- * {@value #JOB_SECRET_FILE_VAR} names. Without either, reading the environment fails with a message that
- * says how to provide one, unless authentication is switched off explicitly with
- * {@code -Dgradsync.auth=none} (or {@value #AUTH_VAR}{@code =none}), which every rank then logs as a warning.
+ * {@value #JOB_SECRET_FILE_VAR} names, and it must have the form of at least {@value JobSecret#MIN_BYTES} random
+ * bytes ({@link JobSecret}): a weaker one is refused with a message that says how to make one. Without one,
+ * reading the environment fails with a message that says how to provide one, unless authentication is switched
+ * off explicitly with {@code -Dgradsync.auth=none} (or {@value #AUTH_VAR}{@code =none}), which every rank then
+ * logs as a warning.
  */
 public final class LaunchEnvironment {
     /** Overrides the host identity (used when "hosts" are network namespaces of one machine). */
@@ -163,8 +165,10 @@ public final class LaunchEnvironment {
         boolean isPrivate = true;
         if (secret.isPresent()) {
             key = secret.get().getBytes(StandardCharsets.UTF_8);
+            JobSecret.requireStrong(JOB_SECRET_VAR, key);
         } else if (secretFile.isPresent()) {
             key = readSecretFile(Path.of(secretFile.get()));
+            JobSecret.requireStrong(JOB_SECRET_FILE_VAR + "=" + secretFile.get(), key);
         } else if (auth.equals("none")) {
             LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": " + AUTH_PROP + "=none: this job is UNAUTHENTICATED. "
                     + "Any process that can reach the rendezvous at " + master + ":" + port + " can join it or disturb it, "

@@ -164,11 +164,12 @@ public final class Rendezvous implements JobContext {
     }
 
     /**
-     * Connects to rank 0, retrying while nothing listens yet or the connection is closed before rank 0's
-     * challenge (it closes connections beyond its limit of unauthenticated ones at once), then shakes hands.
+     * Connects to rank 0, retrying while nothing listens yet, or rank 0 evicted the connection before it
+     * authenticated (a flood of connections fills its room for unauthenticated ones) or lost it then, and shakes hands.
      */
     private static Meeting meet(LaunchEnvironment env, Duration handshakeTimeout, long deadline) {
-        IOException last = null;
+        Exception last = null;
+        int evictions = 0;
         while (deadline - System.nanoTime() > 0) {
             Socket socket = new Socket();
             try {
@@ -202,19 +203,51 @@ public final class Rendezvous implements JobContext {
                 continue;
             }
             try {
-                return handshake(env, socket, in, challenge, handshakeDeadline, deadline + VERDICT_GRACE_NANOS);
+                Meeting meeting = handshake(env, socket, in, challenge, handshakeDeadline, deadline + VERDICT_GRACE_NANOS);
+                if (evictions > 0) {
+                    LOG.log(System.Logger.Level.WARNING, "rank " + env.rank() + ": rank 0 evicted " + evictions + " of this "
+                            + "rank's connections before they authenticated (a flood of connections to " + where(env)
+                            + "?); the next one got in");
+                }
+                return meeting;
+            } catch (ConnectAgain e) {
+                closeQuietly(socket);
+                last = e;
+                if (e.evicted) {
+                    evictions++;
+                } else {
+                    sleepMillis(CONNECT_RETRY_MS);
+                }
             } catch (RuntimeException e) {
                 closeQuietly(socket);
                 throw e;
             }
         }
         throw new RendezvousException("rank " + env.rank() + ": cannot reach the rendezvous at " + where(env) + " (rank 0's "
-                + "MASTER_ADDR, port from " + env.rendezvousPortSource() + ") before the deadline: " + last, last);
+                + "MASTER_ADDR, port from " + env.rendezvousPortSource() + ") before the deadline: " + last
+                + (evictions > 0 ? " (rank 0 evicted " + evictions + " of this rank's connections before they authenticated: "
+                + "a flood of connections to the rendezvous port?)" : ""), last);
+    }
+
+    /** Rank 0 evicted this connection before it authenticated, or it broke then: connect again. */
+    private static final class ConnectAgain extends Exception {
+        private static final long serialVersionUID = 1L;
+        final boolean evicted;
+
+        ConnectAgain(String message, boolean evicted, Throwable cause) {
+            super(message, cause);
+            this.evicted = evicted;
+        }
+
+        @Override
+        public String toString() {
+            return getMessage();
+        }
     }
 
     private static Meeting handshake(LaunchEnvironment env, Socket socket, InputStream in, Wire.Message challenge,
-                                     long handshakeDeadline, long welcomeDeadline) {
-        String stage = "the handshake";
+                                     long handshakeDeadline, long welcomeDeadline) throws ConnectAgain {
+        boolean proven = false;
         try {
             Wire.Payload c = challenge.body();
             if (challenge.type() != Wire.CHALLENGE || c.remaining() != 8 + Wire.NONCE_BYTES || c.readInt() != Wire.MAGIC
@@ -237,6 +270,9 @@ public final class Rendezvous implements JobContext {
             }));
             out.flush();
             Wire.Message answer = Wire.read(socket, in, Wire.MAX_HANDSHAKE_BYTES, handshakeDeadline);
+            if (answer.type() == Wire.BUSY) {
+                throw new ConnectAgain("rank 0 said: " + Wire.printable(answer.body().readUtf(), 2000), true, null);
+            }
             if (answer.type() == Wire.REFUSED) {
                 throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + where(env) + " refused this "
                         + "process: " + Wire.printable(answer.body().readUtf(), 2000), null);
@@ -250,7 +286,7 @@ public final class Rendezvous implements JobContext {
                         + "port " + env.rendezvousPort() + " (from " + env.rendezvousPortSource() + "): one started "
                         + "before rank 0, which then reports that it cannot serve the rendezvous", null);
             }
-            stage = "the wait for every rank";
+            proven = true;
             Wire.Message verdict = Wire.read(socket, in, Wire.MAX_MESSAGE_BYTES, welcomeDeadline);
             Wire.Payload v = verdict.body();
             switch (verdict.type()) {
@@ -266,10 +302,15 @@ public final class Rendezvous implements JobContext {
                 default -> throw new RendezvousException("rank " + env.rank() + ": unexpected rendezvous message "
                         + verdict.type() + " from " + where(env) + " while waiting for every rank", null);
             }
-        } catch (SocketTimeoutException e) {
-            throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + where(env) + " did not complete "
-                    + stage + " before the deadline", e);
         } catch (IOException e) {
+            String stage = proven ? "the wait for every rank" : "the handshake";
+            if (e instanceof SocketTimeoutException) {
+                throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + where(env) + " did not "
+                        + "complete " + stage + " before the deadline", e);
+            }
+            if (!proven && !(e instanceof ProtocolException)) {
+                throw new ConnectAgain("the connection broke before rank 0 proved itself: " + e, false, e);
+            }
             throw new RendezvousException("rank " + env.rank() + ": rendezvous at " + where(env) + " failed during " + stage
                     + ": " + e, e);
         }

@@ -3,6 +3,7 @@ package io.gradsync.core.bootstrap;
 import io.gradsync.core.settings.Setting;
 import java.io.EOFException;
 import java.io.IOException;
+import java.net.Inet6Address;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.NetworkInterface;
@@ -34,9 +35,17 @@ import java.util.Set;
  *
  * <p>One thread serves every connection with non-blocking I/O, so the job's state needs no lock and no
  * socket write ever blocks it. What a process that has not authenticated can cost is bounded: at most
- * {@link Limits#maxPending()} such connections (more are closed at once), each given one deadline for its
- * whole handshake and messages of at most {@link Wire#MAX_HANDSHAKE_BYTES}. Messages to a rank wait in a
- * bounded queue; a rank that stops reading until its queue overflows is dropped and reported as lost.
+ * {@link Limits#maxPending()} such connections, each given one deadline for its whole handshake and messages
+ * of at most {@link Wire#MAX_HANDSHAKE_BYTES}. Messages to a rank wait in a bounded queue; a rank that stops
+ * reading until its queue overflows is dropped and reported as lost.
+ *
+ * <p>What a stranger can cost the ranks is bounded too. A new connection is never turned away: when
+ * {@link Limits#maxPending()} connections are waiting for their handshake, the oldest one of the source address
+ * (an IPv6 /64 counts as one) that holds the most of them is evicted, and told so ({@link Wire#BUSY}) so that a
+ * rank connects again. A stranger that holds more unauthenticated connections than a rank's address therefore
+ * never evicts that rank's connection; one on the rank's own address evicts it only by making rank 0 accept
+ * more than {@code maxPending} connections from that address while the rank answers its challenge (one round
+ * trip and an HMAC). A hello that has arrived is read before more connections are accepted.
  */
 final class RendezvousServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(RendezvousServer.class.getName());
@@ -51,7 +60,8 @@ final class RendezvousServer implements AutoCloseable {
      * What protects rank 0 from processes that are not (yet) part of the job.
      *
      * @param handshakeTimeout  the whole handshake of one connection, from accept to admission
-     * @param maxPending        connections that have not completed the handshake; more are closed at once
+     * @param maxPending        connections that have not completed the handshake; beyond it, the oldest of the
+     *                          source address that holds the most of them is evicted
      * @param maxQueuedBytes    bytes waiting for one rank beyond which it is dropped (one message always fits)
      * @param maxQueuedMessages messages waiting for one rank beyond which it is dropped
      */
@@ -59,7 +69,7 @@ final class RendezvousServer implements AutoCloseable {
         static final String HANDSHAKE_TIMEOUT_PROP = "gradsync.rendezvous.handshake.timeout.ms";
         static final long HANDSHAKE_TIMEOUT_MS_DEFAULT = 10_000;
         static final Setting<Duration> HANDSHAKE_TIMEOUT = Setting.timeout(HANDSHAKE_TIMEOUT_PROP, Duration.ofMillis(HANDSHAKE_TIMEOUT_MS_DEFAULT));
-        static final int MAX_PENDING_DEFAULT = 64;
+        static final int MAX_PENDING_DEFAULT = 1024;
 
         /** The defaults, with {@value #HANDSHAKE_TIMEOUT_PROP} read now. */
         static Limits fromProperties() {
@@ -85,7 +95,9 @@ final class RendezvousServer implements AutoCloseable {
     private final boolean[] gone;
     private final boolean[] saidBye;
     private final Map<Integer, byte[][]> gathers = new HashMap<>();
+    /** Connections that have not completed their handshake, oldest first; and the same by source address. */
     private final Set<Link> pending = new LinkedHashSet<>();
+    private final Map<Object, Set<Link>> pendingBySource = new HashMap<>();
     private final RefusalLog refusals = new RefusalLog();
     private final Thread thread;
     private int joined;
@@ -93,12 +105,14 @@ final class RendezvousServer implements AutoCloseable {
     private boolean failed;
     private volatile boolean closing;
     private volatile int mostPending;
-    private volatile long closedAtOnce;
+    private volatile long evicted;
 
     /** One TCP connection: a stranger until its handshake admits it as {@link #rank}. */
     private static final class Link {
         final SocketChannel channel;
         final String remote;
+        /** What eviction counts connections by: the remote address, or its /64 for IPv6. */
+        final Object source;
         final long handshakeDeadline;
         final byte[] serverNonce;
         final ByteBuffer header = ByteBuffer.allocate(Wire.HEADER_BYTES);
@@ -110,9 +124,10 @@ final class RendezvousServer implements AutoCloseable {
         long queuedBytes;
         boolean open = true;
 
-        Link(SocketChannel channel, String remote, long handshakeDeadline, byte[] serverNonce) {
+        Link(SocketChannel channel, String remote, Object source, long handshakeDeadline, byte[] serverNonce) {
             this.channel = channel;
             this.remote = remote;
+            this.source = source;
             this.handshakeDeadline = handshakeDeadline;
             this.serverNonce = serverNonce;
         }
@@ -216,15 +231,27 @@ final class RendezvousServer implements AutoCloseable {
         return mostPending;
     }
 
-    /** Connections closed at accept because {@link Limits#maxPending()} others were waiting for their handshake. */
-    long closedAtOnce() {
-        return closedAtOnce;
+    /** Unauthenticated connections evicted to make room for newer ones. */
+    long evicted() {
+        return evicted;
     }
 
     private void serve() {
         try {
             while (!closing) {
-                selector.select(this::ready, millisToNextTimer());
+                selector.select(millisToNextTimer());
+                boolean acceptable = false;
+                for (SelectionKey key : selector.selectedKeys()) {
+                    if (key.channel() == listener) {
+                        acceptable = true;
+                    } else {
+                        ready(key);
+                    }
+                }
+                selector.selectedKeys().clear();
+                if (acceptable) {
+                    acceptSome(); // after the reads: a hello that arrived is never evicted by the accepts of its wake-up
+                }
                 long now = System.nanoTime();
                 expireHandshakes(now);
                 failIfIncompleteAt(now);
@@ -251,10 +278,6 @@ final class RendezvousServer implements AutoCloseable {
     }
 
     private void ready(SelectionKey key) {
-        if (key.channel() == listener) {
-            acceptSome();
-            return;
-        }
         Link link = (Link) key.attachment();
         try {
             if (key.isValid() && key.isReadable()) {
@@ -274,38 +297,72 @@ final class RendezvousServer implements AutoCloseable {
             try {
                 channel = listener.accept();
             } catch (IOException e) {
-                LOG.log(System.Logger.Level.WARNING, "rendezvous: accept failed: " + e);
+                // Out of file descriptors, say: a waiting stranger makes room, or the next wake-up tries again.
+                refusals.refused(System.nanoTime(), "a connection not yet accepted", "accept failed: " + e);
+                if (!pending.isEmpty()) {
+                    evictOne();
+                }
                 return;
             }
             if (channel == null) {
                 return;
             }
-            String remote = remoteOf(channel);
             if (pending.size() >= limits.maxPending()) {
-                closedAtOnce++;
-                refusals.refused(System.nanoTime(), remote, limits.maxPending()
-                        + " other connections have not completed their handshake yet; closed at once");
-                closeQuietly(channel);
-                continue;
+                evictOne();
             }
+            Link link;
             try {
                 channel.configureBlocking(false);
                 channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
                 byte[] nonce = new byte[Wire.NONCE_BYTES];
                 random.nextBytes(nonce);
-                Link link = new Link(channel, remote, System.nanoTime() + limits.handshakeTimeout().toNanos(), nonce);
+                InetAddress address = ((InetSocketAddress) channel.getRemoteAddress()).getAddress();
+                link = new Link(channel, remoteOf(channel), sourceOf(address),
+                        System.nanoTime() + limits.handshakeTimeout().toNanos(), nonce);
                 link.key = channel.register(selector, SelectionKey.OP_READ, link);
-                pending.add(link);
-                mostPending = Math.max(mostPending, pending.size());
-                enqueue(link, Wire.frame(Wire.CHALLENGE, out -> {
-                    out.writeInt(Wire.MAGIC);
-                    out.writeInt(Wire.VERSION);
-                    out.write(nonce);
-                }));
             } catch (IOException e) {
                 closeQuietly(channel);
+                continue;
+            }
+            pending.add(link);
+            pendingBySource.computeIfAbsent(link.source, s -> new LinkedHashSet<>()).add(link);
+            mostPending = Math.max(mostPending, pending.size());
+            enqueue(link, Wire.frame(Wire.CHALLENGE, out -> {
+                out.writeInt(Wire.MAGIC);
+                out.writeInt(Wire.VERSION);
+                out.write(link.serverNonce);
+            }));
+            try {
+                flush(link); // now, not a wake-up later: the sooner a rank has its challenge, the sooner it is in
+            } catch (IOException e) {
+                close(link);
             }
         }
+    }
+
+    /** An IPv6 /64 is one source, as one host may use any address in it; any other address is its own. */
+    private static Object sourceOf(InetAddress address) {
+        return address instanceof Inet6Address ? ByteBuffer.wrap(address.getAddress()).getLong() : address;
+    }
+
+    /**
+     * Makes room for a new connection: evicts the oldest unauthenticated one of the source that holds the most
+     * (their handshake deadlines order connections by age).
+     */
+    private void evictOne() {
+        Set<Link> busiest = null;
+        Link oldest = null;
+        for (Set<Link> links : pendingBySource.values()) {
+            Link first = links.iterator().next();
+            if (busiest == null || links.size() > busiest.size()
+                    || links.size() == busiest.size() && first.handshakeDeadline - oldest.handshakeDeadline < 0) {
+                busiest = links;
+                oldest = first;
+            }
+        }
+        evicted++;
+        turnAway(oldest, Wire.BUSY, "evicted: it had not authenticated when a newer connection needed its room ("
+                + limits.maxPending() + " were waiting, " + busiest.size() + " of them from its address)");
     }
 
     private void readSome(Link link) throws IOException {
@@ -368,7 +425,7 @@ final class RendezvousServer implements AutoCloseable {
             refuse(link, refusal);
             return;
         }
-        pending.remove(link);
+        forget(link);
         link.rank = rank;
         ranks[rank] = link;
         hostIds[rank] = hostId;
@@ -456,9 +513,14 @@ final class RendezvousServer implements AutoCloseable {
 
     /** Tells a connection that was not admitted why (one attempt, never waiting), logs it, and closes it. */
     private void refuse(Link link, String reason) {
-        pending.remove(link);
+        turnAway(link, Wire.REFUSED, reason);
+    }
+
+    /** Sends a connection that is not admitted a last message of {@code type} with {@code reason}, and closes it. */
+    private void turnAway(Link link, int type, String reason) {
+        forget(link);
         refusals.refused(System.nanoTime(), link.remote, reason);
-        link.outbound.add(ByteBuffer.wrap(Wire.frame(Wire.REFUSED, out -> out.writeUTF(reason))));
+        link.outbound.add(ByteBuffer.wrap(Wire.frame(type, out -> out.writeUTF(reason))));
         try {
             link.channel.write(link.outbound.toArray(new ByteBuffer[0]));
         } catch (IOException ignored) {
@@ -615,10 +677,21 @@ final class RendezvousServer implements AutoCloseable {
             return;
         }
         link.open = false;
-        pending.remove(link);
+        forget(link);
         link.outbound.clear();
         link.queuedBytes = 0;
         closeQuietly(link.channel);
+    }
+
+    /** Takes {@code link} off the connections waiting for their handshake (if it is there). */
+    private void forget(Link link) {
+        if (pending.remove(link)) {
+            Set<Link> fromSource = pendingBySource.get(link.source);
+            fromSource.remove(link);
+            if (fromSource.isEmpty()) {
+                pendingBySource.remove(link.source);
+            }
+        }
     }
 
     private void closeAll() {

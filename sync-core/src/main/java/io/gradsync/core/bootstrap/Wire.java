@@ -50,6 +50,7 @@ final class Wire {
     static final int FAREWELL = 8;
     static final int STREAM_ENDED = 9; // rank, stream, calls, reason
     static final int PROOF = 10;     // the server's MAC over both nonces
+    static final int BUSY = 11;      // reason: evicted before authenticating, to make room; connect again
     // client -> server
     static final int HELLO = 20;     // rank, size, job id, host id, client proof, client nonce
     static final int GATHER = 21;    // tag, length, bytes

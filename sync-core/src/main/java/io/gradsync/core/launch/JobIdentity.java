@@ -1,6 +1,8 @@
 package io.gradsync.core.launch;
 
+import io.gradsync.core.bootstrap.JobSecret;
 import io.gradsync.core.transport.SharedMemoryDirectories;
+import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.HexFormat;
 import java.util.Map;
@@ -10,7 +12,8 @@ import java.util.regex.Pattern;
  * What the ranks of one job share and other jobs do not: an id, a secret (for the ranks to authenticate
  * each other) and a launch id (which tags the job's shared-memory directories, so that the launcher removes
  * exactly its own). The id and the secret are random, or taken from the launcher's environment when set
- * there, so that an outer launcher can choose them; the launch id is always new.
+ * there, so that an outer launcher can choose them (a secret of its choosing must be as strong as
+ * {@link JobSecret} requires); the launch id is always new.
  *
  * @param id       letters, digits and {@code _}; 16 hex characters when generated
  * @param secret   64 hex characters when generated
@@ -37,6 +40,12 @@ record JobIdentity(String id, String secret, String launchId) {
         String secret = environment.get(SECRET_VAR);
         if (secret == null || secret.isEmpty()) {
             secret = randomHex(random, SECRET_BYTES);
+        } else {
+            try {
+                JobSecret.requireStrong(SECRET_VAR + " in the environment", secret.trim().getBytes(StandardCharsets.UTF_8));
+            } catch (IllegalArgumentException weak) {
+                throw new UsageException(weak.getMessage());
+            }
         }
         return new JobIdentity(id, secret, randomHex(random, ID_BYTES));
     }

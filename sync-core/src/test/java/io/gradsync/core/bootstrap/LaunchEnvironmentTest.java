@@ -18,6 +18,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 class LaunchEnvironmentTest {
+    /** 16 random bytes as hex: the weakest secret accepted. */
+    private static final String SECRET = "d65720c41770ba177703d71f25317d8f";
 
     private static final Map<String, String> TORCHRUN = Map.of("RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "node0",
             "MASTER_PORT", "29500", "GRADSYNC_JOB_ID", "j1");
@@ -38,7 +40,7 @@ class LaunchEnvironmentTest {
     void torchrunVariables() {
         LaunchEnvironment env = LaunchEnvironment.from(Map.of("RANK", "3", "WORLD_SIZE", "8", "LOCAL_RANK", "1",
                 "MASTER_ADDR", "node0", "MASTER_PORT", "29500", "TORCHELASTIC_RUN_ID", "run42",
-                "GRADSYNC_JOB_SECRET", "s3cret", "GRADSYNC_HOST_ID", "h1"));
+                "GRADSYNC_JOB_SECRET", SECRET, "GRADSYNC_HOST_ID", "h1"));
         assertEquals(3, env.rank());
         assertEquals(8, env.size());
         assertEquals("node0", env.masterAddress());
@@ -46,21 +48,21 @@ class LaunchEnvironmentTest {
         assertEquals("run42", env.jobId());
         assertEquals("h1", env.hostId());
         assertTrue(env.hasPrivateSecret());
-        assertFalse(env.toString().contains("s3cret"), env.toString());
+        assertFalse(env.toString().contains(SECRET), env.toString());
     }
 
     @Test
     void openMpiVariablesNeedAnExportedRendezvous() {
         LaunchEnvironment env = LaunchEnvironment.from(Map.of("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2",
                 "OMPI_COMM_WORLD_LOCAL_RANK", "1", "MASTER_ADDR", "10.0.0.1", "MASTER_PORT", "1234",
-                "GRADSYNC_JOB_SECRET", "k"));
+                "GRADSYNC_JOB_SECRET", SECRET));
         assertEquals(1, env.rank());
         assertEquals(2, env.size());
         assertEquals("Open MPI", env.launcher());
         assertTrue(env.hasPrivateSecret());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> LaunchEnvironment.from(
                 Map.of("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "2", "MASTER_PORT", "1",
-                        "GRADSYNC_JOB_SECRET", "k")));
+                        "GRADSYNC_JOB_SECRET", SECRET)));
         assertTrue(e.getMessage().contains("MASTER_ADDR") && e.getMessage().contains("mpirun -x"), e.getMessage());
     }
 
@@ -68,7 +70,7 @@ class LaunchEnvironmentTest {
     void slurmDerivesTheRendezvousFromTheNodeListAndJobId() {
         LaunchEnvironment env = LaunchEnvironment.from(Map.of("SLURM_PROCID", "5", "SLURM_NTASKS", "16",
                 "SLURM_LOCALID", "1", "SLURM_JOB_ID", "123456", "SLURM_STEP_ID", "2",
-                "SLURM_STEP_NODELIST", "gpu[07-09,12],login3", "GRADSYNC_JOB_SECRET", "k"));
+                "SLURM_STEP_NODELIST", "gpu[07-09,12],login3", "GRADSYNC_JOB_SECRET", SECRET));
         assertEquals(5, env.rank());
         assertEquals(16, env.size());
         assertEquals("gpu07", env.masterAddress());
@@ -131,6 +133,37 @@ class LaunchEnvironmentTest {
     }
 
     @Test
+    void aWeakSecretIsRefusedWithHowToMakeOne(@TempDir Path dir) throws IOException {
+        String[] weak = {"x", "secret", "not-random-at-all", "correct horse battery staple", "a".repeat(64),
+                "0101010101010101010101010101010101010101", SECRET.substring(2), "one-secret-for-both-jobs",
+                "ONE_SECRET_FOR_BOTH_JOBS_AND_MORE", "kA9+/w==", "p@ssw0rd-with-symbols!-of-length-32"};
+        for (String secret : weak) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", secret), null), secret);
+            String m = e.getMessage();
+            assertTrue(m.startsWith("GRADSYNC_JOB_SECRET is not a usable job secret: ") && m.contains("at least 16 random bytes")
+                    && m.contains("openssl rand -hex 32"), m);
+            assertFalse(secret.length() >= 8 && m.contains(secret), "the message shows no secret: " + m);
+        }
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> LaunchEnvironment.from(with(TORCHRUN,
+                "GRADSYNC_JOB_SECRET", SECRET.substring(2)), null)).getMessage().contains("30 hex digits carry at most 120 bits"));
+        // What generators make is accepted: hex and base64 of 16 or 32 random bytes, raw random bytes in a file.
+        for (String secret : new String[] {SECRET, SECRET + SECRET.toUpperCase(), "DOyFLoY3CcJt19oi0Vw+kw==",
+                "Vy0GRmMmvLYbWxB9dy93ZQ", "0iVY4t/YH3yhT4SaZh5rnSy9u1IAnlRO"}) {
+            assertTrue(LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", secret), null).hasPrivateSecret(), secret);
+        }
+        Path raw = dir.resolve("raw");
+        Files.write(raw, new byte[] {-3, 17, -128, 42, 7, -66, 99, 0, -1, 23, 64, -90, 5, 111, -12, 58});
+        Files.setPosixFilePermissions(raw, PosixFilePermissions.fromString("r--------"));
+        assertTrue(LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET_FILE", raw.toString()), null).hasPrivateSecret());
+        Path word = Files.writeString(dir.resolve("word"), "hunter2\n");
+        Files.setPosixFilePermissions(word, PosixFilePermissions.fromString("r--------"));
+        String m = assertThrows(IllegalArgumentException.class, () -> LaunchEnvironment.from(
+                with(TORCHRUN, "GRADSYNC_JOB_SECRET_FILE", word.toString()), null)).getMessage();
+        assertTrue(m.startsWith("GRADSYNC_JOB_SECRET_FILE=" + word + " is not a usable job secret"), m);
+    }
+
+    @Test
     void authNoneRunsWithoutASecretAndWarnsOnEveryRank() {
         try (LogCapture log = new LogCapture(LaunchEnvironment.class)) {
             LaunchEnvironment byProperty = LaunchEnvironment.from(TORCHRUN, "none");
@@ -146,17 +179,17 @@ class LaunchEnvironmentTest {
         IllegalArgumentException bad = assertThrows(IllegalArgumentException.class,
                 () -> LaunchEnvironment.from(TORCHRUN, "off"));
         assertEquals("-Dgradsync.auth=off is not valid: expected one of secret, none", bad.getMessage());
-        LaunchEnvironment withSecret = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", "s"), "none");
+        LaunchEnvironment withSecret = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", SECRET), "none");
         assertTrue(withSecret.hasPrivateSecret(), "a secret that is given is used");
     }
 
     @Test
     void theSecretMayComeFromAFileOnlyItsOwnerCanRead(@TempDir Path dir) throws IOException {
         Path file = dir.resolve("secret");
-        Files.writeString(file, "  0123abcd\n");
+        Files.writeString(file, "  " + SECRET + "\n");
         Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-------"));
         LaunchEnvironment fromFile = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET_FILE", file.toString()), null);
-        LaunchEnvironment fromVariable = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", "0123abcd"), null);
+        LaunchEnvironment fromVariable = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", SECRET), null);
         assertTrue(fromFile.hasPrivateSecret());
         assertArrayEquals(fromVariable.secret(), fromFile.secret(), "surrounding white space (the newline) is not the key");
 
@@ -180,15 +213,16 @@ class LaunchEnvironmentTest {
         Files.setPosixFilePermissions(huge, PosixFilePermissions.fromString("rw-------"));
         assertTrue(assertThrows(IllegalArgumentException.class, () -> LaunchEnvironment.from(
                 with(TORCHRUN, "GRADSYNC_JOB_SECRET_FILE", huge.toString()), null)).getMessage().contains("longer than"));
-        LaunchEnvironment both = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", "x",
+        String other = "0iVY4t/YH3yhT4SaZh5rnSy9u1IAnlRO";
+        LaunchEnvironment both = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", other,
                 "GRADSYNC_JOB_SECRET_FILE", file.toString()), null);
-        assertArrayEquals(new byte[] {'x'}, both.secret(), "the variable wins (gradsync-run sets it for its ranks); the "
+        assertArrayEquals(other.getBytes(StandardCharsets.UTF_8), both.secret(), "the variable wins (gradsync-run sets it for its ranks); the "
                 + "file, group-readable now, is not even read");
     }
 
     @Test
     void theRendezvousPortIsMasterPortUnlessTorchrunsAgentStoreHoldsItOrItIsGiven() {
-        Map<String, String> torchrun = with(TORCHRUN, "GRADSYNC_JOB_SECRET", "k");
+        Map<String, String> torchrun = with(TORCHRUN, "GRADSYNC_JOB_SECRET", SECRET);
         LaunchEnvironment plain = LaunchEnvironment.from(torchrun, null);
         assertEquals(29500, plain.rendezvousPort());
         assertEquals("MASTER_PORT", plain.rendezvousPortSource());
@@ -205,9 +239,9 @@ class LaunchEnvironmentTest {
                 "GRADSYNC_RENDEZVOUS_PORT", "31000"), null);
         assertEquals(31000, given.rendezvousPort(), "an explicit port wins");
         assertEquals("GRADSYNC_RENDEZVOUS_PORT", given.rendezvousPortSource());
-        assertEquals(4321, LaunchEnvironment.from(with(OPEN_MPI, "GRADSYNC_JOB_SECRET", "k", "GRADSYNC_RENDEZVOUS_PORT",
+        assertEquals(4321, LaunchEnvironment.from(with(OPEN_MPI, "GRADSYNC_JOB_SECRET", SECRET, "GRADSYNC_RENDEZVOUS_PORT",
                 "4321"), null).rendezvousPort(), "every launcher takes it");
-        assertEquals(1234, LaunchEnvironment.from(with(OPEN_MPI, "GRADSYNC_JOB_SECRET", "k", "TORCHELASTIC_USE_AGENT_STORE",
+        assertEquals(1234, LaunchEnvironment.from(with(OPEN_MPI, "GRADSYNC_JOB_SECRET", SECRET, "TORCHELASTIC_USE_AGENT_STORE",
                 "True"), null).rendezvousPort(), "torchrun's variable means nothing under mpirun");
 
         IllegalArgumentException notANumber = assertThrows(IllegalArgumentException.class, () -> LaunchEnvironment.from(

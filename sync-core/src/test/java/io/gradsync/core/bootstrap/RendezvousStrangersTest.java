@@ -23,6 +23,8 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -38,6 +40,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -45,8 +48,9 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Processes that are not part of the job, against a 3-rank job whose ranks are threads of this JVM:
- * garbage, huge and negative lengths, an idle connection, a slowloris, a flood of connections, a rank
- * that stops reading, and an impostor holding the rendezvous port. In each case the job forms and
+ * garbage, huge and negative lengths, an idle connection, a slowloris, a flood of connections, floods that
+ * renew every connection rank 0 closes (from the ranks' own address and from another), a rank that stops
+ * reading, and an impostor holding the rendezvous port. In each case the job forms and
  * all-gathers exactly, the strangers are refused, and this JVM's heap grows by less than
  * {@link #HEAP_SLACK} while they are at it.
  */
@@ -54,13 +58,15 @@ import org.junit.jupiter.api.Timeout;
 class RendezvousStrangersTest {
     private static final long HEAP_SLACK = 4 << 20;
     private static final int SIZE = 3;
-    private static final String SECRET = "strangers-test-secret";
+    private static final String SECRET = "f6761fdc73489188d1b9da7e85eec0faa7fc7c50e7b5f232f289283030274831";
     private static final Duration JOIN = Duration.ofSeconds(20);
     private static final Duration SHORT_HANDSHAKE = Duration.ofMillis(1000);
     private static final RendezvousServer.Limits DEFAULTS = RendezvousServer.Limits.fromProperties();
     private static final RendezvousServer.Limits QUICK = new RendezvousServer.Limits(SHORT_HANDSHAKE,
             DEFAULTS.maxPending(), DEFAULTS.maxQueuedBytes(), DEFAULTS.maxQueuedMessages());
     private static final byte[] CHUNK = new byte[64 << 10];
+    /** How long a renewing flood may delay the ranks' join (the join deadline is {@link #JOIN}). */
+    private static final Duration FLOOD_BOUND = Duration.ofSeconds(5);
 
     private final ExecutorService threads = Executors.newCachedThreadPool(r -> {
         Thread t = new Thread(r, "test-rank-or-stranger");
@@ -177,10 +183,10 @@ class RendezvousStrangersTest {
     @Test
     void aHundredStrangersAtOnceNeitherExhaustRankZeroNorFloodItsLog() throws Exception {
         int port = freePort();
-        Job job = new Job(port, QUICK);
+        Job job = new Job(port, withMaxPending(QUICK, 64));
         try (LogCapture log = new LogCapture(RendezvousServer.class)) {
             job.start(0, 1);
-            Stranger.connect(port).close(); // the listener is up
+            awaitServing(port);
             long before = heapAfterGc();
             long threadsBefore = rendezvousThreads();
             List<SocketChannel> flood = new ArrayList<>();
@@ -189,23 +195,73 @@ class RendezvousStrangersTest {
             }
             long threadsDuring = rendezvousThreads();
             long grown = heapAfterGc() - before;
-            job.start(2); // retries while rank 0 closes new connections at once, joins once the strangers' time is up
+            job.start(2); // evicts the oldest stranger
             List<Rendezvous> ranks = job.formsAndGathersExactly();
             RendezvousServer server = ranks.get(0).serverForTest();
-            int closedAtOnce = 0;
             for (SocketChannel c : flood) {
                 c.close();
             }
-            closedAtOnce = (int) server.closedAtOnce();
-            assertTrue(server.mostPending() <= DEFAULTS.maxPending(), "pending at most " + server.mostPending());
-            assertTrue(closedAtOnce >= 100 - DEFAULTS.maxPending(), closedAtOnce + " closed at once");
+            assertTrue(server.mostPending() <= 64, "pending at most " + server.mostPending());
+            assertTrue(server.evicted() >= 100 - 64, server.evicted() + " evicted");
             assertEquals(threadsBefore, threadsDuring, "no thread per connection: " + threadsBefore + " rendezvous threads "
                     + "before, " + threadsDuring + " with 100 strangers");
             List<String> lines = log.messages(Level.WARNING, "refused connection from");
             assertTrue(lines.size() <= RendezvousServer.RefusalLog.LINES_PER_WINDOW && !lines.isEmpty(),
                     lines.size() + " refusal lines for 100 strangers");
+            assertTrue(lines.stream().anyMatch(l -> l.contains("evicted: it had not authenticated when a newer connection "
+                    + "needed its room (64 were waiting, 64 of them from its address)")), lines.toString());
             assertHeapGrowthSmall("100 strangers hold connections", grown);
             job.close();
+        }
+    }
+
+    /**
+     * The attack of issue 34: a stranger keeps more idle connections than rank 0 holds and opens a new one
+     * whenever rank 0 closes one. It is on the ranks' own address (loopback), so nothing but age tells their
+     * connections apart from its own, and each eviction it suffers makes it open another at once: it floods at
+     * the rate rank 0 accepts. The ranks still join within {@link #FLOOD_BOUND}, far inside the join deadline.
+     */
+    @Test
+    void aRenewingFloodFromTheRanksOwnAddressDelaysTheirJoinByLittle() throws Exception {
+        int port = freePort();
+        Job job = new Job(port, DEFAULTS);
+        try (LogCapture log = new LogCapture(Rendezvous.class)) {
+            job.start(0);
+            awaitServing(port);
+            long before = heapAfterGc();
+            try (RenewingFlood flood = new RenewingFlood(port, InetAddress.getLoopbackAddress(), DEFAULTS.maxPending() + 64)) {
+                flood.awaitRenewals(DEFAULTS.maxPending()); // rank 0 is full, and has been evicting for a while
+                assertHeapGrowthSmall("a renewing flood holds " + (DEFAULTS.maxPending() + 64) + " connections (both ends "
+                        + "in this JVM)", heapAfterGc() - before);
+                long renewedBefore = flood.renewed();
+                RendezvousServer server = job.joinsUnder("a renewing flood from their own address");
+                System.out.printf("the flood renewed %d connections meanwhile; ranks evicted: %s%n",
+                        flood.renewed() - renewedBefore, log.messages(Level.WARNING, "evicted"));
+                assertTrue(server.evicted() > DEFAULTS.maxPending(), "the flood made rank 0 evict");
+            }
+            job.formsAndGathersExactly();
+        }
+    }
+
+    /**
+     * A flood from another address (127.0.0.2) never evicts a rank's connection: when rank 0 is full it evicts
+     * from the address that holds the most. Rank 0 holds only 8 unauthenticated connections here, so evicting the
+     * oldest regardless of address would evict the ranks' connections again and again.
+     */
+    @Test
+    void aRenewingFloodFromAnotherAddressNeverEvictsARank() throws Exception {
+        int port = freePort();
+        Job job = new Job(port, withMaxPending(DEFAULTS, 8));
+        try (LogCapture log = new LogCapture(Rendezvous.class)) {
+            job.start(0);
+            awaitServing(port);
+            try (RenewingFlood flood = new RenewingFlood(port, InetAddress.getByName("127.0.0.2"), 64)) {
+                flood.awaitRenewals(1000);
+                assertTrue(job.joinsUnder("a renewing flood from another address").evicted() > 1000,
+                        "the flood made rank 0 evict");
+            }
+            assertEquals(List.of(), log.messages(Level.WARNING, "evicted"), "no rank was evicted");
+            job.formsAndGathersExactly();
         }
     }
 
@@ -413,6 +469,17 @@ class RendezvousStrangersTest {
                 LaunchEnvironment env = LaunchEnvironment.from(vars, null);
                 joins.put(rank, CompletableFuture.supplyAsync(() -> Rendezvous.join(env, JOIN, limits), threads));
             }
+        }
+
+        /** Starts ranks 1 and 2, checks they join within {@link #FLOOD_BOUND}, and returns rank 0's server. */
+        RendezvousServer joinsUnder(String flood) throws Exception {
+            long start = System.nanoTime();
+            start(1, 2);
+            List<Rendezvous> ranks = formed(SIZE);
+            long millis = (System.nanoTime() - start) / 1_000_000;
+            System.out.printf("ranks 1 and 2 joined under %s in %d ms%n", flood, millis);
+            assertTrue(millis < FLOOD_BOUND.toMillis(), "joined after " + millis + " ms under " + flood);
+            return ranks.get(0).serverForTest();
         }
 
         RendezvousException failure(int rank) throws Exception {
@@ -633,6 +700,91 @@ class RendezvousStrangersTest {
     }
 
     /**
+     * A stranger that holds {@code connections} idle connections to the rendezvous port from {@code source} and
+     * opens a new one whenever rank 0 closes one (reading and dropping whatever rank 0 sends), on one thread.
+     */
+    private static final class RenewingFlood implements AutoCloseable {
+        final InetSocketAddress target;
+        final InetAddress source;
+        final Selector selector;
+        final Thread thread;
+        final ByteBuffer scratch = ByteBuffer.allocate(4096);
+        final AtomicLong renewed = new AtomicLong();
+        volatile boolean stop;
+        volatile Exception failure;
+
+        RenewingFlood(int port, InetAddress source, int connections) throws IOException {
+            this.target = new InetSocketAddress(InetAddress.getLoopbackAddress(), port);
+            this.source = source;
+            this.selector = Selector.open();
+            for (int i = 0; i < connections; i++) {
+                open();
+            }
+            this.thread = new Thread(this::renew, "test-renewing-flood");
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        private void open() throws IOException {
+            SocketChannel channel = SocketChannel.open();
+            channel.bind(new InetSocketAddress(source, 0));
+            channel.connect(target);
+            channel.configureBlocking(false);
+            channel.register(selector, SelectionKey.OP_READ);
+        }
+
+        private void renew() {
+            try {
+                while (!stop) {
+                    selector.select(100);
+                    for (SelectionKey key : selector.selectedKeys()) {
+                        SocketChannel channel = (SocketChannel) key.channel();
+                        int n;
+                        try {
+                            scratch.clear();
+                            n = channel.read(scratch);
+                        } catch (IOException reset) {
+                            n = -1;
+                        }
+                        if (n < 0) {
+                            key.cancel();
+                            channel.close();
+                            open();
+                            renewed.incrementAndGet();
+                        }
+                    }
+                    selector.selectedKeys().clear();
+                }
+            } catch (IOException e) {
+                failure = e;
+            }
+        }
+
+        long renewed() {
+            return renewed.get();
+        }
+
+        void awaitRenewals(long count) throws Exception {
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (renewed.get() < count) {
+                assertEquals(null, failure, "the flood failed");
+                assertTrue(System.nanoTime() < until, "the flood renewed only " + renewed.get() + " connections in 20 s");
+                Thread.sleep(5);
+            }
+        }
+
+        @Override
+        public void close() throws Exception {
+            stop = true;
+            thread.join(10_000);
+            for (SelectionKey key : selector.keys()) {
+                key.channel().close();
+            }
+            selector.close();
+        }
+    }
+
+    /**
      * A process that took the rendezvous port before rank 0: it speaks the protocol but does not know the
      * secret. To each connecting rank it sends a challenge, keeps its hello, and then either reflects the
      * rank's own proof back as its proof or welcomes it straight away.
@@ -693,6 +845,19 @@ class RendezvousStrangersTest {
     }
 
     // ---------------------------------------------------------------- helpers
+
+    /** Waits until rank 0 serves on {@code port}: its thread answers a connection with a challenge. */
+    private static void awaitServing(int port) throws Exception {
+        try (Stranger probe = Stranger.connect(port)) {
+            assertEquals(Wire.CHALLENGE, Wire.read(probe.socket, probe.in, Wire.MAX_HANDSHAKE_BYTES,
+                    System.nanoTime() + TimeUnit.SECONDS.toNanos(10)).type());
+        }
+    }
+
+    private static RendezvousServer.Limits withMaxPending(RendezvousServer.Limits limits, int maxPending) {
+        return new RendezvousServer.Limits(limits.handshakeTimeout(), maxPending, limits.maxQueuedBytes(),
+                limits.maxQueuedMessages());
+    }
 
     /** Heap growth, checked, and written to the test's output for the record. */
     private static void assertHeapGrowthSmall(String testCase, long grown) {

@@ -25,6 +25,8 @@ import org.junit.jupiter.api.Test;
 
 /** Ranks as threads, each with its own rendezvous connection over loopback. */
 class RendezvousTest {
+    private static final String RIGHT = "cb7c6c8a19bd9b06509730d008d1f03f4032eca568ceb3d2cbb972990e5196ac";
+    private static final String WRONG = "cd4d34328d7263932ef99552d2866329dcdec5dafc0dc7090bf94520bd83d958";
 
     /**
      * A thread per task: the tasks block (each is a rank waiting for the others). Not the common pool, which on
@@ -65,7 +67,7 @@ class RendezvousTest {
     void ranksLearnTheHostLayoutAndAllGather() throws Exception {
         int port = freePort();
         String[] hosts = {"a", "b", "a", "b", "b"};
-        List<CompletableFuture<Rendezvous>> joins = joinAll(5, r -> env(r, 5, port, "k", hosts[r]), Duration.ofSeconds(20));
+        List<CompletableFuture<Rendezvous>> joins = joinAll(5, r -> env(r, 5, port, RIGHT, hosts[r]), Duration.ofSeconds(20));
         List<Rendezvous> ranks = new ArrayList<>();
         for (CompletableFuture<Rendezvous> f : joins) {
             ranks.add(f.get(30, TimeUnit.SECONDS));
@@ -96,7 +98,7 @@ class RendezvousTest {
         int port = freePort();
         List<CompletableFuture<Rendezvous>> joins = new ArrayList<>();
         for (int r : new int[] {0, 2}) {
-            LaunchEnvironment e = env(r, 4, port, "k", "h");
+            LaunchEnvironment e = env(r, 4, port, RIGHT, "h");
             joins.add(CompletableFuture.supplyAsync(() -> Rendezvous.join(e, Duration.ofSeconds(2)), THREADS));
         }
         for (CompletableFuture<Rendezvous> f : joins) {
@@ -110,13 +112,17 @@ class RendezvousTest {
     @Test
     void aWrongSecretIsRefusedAndTheJobStillForms() throws Exception {
         int port = freePort();
-        List<CompletableFuture<Rendezvous>> joins = joinAll(2, r -> env(r, 2, port, "right", "h"), Duration.ofSeconds(20));
-        LaunchEnvironment impostor = env(1, 2, port, "wrong", "h");
+        CompletableFuture<Rendezvous> rank0 = joinAll(1, r -> env(r, 2, port, RIGHT, "h"), Duration.ofSeconds(20)).get(0);
+        // Rank 1's place is free: only the secret check stands between the impostor and the job.
+        LaunchEnvironment impostor = env(1, 2, port, WRONG, "h");
         RendezvousException refused = org.junit.jupiter.api.Assertions.assertThrows(RendezvousException.class,
                 () -> Rendezvous.join(impostor, Duration.ofSeconds(10)));
-        assertTrue(refused.getMessage().contains("refused") || refused.getMessage().contains("already joined"),
+        assertTrue(refused.getMessage().contains("refused this process: wrong job secret or job id (claimed rank 1"),
                 refused.getMessage());
-        List<Rendezvous> ranks = List.of(joins.get(0).get(30, TimeUnit.SECONDS), joins.get(1).get(30, TimeUnit.SECONDS));
+        LaunchEnvironment rank1 = env(1, 2, port, RIGHT, "h");
+        CompletableFuture<Rendezvous> joined = CompletableFuture.supplyAsync(() -> Rendezvous.join(rank1, Duration.ofSeconds(20)),
+                THREADS);
+        List<Rendezvous> ranks = List.of(rank0.get(30, TimeUnit.SECONDS), joined.get(30, TimeUnit.SECONDS));
         assertEquals(2, ranks.get(1).size());
         closeAll(ranks);
     }
@@ -124,7 +130,7 @@ class RendezvousTest {
     @Test
     void abortsAreRelayedAndAVanishedRankIsReported() throws Exception {
         int port = freePort();
-        List<CompletableFuture<Rendezvous>> joins = joinAll(3, r -> env(r, 3, port, "k", "h"), Duration.ofSeconds(20));
+        List<CompletableFuture<Rendezvous>> joins = joinAll(3, r -> env(r, 3, port, RIGHT, "h"), Duration.ofSeconds(20));
         List<Rendezvous> ranks = new ArrayList<>();
         for (CompletableFuture<Rendezvous> f : joins) {
             ranks.add(f.get(30, TimeUnit.SECONDS));
@@ -164,7 +170,7 @@ class RendezvousTest {
     @Test
     void aRankWhoseConnectionDropsIsReportedToTheOthers() throws Exception {
         int port = freePort();
-        List<CompletableFuture<Rendezvous>> joins = joinAll(3, r -> env(r, 3, port, "k", "h"), Duration.ofSeconds(20));
+        List<CompletableFuture<Rendezvous>> joins = joinAll(3, r -> env(r, 3, port, RIGHT, "h"), Duration.ofSeconds(20));
         List<Rendezvous> ranks = new ArrayList<>();
         for (CompletableFuture<Rendezvous> f : joins) {
             ranks.add(f.get(30, TimeUnit.SECONDS));

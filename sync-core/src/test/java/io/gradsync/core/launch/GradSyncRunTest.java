@@ -28,6 +28,7 @@ import org.junit.jupiter.api.io.TempDir;
 /** The launcher in-process, with {@code sh -c} ranks: environment, output, failures, stopping, clean-up. */
 @Timeout(15)
 class GradSyncRunTest {
+    private static final String OUTER_SECRET = "9536a358aa86a7a2c3bf1f4c82a31f735867f1ce063b59ac8c43724dd38a6bac";
     private static final String PRINT_ENV = "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK"
             + " LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR"
             + " MASTER_PORT=$MASTER_PORT JOB=$GRADSYNC_JOB_ID SECRET=$GRADSYNC_JOB_SECRET LAUNCH=$GRADSYNC_LAUNCH_ID"
@@ -127,13 +128,13 @@ class GradSyncRunTest {
     void anIdentityInTheLaunchersEnvironmentIsKept() {
         Map<String, String> env = cleanEnvironment();
         env.put("GRADSYNC_JOB_ID", "outer_42");
-        env.put("GRADSYNC_JOB_SECRET", "not-random-at-all");
+        env.put("GRADSYNC_JOB_SECRET", OUTER_SECRET);
         env.put("GRADSYNC_LAUNCH_ID", "outer_launch"); // never inherited: it tags this launch's directories only
         env.put("GRADSYNC_TEST_PASSED_ON", "yes");
         Result result = launch(env, "-n", "2", "--", "sh", "-c", PRINT_ENV + "; echo \"$GRADSYNC_TEST_PASSED_ON\"");
         assertEquals(0, result.status(), result.err());
         result.linesByRank().forEach((rank, lines) -> {
-            assertTrue(lines.get(0).contains(" JOB=outer_42 SECRET=not-random-at-all LAUNCH="), lines.get(0));
+            assertTrue(lines.get(0).contains(" JOB=outer_42 SECRET=" + OUTER_SECRET + " LAUNCH="), lines.get(0));
             assertTrue(lines.get(0).matches(".* LAUNCH=[0-9a-f]{16} .*"), lines.get(0));
             assertEquals("yes", lines.get(1));
         });
@@ -263,6 +264,12 @@ class GradSyncRunTest {
         Result badId = launch(env, "-n", "1", "--", "true");
         assertEquals(2, badId.status());
         assertTrue(badId.err().startsWith("gradsync-run: GRADSYNC_JOB_ID in the environment"), badId.err());
+        env = cleanEnvironment();
+        env.put("GRADSYNC_JOB_SECRET", "not-random-at-all");
+        Result weakSecret = launch(env, "-n", "1", "--", "true");
+        assertEquals(2, weakSecret.status());
+        assertTrue(weakSecret.err().startsWith("gradsync-run: GRADSYNC_JOB_SECRET in the environment is not a usable job "
+                + "secret") && weakSecret.err().contains("openssl rand -hex 32"), weakSecret.err());
 
         Result help = launch("--help");
         assertEquals(0, help.status());

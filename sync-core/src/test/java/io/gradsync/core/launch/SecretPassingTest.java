@@ -10,6 +10,7 @@ import org.junit.jupiter.api.Test;
 
 /** The job secret reaches the ranks through their environment only: never an argument, which ps shows. */
 class SecretPassingTest {
+    private static final String OUTER_SECRET = "3151a26f670028a7c11c74403f90596c3796648f3343042bbf51c9f80c8bf194";
 
     @Test
     void theGeneratedSecretIsInEachRanksEnvironmentAndInNoArgument() throws UsageException {
@@ -30,10 +31,10 @@ class SecretPassingTest {
 
     @Test
     void anOuterLaunchersSecretIsPassedOnTheSameWay() throws UsageException {
-        JobIdentity identity = JobIdentity.from(Map.of("GRADSYNC_JOB_SECRET", "outer-secret"), new SecureRandom());
+        JobIdentity identity = JobIdentity.from(Map.of("GRADSYNC_JOB_SECRET", OUTER_SECRET), new SecureRandom());
         RankProcessSpec spec = new RankProcessSpec(LaunchOptions.parse(new String[] {"-n", "1", "sh"}), new RankLayout(1, 1),
-                identity, 29500, Map.of("GRADSYNC_JOB_SECRET", "outer-secret"), null);
-        assertEquals("outer-secret", spec.processBuilder(0).environment().get("GRADSYNC_JOB_SECRET"));
+                identity, 29500, Map.of("GRADSYNC_JOB_SECRET", OUTER_SECRET), null);
+        assertEquals(OUTER_SECRET, spec.processBuilder(0).environment().get("GRADSYNC_JOB_SECRET"));
         assertEquals(java.util.List.of("sh"), spec.processBuilder(0).command());
     }
 }
