@@ -6,7 +6,6 @@ import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
-import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -113,36 +112,15 @@ class HostLayoutAllReduceTest {
 
         @Override
         public Link link(int peer) {
-            Link link = super.link(peer);
-            return new Link() {
-                @Override
-                public int peer() {
-                    return link.peer();
-                }
-
+            return new ForwardingLink(super.link(peer)) {
                 @Override
                 public SendSlot tryClaim(int length) {
-                    return recorded(link.tryClaim(length));
+                    return recorded(super.tryClaim(length));
                 }
 
                 @Override
                 public SendSlot tryClaimInPlace(Region buffer, long fromByte, int length) {
-                    return recorded(link.tryClaimInPlace(buffer, fromByte, length));
-                }
-
-                @Override
-                public long inPlaceSends() {
-                    return link.inPlaceSends();
-                }
-
-                @Override
-                public long inPlaceSendsDone() {
-                    return link.inPlaceSendsDone();
-                }
-
-                @Override
-                public RecvSlot poll() {
-                    return link.poll();
+                    return recorded(super.tryClaimInPlace(buffer, fromByte, length));
                 }
 
                 private SendSlot recorded(SendSlot slot) {
