@@ -184,28 +184,26 @@ template <> struct Element<int64_t> {
     GS_HD static int64_t divide(int64_t x, int64_t d) { return x / d; }
     GS_HD static Word divideWord(Word x, int64_t d) { return (Word) divide((int64_t) x, d); }
 };
-template <typename H> struct HalfElement {
-    typedef uint32_t Word;
-    template <typename Op> GS_HD static uint16_t combine(uint16_t x, uint16_t y) { return combineHalf<H, Op>(x, y); }
-    template <typename Op> GS_HD static Word combineWord(Word x, Word y) { return combineHalfPair<H, Op>(x, y); }
-    GS_HD static uint16_t divide(uint16_t x, int64_t d) { return divideHalf<H>(x, (float) d); }
-    GS_HD static Word divideWord(Word x, int64_t d) { return divideHalfPair<H>(x, (float) d); }
-};
 
-// The 16-bit types as distinct C++ types of their own, so that Element can tell them apart.
-struct bfloat16 { uint16_t bits; };
-struct float16 { uint16_t bits; };
-template <> struct Element<bfloat16> : HalfElement<Bf16> {
-    template <typename Op> GS_HD static bfloat16 combine(bfloat16 x, bfloat16 y) {
-        bfloat16 r = {combineHalf<Bf16, Op>(x.bits, y.bits)}; return r;
-    }
-    GS_HD static bfloat16 divide(bfloat16 x, int64_t d) { bfloat16 r = {divideHalf<Bf16>(x.bits, (float) d)}; return r; }
+// The 16-bit types as C++ types of their own (their bits, and H the format), so that Element can tell them apart.
+template <typename H> struct Half {
+    uint16_t bits;
 };
-template <> struct Element<float16> : HalfElement<Fp16> {
-    template <typename Op> GS_HD static float16 combine(float16 x, float16 y) {
-        float16 r = {combineHalf<Fp16, Op>(x.bits, y.bits)}; return r;
+typedef Half<Bf16> bfloat16;
+typedef Half<Fp16> float16;
+
+template <typename H> struct Element<Half<H>> {
+    typedef uint32_t Word;
+    template <typename Op> GS_HD static Half<H> combine(Half<H> x, Half<H> y) {
+        Half<H> r = {combineHalf<H, Op>(x.bits, y.bits)};
+        return r;
     }
-    GS_HD static float16 divide(float16 x, int64_t d) { float16 r = {divideHalf<Fp16>(x.bits, (float) d)}; return r; }
+    template <typename Op> GS_HD static Word combineWord(Word x, Word y) { return combineHalfPair<H, Op>(x, y); }
+    GS_HD static Half<H> divide(Half<H> x, int64_t d) {
+        Half<H> r = {divideHalf<H>(x.bits, (float) d)};
+        return r;
+    }
+    GS_HD static Word divideWord(Word x, int64_t d) { return divideHalfPair<H>(x, (float) d); }
 };
 
 }  // namespace gs

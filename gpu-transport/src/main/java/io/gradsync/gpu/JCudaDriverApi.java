@@ -322,10 +322,10 @@ public final class JCudaDriverApi implements CudaDriver {
 
     @Override
     public long ipcOpenMemHandle(IpcHandle handle) {
-        CUipcMemHandle native_ = new CUipcMemHandle();
-        IpcBytes.set(native_, handle.toBytes());
+        CUipcMemHandle nativeHandle = new CUipcMemHandle();
+        IpcBytes.set(nativeHandle, handle.toBytes());
         DeviceAddress pointer = new DeviceAddress();
-        check(JCudaDriver.cuIpcOpenMemHandle(pointer, native_, CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+        check(JCudaDriver.cuIpcOpenMemHandle(pointer, nativeHandle, CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                 "cuIpcOpenMemHandle");
         return pointer.address();
     }
@@ -344,10 +344,10 @@ public final class JCudaDriverApi implements CudaDriver {
 
     @Override
     public long ipcOpenEventHandle(IpcHandle handle) {
-        CUipcEventHandle native_ = new CUipcEventHandle();
-        IpcBytes.set(native_, handle.toBytes());
+        CUipcEventHandle nativeHandle = new CUipcEventHandle();
+        IpcBytes.set(nativeHandle, handle.toBytes());
         CUevent event = new CUevent();
-        check(JCudaDriver.cuIpcOpenEventHandle(event, native_), "cuIpcOpenEventHandle");
+        check(JCudaDriver.cuIpcOpenEventHandle(event, nativeHandle), "cuIpcOpenEventHandle");
         return events.add(event);
     }
 
