@@ -152,38 +152,32 @@ template <typename H> GS_HD uint32_t divideHalfPair(uint32_t x, float divisor) {
 }
 
 // Element: how the kernels read, combine and divide one data type. T is what memory holds; a 16-byte vector
-// holds WORDS words of type Word, each combined by combineWord.
+// holds 16 / sizeof(Word) words, each combined by combineWord.
 template <typename T> struct Element;
 
-template <> struct Element<float> {
-    typedef uint32_t Word;
-    template <typename Op> GS_HD static float combine(float x, float y) { return combineFloat<Op>(x, y); }
-    template <typename Op> GS_HD static Word combineWord(Word x, Word y) { return bitsOf(combine<Op>(floatOf(x), floatOf(y))); }
-    GS_HD static float divide(float x, int64_t d) { float r = x / (float) d; return r == r ? r : quietNan(x, x); }
-    GS_HD static Word divideWord(Word x, int64_t d) { return bitsOf(divide(floatOf(x), d)); }
+GS_HD float fromBits(uint32_t u) { return floatOf(u); }
+GS_HD double fromBits(uint64_t u) { return doubleOf(u); }
+
+template <typename F, typename W> struct FloatElement {
+    typedef W Word;
+    template <typename Op> GS_HD static F combine(F x, F y) { return combineFloat<Op>(x, y); }
+    template <typename Op> GS_HD static Word combineWord(Word x, Word y) { return bitsOf(combine<Op>(fromBits(x), fromBits(y))); }
+    GS_HD static F divide(F x, int64_t d) { F r = x / (F) d; return r == r ? r : quietNan(x, x); }
+    GS_HD static Word divideWord(Word x, int64_t d) { return bitsOf(divide(fromBits(x), d)); }
 };
-template <> struct Element<double> {
-    typedef uint64_t Word;
-    template <typename Op> GS_HD static double combine(double x, double y) { return combineFloat<Op>(x, y); }
-    template <typename Op> GS_HD static Word combineWord(Word x, Word y) { return bitsOf(combine<Op>(doubleOf(x), doubleOf(y))); }
-    GS_HD static double divide(double x, int64_t d) { double r = x / (double) d; return r == r ? r : quietNan(x, x); }
-    GS_HD static Word divideWord(Word x, int64_t d) { return bitsOf(divide(doubleOf(x), d)); }
+template <> struct Element<float> : FloatElement<float, uint32_t> {};
+template <> struct Element<double> : FloatElement<double, uint64_t> {};
+
+// Java's integer division: the divisor is a rank count, at least 1, so there is no overflow to mind.
+template <typename I, typename W> struct IntegerElement {
+    typedef W Word;
+    template <typename Op> GS_HD static I combine(I x, I y) { return Op::apply(x, y); }
+    template <typename Op> GS_HD static Word combineWord(Word x, Word y) { return (Word) combine<Op>((I) x, (I) y); }
+    GS_HD static I divide(I x, int64_t d) { return x / (I) d; }
+    GS_HD static Word divideWord(Word x, int64_t d) { return (Word) divide((I) x, d); }
 };
-template <> struct Element<int32_t> {
-    typedef uint32_t Word;
-    template <typename Op> GS_HD static int32_t combine(int32_t x, int32_t y) { return Op::apply(x, y); }
-    template <typename Op> GS_HD static Word combineWord(Word x, Word y) { return (Word) combine<Op>((int32_t) x, (int32_t) y); }
-    // Java's int / int: the divisor is a rank count, at least 1, so there is no overflow to mind
-    GS_HD static int32_t divide(int32_t x, int64_t d) { return x / (int32_t) d; }
-    GS_HD static Word divideWord(Word x, int64_t d) { return (Word) divide((int32_t) x, d); }
-};
-template <> struct Element<int64_t> {
-    typedef uint64_t Word;
-    template <typename Op> GS_HD static int64_t combine(int64_t x, int64_t y) { return Op::apply(x, y); }
-    template <typename Op> GS_HD static Word combineWord(Word x, Word y) { return (Word) combine<Op>((int64_t) x, (int64_t) y); }
-    GS_HD static int64_t divide(int64_t x, int64_t d) { return x / d; }
-    GS_HD static Word divideWord(Word x, int64_t d) { return (Word) divide((int64_t) x, d); }
-};
+template <> struct Element<int32_t> : IntegerElement<int32_t, uint32_t> {};
+template <> struct Element<int64_t> : IntegerElement<int64_t, uint64_t> {};
 
 // The 16-bit types as C++ types of their own (their bits, and H the format), so that Element can tell them apart.
 template <typename H> struct Half {
