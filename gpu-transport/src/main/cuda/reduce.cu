@@ -1,0 +1,125 @@
+// gradsync's reduction kernels for device memory: out[i] = a[i] op b[i] (out may be a or b), and
+// dst[i] /= divisor (the finishing step of AVG), for every data type gradsync has, with the arithmetic of
+// sync-core's host kernels bit for bit (elements.cuh says how).
+//
+// Each kernel is a grid-stride loop, right for any grid; the host's launch shape (io.gradsync.gpu.LaunchShape)
+// only makes it fast. When all pointers of a call sit at the same offset within 16 bytes, the elements before
+// the first 16-byte boundary and after the last are done one at a time and the rest as 16-byte vectors;
+// otherwise every element is done on its own.
+//
+// Entry points are extern "C", named gs_reduce_<type>_<op> and gs_divide_<type>; every parameter is 8 bytes
+// (pointers, the element count, the divisor), which is what io.gradsync.gpu.CudaDriver#launchKernel passes.
+#include "elements.cuh"
+
+// Blocks of at most GS_BLOCK threads, compiled to fit GS_MIN_BLOCKS of them on an SM at once (at most 32
+// registers a thread: 2048 threads, the most an sm_80 or sm_90 SM holds), so that the host's grid of one
+// resident wave is resident in full. LaunchShape holds the same numbers.
+#define GS_BLOCK 256
+#define GS_MIN_BLOCKS 8
+
+using namespace gs;
+
+namespace {
+
+// Where the vectors are: `peel` single elements up to the first 16-byte boundary, `vectors` 16-byte vectors,
+// then the rest one at a time. Pointers at different offsets within 16 bytes get peel = n.
+struct Plan {
+    u64 peel, vectors;
+};
+
+template <typename T> __device__ __forceinline__ Plan plan(uintptr_t first, uintptr_t apart, u64 n) {
+    const u64 perVector = 16 / sizeof(T);
+    Plan p;
+    if ((apart & 15) != 0) {
+        p.peel = n;
+        p.vectors = 0;
+    } else {
+        const u64 toBoundary = ((16 - (first & 15)) & 15) / sizeof(T);
+        p.peel = toBoundary < n ? toBoundary : n;
+        p.vectors = (n - p.peel) / perVector;
+    }
+    return p;
+}
+
+template <typename T, typename Op> __device__ __forceinline__ uint4 combineVector(uint4 x, uint4 y) {
+    typedef typename Element<T>::Word W;
+    const int words = (int) (sizeof(uint4) / sizeof(W));
+    W xs[words], ys[words], rs[words];
+    memcpy(xs, &x, sizeof(uint4));
+    memcpy(ys, &y, sizeof(uint4));
+#pragma unroll
+    for (int k = 0; k < words; k++) {
+        rs[k] = Element<T>::template combineWord<Op>(xs[k], ys[k]);
+    }
+    uint4 r;
+    memcpy(&r, rs, sizeof(uint4));
+    return r;
+}
+
+template <typename T> __device__ __forceinline__ uint4 divideVector(uint4 x, int64_t divisor) {
+    typedef typename Element<T>::Word W;
+    const int words = (int) (sizeof(uint4) / sizeof(W));
+    W xs[words], rs[words];
+    memcpy(xs, &x, sizeof(uint4));
+#pragma unroll
+    for (int k = 0; k < words; k++) {
+        rs[k] = Element<T>::divideWord(xs[k], divisor);
+    }
+    uint4 r;
+    memcpy(&r, rs, sizeof(uint4));
+    return r;
+}
+
+// No __restrict__: out may be a or b. Each element is read before it is written, by the same thread.
+template <typename T, typename Op> __device__ __forceinline__ void reduce(const T* a, const T* b, T* out, u64 n) {
+    const u64 stride = (u64) gridDim.x * blockDim.x;
+    const u64 thread = (u64) blockIdx.x * blockDim.x + threadIdx.x;
+    const uintptr_t first = (uintptr_t) a;
+    const Plan p = plan<T>(first, (first ^ (uintptr_t) b) | (first ^ (uintptr_t) out), n);
+    for (u64 e = thread; e < p.peel; e += stride) {
+        out[e] = Element<T>::template combine<Op>(a[e], b[e]);
+    }
+    const uint4* va = reinterpret_cast<const uint4*>(a + p.peel);
+    const uint4* vb = reinterpret_cast<const uint4*>(b + p.peel);
+    uint4* vo = reinterpret_cast<uint4*>(out + p.peel);
+    for (u64 v = thread; v < p.vectors; v += stride) {
+        vo[v] = combineVector<T, Op>(va[v], vb[v]);
+    }
+    for (u64 e = p.peel + p.vectors * (16 / sizeof(T)) + thread; e < n; e += stride) {
+        out[e] = Element<T>::template combine<Op>(a[e], b[e]);
+    }
+}
+
+template <typename T> __device__ __forceinline__ void divide(T* dst, u64 n, int64_t divisor) {
+    const u64 stride = (u64) gridDim.x * blockDim.x;
+    const u64 thread = (u64) blockIdx.x * blockDim.x + threadIdx.x;
+    const Plan p = plan<T>((uintptr_t) dst, 0, n);
+    for (u64 e = thread; e < p.peel; e += stride) {
+        dst[e] = Element<T>::divide(dst[e], divisor);
+    }
+    uint4* v = reinterpret_cast<uint4*>(dst + p.peel);
+    for (u64 i = thread; i < p.vectors; i += stride) {
+        v[i] = divideVector<T>(v[i], divisor);
+    }
+    for (u64 e = p.peel + p.vectors * (16 / sizeof(T)) + thread; e < n; e += stride) {
+        dst[e] = Element<T>::divide(dst[e], divisor);
+    }
+}
+
+}  // namespace
+
+#define GS_REDUCE(NAME, T, OP, Op)                                                                         \
+    extern "C" __global__ void __launch_bounds__(GS_BLOCK, GS_MIN_BLOCKS)                                 \
+    gs_reduce_##NAME##_##OP(const T* a, const T* b, T* out, u64 n) { reduce<T, Op>(a, b, out, n); }
+#define GS_TYPE(NAME, T)                                                                                   \
+    GS_REDUCE(NAME, T, sum, Sum) GS_REDUCE(NAME, T, prod, Prod)                                            \
+    GS_REDUCE(NAME, T, max, Max) GS_REDUCE(NAME, T, min, Min)                                              \
+    extern "C" __global__ void __launch_bounds__(GS_BLOCK, GS_MIN_BLOCKS)                                 \
+    gs_divide_##NAME(T* dst, u64 n, long long divisor) { divide<T>(dst, n, divisor); }
+
+GS_TYPE(float32, float)
+GS_TYPE(float64, double)
+GS_TYPE(int32, int32_t)
+GS_TYPE(int64, int64_t)
+GS_TYPE(bfloat16, bfloat16)
+GS_TYPE(float16, float16)

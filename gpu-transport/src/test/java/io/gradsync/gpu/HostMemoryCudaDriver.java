@@ -1,0 +1,735 @@
+package io.gradsync.gpu;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import jcuda.driver.CUresult;
+
+/**
+ * A {@link CudaDriver} over host memory, one instance per simulated process, so that the GPU path's tests run
+ * without a GPU. Faithful where ordering bugs hide: every stream is a thread of its own that runs its work in
+ * order, later than the call that enqueued it; an event completes when the work enqueued before its record has;
+ * a stream waiting for an event stalls; errors of asynchronous work (an address outside every allocation, a
+ * misaligned pointer) are sticky and reported by the next call, as CUDA's are; calls need a context current on
+ * the calling thread; freed memory is gone (work that reaches it later fails). Kernels run sync-core's host
+ * {@link Kernels} for the functions of reduce.cu, found by name in the image loaded, so a name that the real
+ * image lacks fails here too.
+ *
+ * <p>Device memory is memory-mapped files in a directory that the simulated processes of one machine share:
+ * IPC handles name the files, so another instance, or another JVM, maps the same bytes; interprocess events
+ * keep their state (latest record, latest completion) in such a file too. Device addresses are this
+ * instance's own (apart from host addresses and from other instances'), and host memory for copies must come
+ * from {@link #memHostAlloc}.
+ *
+ * <p>Where it is stricter than CUDA: a fake process cannot open its own IPC handle (nor can a CUDA process);
+ * a kernel's parameter count is checked; operands that overlap other than exactly are refused; a wait longer
+ * than {@link #WAIT_LIMIT_NANOS} fails instead of hanging the test.
+ */
+final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
+    static final DeviceProperties DEVICE = new DeviceProperties(0, "host-memory device", 9, 0, 4, 2048, 1L << 30);
+    static final long WAIT_LIMIT_NANOS = TimeUnit.SECONDS.toNanos(60);
+    private static final int UNKNOWN = 999;
+    private static final long ALIGNMENT = 512;
+    /** Unmapped bytes between allocations, so that running off one's end finds no allocation. */
+    private static final long GUARD = 4096;
+    private static final int HANDLE_MAGIC = 0x67734650;
+    private static final VarHandle LONGS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.nativeOrder());
+    private static final AtomicLong PROCESSES = new AtomicLong();
+    private static final Pattern KERNEL = Pattern.compile("gs_(reduce|divide)_([a-z0-9]+)(?:_(sum|prod|max|min))?");
+
+    private final long process = PROCESSES.incrementAndGet() + ProcessHandle.current().pid() * 1000;
+    private final Path directory;
+    private final List<DeviceProperties> devices;
+    private final AtomicLong nextAddress;
+    private final AtomicLong nextFile = new AtomicLong();
+    private final AtomicInteger nextStream = new AtomicInteger();
+    private final long[] deviceMemoryUsed;
+    private final ConcurrentSkipListMap<Long, Allocation> allocations = new ConcurrentSkipListMap<>();
+    private final ConcurrentSkipListMap<Long, Region> hostAllocations = new ConcurrentSkipListMap<>();
+    private final Map<ByteBuffer, Long> hostBuffers = new IdentityHashMap<>();
+    private final HandleTable<Integer> contexts = new HandleTable<>("context");
+    private final HandleTable<ExecutorService> streams = new HandleTable<>("stream");
+    private final HandleTable<Event> events = new HandleTable<>("event");
+    private final HandleTable<String> modules = new HandleTable<>("module");
+    private final HandleTable<Kernel> functions = new HandleTable<>("function");
+    private final List<ExecutorService> executors = new ArrayList<>();
+    private final ThreadLocal<Integer> current = new ThreadLocal<>();
+    private volatile CudaException sticky;
+    private volatile KernelFault fault = KernelFault.NONE;
+
+    /** A wrong kernel, for showing that the checks fail on one. */
+    enum KernelFault {
+        NONE,
+        /** Flips the lowest bit of a reduction's last element. */
+        FLIP_A_BIT,
+        /** Writes the element after a reduction's last. */
+        WRITE_PAST_THE_END
+    }
+
+    /** A device allocation, or another process's mapped in. */
+    private record Allocation(long address, long bytes, int device, Region region, Path file, boolean imported) {
+    }
+
+    /** An event's state: its latest record's ticket and the latest completed ticket (8 bytes each). */
+    private static final class Event {
+        final EventKind kind;
+        final ByteBuffer state;
+        final Path file;
+        volatile long completedNanos;
+
+        Event(EventKind kind, ByteBuffer state, Path file) {
+            this.kind = kind;
+            this.state = state;
+            this.file = file;
+        }
+
+        long recorded() {
+            return (long) LONGS.getVolatile(state, 0);
+        }
+
+        long completed() {
+            return (long) LONGS.getVolatile(state, 8);
+        }
+
+        void complete(long ticket) {
+            for (long done = completed(); done < ticket; done = completed()) {
+                if (LONGS.compareAndSet(state, 8, done, ticket)) {
+                    completedNanos = System.nanoTime();
+                    return;
+                }
+            }
+        }
+    }
+
+    private record Kernel(String name, DataType type, ReduceOp op, int parameters) {
+    }
+
+    /** A simulated process of one machine with one device, {@link #DEVICE}. */
+    HostMemoryCudaDriver(Path directory) {
+        this(directory, List.of(DEVICE));
+    }
+
+    HostMemoryCudaDriver(Path directory, List<DeviceProperties> devices) {
+        this.directory = directory;
+        this.devices = List.copyOf(devices);
+        this.deviceMemoryUsed = new long[devices.size()];
+        this.nextAddress = new AtomicLong((process & 0xFFFF) + 1 << 36);
+    }
+
+    @Override
+    public int driverVersion() {
+        return 13000;
+    }
+
+    @Override
+    public int deviceCount() {
+        return devices.size();
+    }
+
+    @Override
+    public DeviceProperties device(int ordinal) {
+        return devices.get(checkDevice(ordinal, "cuDeviceGet"));
+    }
+
+    @Override
+    public long primaryContext(int ordinal) {
+        return contexts.add(checkDevice(ordinal, "cuDevicePrimaryCtxRetain"));
+    }
+
+    @Override
+    public void releasePrimaryContext(int ordinal) {
+        checkDevice(ordinal, "cuDevicePrimaryCtxRelease");
+    }
+
+    @Override
+    public void setCurrentContext(long context) {
+        current.set(contexts.get(context, "cuCtxSetCurrent"));
+    }
+
+    @Override
+    public long memAlloc(long bytes) {
+        int device = enter("cuMemAlloc");
+        if (bytes <= 0) {
+            throw new CudaException("cuMemAlloc", CUresult.CUDA_ERROR_INVALID_VALUE, bytes + " bytes");
+        }
+        synchronized (deviceMemoryUsed) {
+            if (bytes > Integer.MAX_VALUE || deviceMemoryUsed[device] + bytes > devices.get(device).totalMemory()) {
+                throw new CudaException("cuMemAlloc", CUresult.CUDA_ERROR_OUT_OF_MEMORY, bytes + " bytes");
+            }
+            deviceMemoryUsed[device] += bytes;
+        }
+        Path file = directory.resolve("memory-" + process + "-" + nextFile.incrementAndGet());
+        long address = nextAddress.getAndAdd((bytes + GUARD + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT);
+        allocations.put(address, new Allocation(address, bytes, device, Region.ofDirect(mapBuffer(file, bytes, true)), file, false));
+        return address;
+    }
+
+    @Override
+    public void memFree(long devicePointer) {
+        enter("cuMemFree");
+        Allocation allocation = allocations.get(devicePointer);
+        if (allocation == null || allocation.imported()) {
+            throw new CudaException("cuMemFree", CUresult.CUDA_ERROR_INVALID_VALUE,
+                    "0x" + Long.toHexString(devicePointer) + " is not the base of an allocation of this process");
+        }
+        allocations.remove(devicePointer);
+        synchronized (deviceMemoryUsed) {
+            deviceMemoryUsed[allocation.device()] -= allocation.bytes();
+        }
+        delete(allocation.file());
+    }
+
+    @Override
+    public ByteBuffer memHostAlloc(long bytes) {
+        enter("cuMemHostAlloc");
+        if (bytes <= 0 || bytes > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("host allocations are 1 to " + Integer.MAX_VALUE + " bytes, not " + bytes);
+        }
+        ByteBuffer buffer = ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.nativeOrder());
+        Region region = Region.ofDirect(buffer);
+        hostAllocations.put(region.address(), region);
+        synchronized (hostBuffers) {
+            hostBuffers.put(buffer, region.address());
+        }
+        return buffer;
+    }
+
+    @Override
+    public void memFreeHost(ByteBuffer buffer) {
+        enter("cuMemFreeHost");
+        Long address;
+        synchronized (hostBuffers) {
+            address = hostBuffers.remove(buffer);
+        }
+        if (address == null) {
+            throw new CudaException("cuMemFreeHost", CUresult.CUDA_ERROR_INVALID_VALUE, "not a buffer of memHostAlloc, or freed already");
+        }
+        hostAllocations.remove(address);
+    }
+
+    @Override
+    public void memsetD8Async(long devicePointer, byte value, long bytes, long stream) {
+        String call = "cuMemsetD8Async";
+        enter(call);
+        device(devicePointer, bytes, call);
+        enqueue(stream, call, () -> {
+            Region target = live(false, devicePointer, bytes, call);
+            byte[] pattern = new byte[(int) Math.min(bytes, 1 << 16)];
+            java.util.Arrays.fill(pattern, value);
+            Region source = Region.ofArray(pattern, 0, pattern.length);
+            for (long done = 0; done < bytes; done += pattern.length) {
+                Kernels.copy(source.base(), source.offset(), target.base(), target.offset() + done, Math.min(pattern.length, bytes - done));
+            }
+        });
+    }
+
+    @Override
+    public void memcpyHtoDAsync(long devicePointer, long hostAddress, long bytes, long stream) {
+        String call = "cuMemcpyHtoDAsync";
+        enter(call);
+        copyLater(true, hostAddress, false, devicePointer, bytes, stream, call);
+    }
+
+    @Override
+    public void memcpyDtoHAsync(long hostAddress, long devicePointer, long bytes, long stream) {
+        String call = "cuMemcpyDtoHAsync";
+        enter(call);
+        copyLater(false, devicePointer, true, hostAddress, bytes, stream, call);
+    }
+
+    @Override
+    public void memcpyDtoDAsync(long destination, long source, long bytes, long stream) {
+        String call = "cuMemcpyDtoDAsync";
+        enter(call);
+        copyLater(false, source, false, destination, bytes, stream, call);
+    }
+
+    @Override
+    public void memcpyPeerAsync(long destination, long destinationContext, long source, long sourceContext, long bytes,
+                                long stream) {
+        String call = "cuMemcpyPeerAsync";
+        enter(call);
+        contexts.get(destinationContext, call);
+        contexts.get(sourceContext, call);
+        copyLater(false, source, false, destination, bytes, stream, call);
+    }
+
+    /**
+     * Checks the copy's memory now (CUDA refuses pointers outside its allocations at once) and copies when the
+     * stream reaches it, reading the source then; memory freed by then is CUDA's illegal address.
+     */
+    private void copyLater(boolean fromHost, long from, boolean toHost, long to, long bytes, long stream, String call) {
+        checked(fromHost, from, bytes, call);
+        checked(toHost, to, bytes, call);
+        enqueue(stream, call, () -> {
+            Region source = live(fromHost, from, bytes, call);
+            Region target = live(toHost, to, bytes, call);
+            Kernels.copy(source.base(), source.offset(), target.base(), target.offset(), bytes);
+        });
+    }
+
+    @Override
+    public long streamCreate() {
+        enter("cuStreamCreate");
+        int number = nextStream.incrementAndGet();
+        ExecutorService executor = Executors.newSingleThreadExecutor(work -> {
+            Thread thread = new Thread(work, "host-memory-device-" + process + "-stream-" + number);
+            thread.setDaemon(true);
+            return thread;
+        });
+        synchronized (executors) {
+            executors.add(executor);
+        }
+        return streams.add(executor);
+    }
+
+    @Override
+    public void streamDestroy(long stream) {
+        enter("cuStreamDestroy");
+        streams.remove(stream, "cuStreamDestroy").shutdown(); // work already enqueued still runs
+    }
+
+    @Override
+    public void streamSynchronize(long stream) {
+        String call = "cuStreamSynchronize";
+        enter(call);
+        Future<?> reached = streams.get(stream, call).submit(() -> { });
+        try {
+            reached.get(WAIT_LIMIT_NANOS, TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            throw new IllegalStateException("host-memory device: " + call + " waited " + TimeUnit.NANOSECONDS.toSeconds(WAIT_LIMIT_NANOS)
+                    + " s (a stream waiting for an event that never completes?)", e);
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+        enter(call);
+    }
+
+    @Override
+    public void streamWaitEvent(long stream, long event) {
+        String call = "cuStreamWaitEvent";
+        enter(call);
+        Event waited = events.get(event, call);
+        long ticket = waited.recorded();
+        enqueue(stream, call, () -> awaitTicket(waited, ticket, call));
+    }
+
+    @Override
+    public long eventCreate(EventKind kind) {
+        enter("cuEventCreate");
+        if (kind != EventKind.INTERPROCESS) {
+            return events.add(new Event(kind, ByteBuffer.allocateDirect(32).alignedSlice(8).order(ByteOrder.nativeOrder()), null));
+        }
+        Path file = directory.resolve("event-" + process + "-" + nextFile.incrementAndGet());
+        return events.add(new Event(kind, mapBuffer(file, 16, true), file));
+    }
+
+    @Override
+    public void eventRecord(long event, long stream) {
+        String call = "cuEventRecord";
+        enter(call);
+        Event recorded = events.get(event, call);
+        long ticket = (long) LONGS.getAndAdd(recorded.state, 0, 1L) + 1;
+        enqueue(stream, call, () -> recorded.complete(ticket));
+    }
+
+    @Override
+    public boolean eventQuery(long event) {
+        enter("cuEventQuery");
+        Event queried = events.get(event, "cuEventQuery");
+        return queried.completed() >= queried.recorded();
+    }
+
+    @Override
+    public void eventSynchronize(long event) {
+        String call = "cuEventSynchronize";
+        enter(call);
+        Event waited = events.get(event, call);
+        awaitTicket(waited, waited.recorded(), call);
+        enter(call);
+    }
+
+    @Override
+    public float eventElapsedMillis(long start, long end) {
+        String call = "cuEventElapsedTime";
+        enter(call);
+        Event from = events.get(start, call);
+        Event to = events.get(end, call);
+        if (from.kind != EventKind.TIMED || to.kind != EventKind.TIMED) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_HANDLE, "an event created without timing");
+        }
+        if (from.recorded() == 0 || to.recorded() == 0 || from.completed() < from.recorded() || to.completed() < to.recorded()) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_NOT_READY);
+        }
+        return (to.completedNanos - from.completedNanos) / 1e6f;
+    }
+
+    @Override
+    public void eventDestroy(long event) {
+        enter("cuEventDestroy");
+        events.remove(event, "cuEventDestroy");
+    }
+
+    @Override
+    public IpcHandle ipcGetMemHandle(long devicePointer) {
+        enter("cuIpcGetMemHandle");
+        Allocation allocation = allocations.get(devicePointer);
+        if (allocation == null || allocation.imported()) {
+            throw new CudaException("cuIpcGetMemHandle", CUresult.CUDA_ERROR_INVALID_VALUE,
+                    "0x" + Long.toHexString(devicePointer) + " is not the base of an allocation of this process");
+        }
+        return handle('M', allocation.file(), allocation.bytes());
+    }
+
+    @Override
+    public long ipcOpenMemHandle(IpcHandle handle) {
+        String call = "cuIpcOpenMemHandle";
+        int device = enter(call);
+        ByteBuffer bytes = opened(handle, 'M', call);
+        long size = bytes.getLong();
+        Path file = directory.resolve(new String(readName(bytes), StandardCharsets.UTF_8));
+        Region region;
+        try {
+            region = Region.ofDirect(mapBuffer(file, size, false));
+        } catch (UncheckedIOException e) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_VALUE, "the exported allocation is gone: " + e.getMessage());
+        }
+        long address = nextAddress.getAndAdd((size + GUARD + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT);
+        allocations.put(address, new Allocation(address, size, device, region, file, true));
+        return address;
+    }
+
+    @Override
+    public void ipcCloseMemHandle(long devicePointer) {
+        enter("cuIpcCloseMemHandle");
+        Allocation allocation = allocations.get(devicePointer);
+        if (allocation == null || !allocation.imported()) {
+            throw new CudaException("cuIpcCloseMemHandle", CUresult.CUDA_ERROR_INVALID_VALUE,
+                    "0x" + Long.toHexString(devicePointer) + " is not a pointer of cuIpcOpenMemHandle");
+        }
+        allocations.remove(devicePointer);
+    }
+
+    @Override
+    public IpcHandle ipcGetEventHandle(long event) {
+        enter("cuIpcGetEventHandle");
+        Event exported = events.get(event, "cuIpcGetEventHandle");
+        if (exported.kind != EventKind.INTERPROCESS) {
+            throw new CudaException("cuIpcGetEventHandle", CUresult.CUDA_ERROR_INVALID_VALUE, "not an interprocess event");
+        }
+        return handle('E', exported.file, 16);
+    }
+
+    @Override
+    public long ipcOpenEventHandle(IpcHandle handle) {
+        String call = "cuIpcOpenEventHandle";
+        enter(call);
+        ByteBuffer bytes = opened(handle, 'E', call);
+        bytes.getLong();
+        Path file = directory.resolve(new String(readName(bytes), StandardCharsets.UTF_8));
+        return events.add(new Event(EventKind.INTERPROCESS, mapBuffer(file, 16, false), file));
+    }
+
+    @Override
+    public long moduleLoadData(byte[] image) {
+        enter("cuModuleLoadData");
+        String text = new String(image, StandardCharsets.ISO_8859_1);
+        boolean fatbin = image.length >= 4 && (ByteBuffer.wrap(image).order(ByteOrder.LITTLE_ENDIAN).getInt(0) == 0xBA55ED50);
+        if (!fatbin && !text.contains(".entry")) {
+            throw new CudaException("cuModuleLoadData", 200, "neither a fatbin nor PTX"); // CUDA_ERROR_INVALID_IMAGE
+        }
+        return modules.add(text);
+    }
+
+    @Override
+    public void moduleUnload(long module) {
+        enter("cuModuleUnload");
+        modules.remove(module, "cuModuleUnload");
+    }
+
+    @Override
+    public long moduleGetFunction(long module, String name) {
+        String call = "cuModuleGetFunction(" + name + ")";
+        enter(call);
+        String image = modules.get(module, call);
+        if (!Pattern.compile("(?<![A-Za-z0-9_])" + Pattern.quote(name) + "(?![A-Za-z0-9_])").matcher(image).find()) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_NOT_FOUND, "the image has no such function");
+        }
+        Matcher kernel = KERNEL.matcher(name);
+        if (!kernel.matches() || kernel.group(1).equals("reduce") == (kernel.group(3) == null)) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_NOT_FOUND, "the host-memory device has no host version of it");
+        }
+        DataType type = DataType.valueOf(kernel.group(2).toUpperCase(Locale.ROOT));
+        boolean reduce = kernel.group(1).equals("reduce");
+        ReduceOp op = reduce ? ReduceOp.valueOf(kernel.group(3).toUpperCase(Locale.ROOT)) : null;
+        return functions.add(new Kernel(name, type, op, reduce ? 4 : 3));
+    }
+
+    @Override
+    public void launchKernel(long function, int gridX, int blockX, long stream, long[] args) {
+        String call = "cuLaunchKernel";
+        enter(call);
+        Kernel kernel = functions.get(function, call);
+        if (gridX < 1 || blockX < 1 || blockX > LaunchShape.BLOCK) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_VALUE, kernel.name() + ": grid " + gridX + ", block " + blockX
+                    + " (reduce.cu's kernels take blocks of 1 to " + LaunchShape.BLOCK + " threads)");
+        }
+        if (args.length != kernel.parameters()) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_VALUE, kernel.name() + " has " + kernel.parameters()
+                    + " parameters, not " + args.length);
+        }
+        long[] values = args.clone();
+        enqueue(stream, call, () -> run(kernel, values));
+    }
+
+    /** From now on every reduction kernel makes this mistake. */
+    void injectFault(KernelFault fault) {
+        this.fault = fault;
+    }
+
+    /**
+     * Runs {@code work} on the stream's thread when the stream reaches it, like {@code cuLaunchHostFunc}: what
+     * the tests hold a stream with. Not part of {@link CudaDriver} (gradsync needs no host functions).
+     */
+    void launchHostFunction(long stream, Runnable work) {
+        enter("cuLaunchHostFunc");
+        enqueue(stream, "cuLaunchHostFunc", work);
+    }
+
+    private void run(Kernel kernel, long[] args) {
+        DataType type = kernel.type();
+        int size = type.bytes();
+        long count = args[kernel.op() == null ? 1 : 3];
+        String what = kernel.name();
+        if (count < 0) {
+            throw new CudaException(what, CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, "negative count " + count);
+        }
+        if (kernel.op() == null) {
+            long divisor = args[2];
+            Region dst = operand(args[0], count, size, what);
+            if (divisor < 1 || divisor > Integer.MAX_VALUE) {
+                throw new CudaException(what, UNKNOWN, "divisor " + divisor);
+            }
+            for (long done = 0; done < count; done += 1 << 30) {
+                Kernels.divide(type, dst.base(), dst.offset() + done * size, (int) Math.min(1 << 30, count - done), (int) divisor);
+            }
+            return;
+        }
+        Region a = operand(args[0], count, size, what);
+        Region b = operand(args[1], count, size, what);
+        Region out = operand(args[2], count, size, what);
+        long bytes = count * size;
+        for (long input : new long[] {args[0], args[1]}) {
+            if (input != args[2] && input < args[2] + bytes && args[2] < input + bytes) {
+                throw new CudaException(what, CUresult.CUDA_ERROR_INVALID_VALUE, "the output overlaps an input other than exactly");
+            }
+        }
+        for (long done = 0; done < count; done += 1 << 30) {
+            long at = done * size;
+            Kernels.reduce(type, kernel.op(), a.base(), a.offset() + at, b.base(), b.offset() + at, out.base(), out.offset() + at,
+                    (int) Math.min(1 << 30, count - done));
+        }
+        if (fault != KernelFault.NONE && count > 0) {
+            Region wrong = fault == KernelFault.FLIP_A_BIT ? out.slice(bytes - size, 1) : find(args[2] + bytes, 1);
+            if (wrong != null) {
+                byte[] cell = new byte[1];
+                Region copy = Region.ofArray(cell, 0, 1);
+                Kernels.copy(wrong.base(), wrong.offset(), copy.base(), copy.offset(), 1);
+                cell[0] ^= 1; // the lowest bit of the last element, or of the byte after it
+                Kernels.copy(copy.base(), copy.offset(), wrong.base(), wrong.offset(), 1);
+            }
+        }
+    }
+
+    /** A kernel's operand, when the kernel runs: outside every allocation is CUDA's sticky illegal address. */
+    private Region operand(long pointer, long count, int size, String kernel) {
+        if (pointer % size != 0) {
+            throw new CudaException(kernel, CUresult.CUDA_ERROR_MISALIGNED_ADDRESS, "0x" + Long.toHexString(pointer));
+        }
+        Region region = find(pointer, count * size);
+        if (region == null) {
+            throw new CudaException(kernel, CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,
+                    "0x" + Long.toHexString(pointer) + " + " + count * size + " bytes is not inside one allocation");
+        }
+        return region;
+    }
+
+    private Region find(long pointer, long bytes) {
+        Map.Entry<Long, Allocation> entry = allocations.floorEntry(pointer);
+        if (entry == null || bytes < 0) {
+            return null;
+        }
+        Allocation allocation = entry.getValue();
+        long offset = pointer - allocation.address();
+        return offset + bytes <= allocation.bytes() ? allocation.region().slice(offset, bytes) : null;
+    }
+
+    private Region device(long pointer, long bytes, String call) {
+        return checked(false, pointer, bytes, call);
+    }
+
+    /** Memory a call names, when the call is made: outside every allocation is CUDA's invalid value. */
+    private Region checked(boolean host, long address, long bytes, String call) {
+        Region region = host ? findHost(address, bytes) : find(address, bytes);
+        if (region == null) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_VALUE, "0x" + Long.toHexString(address) + " + " + bytes
+                    + (host ? " bytes is not inside one buffer of memHostAlloc (the host-memory device copies only those)"
+                    : " bytes is not inside one device allocation of this process"));
+        }
+        return region;
+    }
+
+    /** Memory asynchronous work reaches, when it runs: freed since the call, it is CUDA's illegal address. */
+    private Region live(boolean host, long address, long bytes, String call) {
+        Region region = host ? findHost(address, bytes) : find(address, bytes);
+        if (region == null) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,
+                    "0x" + Long.toHexString(address) + " was freed before the stream reached the work");
+        }
+        return region;
+    }
+
+    private Region findHost(long address, long bytes) {
+        Map.Entry<Long, Region> entry = hostAllocations.floorEntry(address);
+        long offset = entry == null ? -1 : address - entry.getKey();
+        return entry == null || bytes < 0 || offset + bytes > entry.getValue().byteLength() ? null : entry.getValue().slice(offset, bytes);
+    }
+
+    private void enqueue(long stream, String call, Runnable work) {
+        streams.get(stream, call).execute(() -> {
+            if (sticky != null) {
+                return; // after a sticky error nothing more runs
+            }
+            try {
+                work.run();
+            } catch (CudaException e) {
+                sticky = e;
+            } catch (RuntimeException e) {
+                sticky = new CudaException(call, UNKNOWN, e.toString());
+            }
+        });
+    }
+
+    private void awaitTicket(Event event, long ticket, String call) {
+        long deadline = System.nanoTime() + WAIT_LIMIT_NANOS;
+        while (event.completed() < ticket) {
+            if (sticky != null) {
+                return;
+            }
+            if (System.nanoTime() - deadline > 0) {
+                throw new IllegalStateException("host-memory device: " + call + " waited " + TimeUnit.NANOSECONDS.toSeconds(WAIT_LIMIT_NANOS)
+                        + " s for an event");
+            }
+            LockSupport.parkNanos(20_000);
+        }
+    }
+
+    /** Every call: a sticky error of earlier work fails it; all but the device queries need a current context. */
+    private int enter(String call) {
+        CudaException failure = sticky;
+        if (failure != null) {
+            throw new CudaException(call, failure.result(), "an earlier asynchronous error: " + failure.getMessage());
+        }
+        Integer device = current.get();
+        if (device == null) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_CONTEXT, "no context is current on thread "
+                    + Thread.currentThread().getName());
+        }
+        return device;
+    }
+
+    private int checkDevice(int ordinal, String call) {
+        if (ordinal < 0 || ordinal >= devices.size()) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_DEVICE, "device " + ordinal);
+        }
+        return ordinal;
+    }
+
+    private IpcHandle handle(char kind, Path file, long bytes) {
+        byte[] name = file.getFileName().toString().getBytes(StandardCharsets.UTF_8);
+        ByteBuffer handle = ByteBuffer.allocate(IpcHandle.BYTES);
+        handle.putInt(HANDLE_MAGIC).put((byte) kind).putLong(process).putLong(bytes).put((byte) name.length).put(name);
+        return IpcHandle.of(handle.array());
+    }
+
+    private ByteBuffer opened(IpcHandle handle, char kind, String call) {
+        ByteBuffer bytes = ByteBuffer.wrap(handle.toBytes());
+        if (bytes.getInt() != HANDLE_MAGIC || bytes.get() != kind) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_VALUE, "not a handle of the host-memory device");
+        }
+        if (bytes.getLong() == process) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_INVALID_CONTEXT, "a process cannot open its own IPC handle");
+        }
+        return bytes;
+    }
+
+    private static byte[] readName(ByteBuffer bytes) {
+        byte[] name = new byte[bytes.get()];
+        bytes.get(name);
+        return name;
+    }
+
+    private static ByteBuffer mapBuffer(Path file, long bytes, boolean create) {
+        try (FileChannel channel = create
+                ? FileChannel.open(file, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE)
+                : FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            MappedByteBuffer mapped = channel.map(FileChannel.MapMode.READ_WRITE, 0, bytes);
+            return mapped.order(ByteOrder.nativeOrder());
+        } catch (NoSuchFileException e) {
+            throw new UncheckedIOException(file.getFileName() + " does not exist", e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void delete(Path file) {
+        try {
+            Files.deleteIfExists(file);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** Stops the streams' threads and deletes this process's files. */
+    @Override
+    public void close() {
+        synchronized (executors) {
+            executors.forEach(ExecutorService::shutdownNow);
+        }
+        for (Allocation allocation : allocations.values()) {
+            if (!allocation.imported()) {
+                delete(allocation.file());
+            }
+        }
+    }
+}
