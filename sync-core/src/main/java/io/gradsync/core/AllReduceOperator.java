@@ -265,8 +265,8 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                 try {
                     gradient = java.util.Objects.requireNonNull(gradientOf.apply(item), "gradientOf returned null");
                     communicator.validateAllReduce(gradient, gradient, op);
-                    if (submitted > io.gradsync.core.algorithm.CallIds.MAX_POSITION) {
-                        throw new IllegalStateException("a stream carries at most " + io.gradsync.core.algorithm.CallIds.MAX_POSITION
+                    if (submitted > io.gradsync.core.transport.CallIds.MAX_POSITION) {
+                        throw new IllegalStateException("a stream carries at most " + io.gradsync.core.transport.CallIds.MAX_POSITION
                                 + " gradients: subscribe anew (once per training step, say)");
                     }
                 } catch (RuntimeException invalid) {

@@ -1,6 +1,6 @@
 package io.gradsync.core;
 
-import io.gradsync.core.algorithm.CallIds;
+import io.gradsync.core.transport.CallIds;
 
 /**
  * A collective failed. The message always starts with where: {@code rank R, allreduce #S.P: ...} for

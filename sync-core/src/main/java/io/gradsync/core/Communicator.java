@@ -2,7 +2,7 @@ package io.gradsync.core;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
-import io.gradsync.core.algorithm.CallIds;
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.algorithm.CollectiveContext;
 import io.gradsync.core.algorithm.DirectAllReduce;
 import io.gradsync.core.algorithm.Phase;

@@ -35,7 +35,7 @@ class ArchitectureTest {
     /** The engine's internals: how calls are numbered, described, sorted and pumped. */
     private static final Set<String> ENGINE_INTERNALS = Set.of(
             "io.gradsync.core.algorithm.Engine", "io.gradsync.core.algorithm.Inbox",
-            "io.gradsync.core.algorithm.StreamLedger", "io.gradsync.core.algorithm.CallIds",
+            "io.gradsync.core.algorithm.StreamLedger", "io.gradsync.core.transport.CallIds",
             "io.gradsync.core.algorithm.CollectiveDescriptor", "io.gradsync.core.ProgressThread");
 
     @Test

@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.gradsync.core.algorithm.CallIds;
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.algorithm.CollectiveDescriptor;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.SendSlot;

@@ -1,5 +1,6 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.CollectiveException;
 import io.gradsync.core.CollectiveMismatchException;
 import io.gradsync.core.CollectiveTimeoutException;

@@ -1,5 +1,6 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.StreamEnd;
 import java.util.BitSet;
 import java.util.HashMap;

@@ -1,5 +1,6 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.transport.CallIds;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.CollectiveException;

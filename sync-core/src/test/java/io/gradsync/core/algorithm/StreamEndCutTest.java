@@ -1,5 +1,6 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.transport.CallIds;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;

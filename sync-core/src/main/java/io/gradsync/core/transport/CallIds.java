@@ -1,4 +1,4 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.transport;
 
 /**
  * The identity of a collective call, the same on every rank for the same logical call: the number of
