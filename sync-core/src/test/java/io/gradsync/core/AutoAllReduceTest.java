@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
-import io.gradsync.core.algorithm.CollectiveContext;
-import io.gradsync.core.algorithm.Phase;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.select.CostModel;
 import io.gradsync.core.transport.local.LocalTransport;

@@ -1,6 +1,8 @@
 package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Kernels;
 import java.util.ArrayList;
 import java.util.List;

@@ -3,9 +3,11 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Kernels;
-import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.transport.RecvSlot;
 import java.util.List;
 

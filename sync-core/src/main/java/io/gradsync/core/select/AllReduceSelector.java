@@ -1,9 +1,12 @@
 package io.gradsync.core.select;
 
 import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.DirectAllReduce;
 import io.gradsync.core.algorithm.RingAllReduce;
+import io.gradsync.core.transport.SharedMemory;
 import java.lang.System.Logger.Level;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -41,12 +44,23 @@ public final class AllReduceSelector {
     /** With wire compression: the ring sending float32 as 16-bit floats, which every float32 call runs; else null. */
     private final AllReduceAlgorithm compressedRing;
     private final DataType wire;
+    /** Where buffers in shared memory are read in place ({@link #withDirect}), or null. */
+    private final Direct direct;
+
+    /** When {@code choice} (the direct AllReduce) runs a call instead of what the size alone would pick. */
+    private record Direct(AllReduceChoice choice, SharedMemory shared, long minBytes, boolean stagePlainBuffers) {
+        boolean takes(GradientBuffer input, GradientBuffer output) {
+            return input.byteSize() >= minBytes && DirectAllReduce.accepts(shared, input.byteSize())
+                    && (stagePlainBuffers || shared.handleOf(input.region()) >= 0 && shared.handleOf(output.region()) >= 0);
+        }
+    }
 
     private AllReduceSelector(String name, AllReduceChoice fixed, CostModel model, Topology topology,
                               Map<String, AllReduceAlgorithm> candidates, int[] chunks,
-                              AllReduceOverride override, AllReduceChoice[] ruleChoices, DataType wire) {
+                              AllReduceOverride override, AllReduceChoice[] ruleChoices, DataType wire, Direct direct) {
         this.name = name;
         this.wire = wire;
+        this.direct = direct;
         this.compressedRing = wire == null ? null : new RingAllReduce(wire);
         this.fixed = fixed;
         this.model = model;
@@ -59,7 +73,7 @@ public final class AllReduceSelector {
 
     /** Always {@code choice}: a communicator configured with one algorithm. */
     public static AllReduceSelector fixed(AllReduceChoice choice) {
-        return new AllReduceSelector(choice.algorithmName(), choice, null, null, Map.of(), new int[0], null, null, null);
+        return new AllReduceSelector(choice.algorithmName(), choice, null, null, Map.of(), new int[0], null, null, null, null);
     }
 
     /**
@@ -110,7 +124,7 @@ public final class AllReduceSelector {
                     + ", " + topology + ": " + choice + " by override rule '" + rule.text() + "'");
         }
         return new AllReduceSelector("auto", null, model, topology, candidates,
-                chunks.stream().mapToInt(Integer::intValue).toArray(), override, ruleChoices, null);
+                chunks.stream().mapToInt(Integer::intValue).toArray(), override, ruleChoices, null, null);
     }
 
     /**
@@ -121,7 +135,29 @@ public final class AllReduceSelector {
         if (wire != null && !wire.isHalfFloat()) {
             throw new IllegalArgumentException("float32 travels as BFLOAT16 or FLOAT16, not " + wire);
         }
-        return new AllReduceSelector(name, fixed, model, topology, candidates, chunks, override, ruleChoices, wire);
+        return new AllReduceSelector(name, fixed, model, topology, candidates, chunks, override, ruleChoices, wire, direct);
+    }
+
+    /**
+     * This selector reading buffers in place where every rank maps every rank's shared memory ({@code shared}: shm
+     * with the whole job on one host): an AllReduce of at least {@code minBytes} that is not compressed on the
+     * wire runs {@link DirectAllReduce} (in chunks of {@code chunkBytes}, which only its headers carry), if its
+     * buffers are in {@code shared} (from {@code Communicator.allocate}) or {@code stagePlainBuffers} lets it stage
+     * plain ones through shared windows. Below {@code minBytes} the size's choice runs: its one round of messages
+     * beats direct's three.
+     */
+    public AllReduceSelector withDirect(SharedMemory shared, long minBytes, boolean stagePlainBuffers, int chunkBytes) {
+        Direct reads = new Direct(new AllReduceChoice(new DirectAllReduce(), chunkBytes), shared, minBytes, stagePlainBuffers);
+        return new AllReduceSelector(name, fixed, model, topology, candidates, chunks, override, ruleChoices, wire, reads);
+    }
+
+    /**
+     * The choice for an AllReduce of {@code input} into {@code output}: {@link DirectAllReduce} where
+     * {@link #withDirect} says so, else {@link #choose(int, DataType)}'s. Allocates nothing.
+     */
+    public AllReduceChoice choose(GradientBuffer input, GradientBuffer output) {
+        AllReduceChoice choice = choose(input.count(), input.dataType());
+        return direct != null && choice.wire() == null && direct.takes(input, output) ? direct.choice() : choice;
     }
 
     /** The choice for an AllReduce of {@code count} elements of {@code type}: by size, then wire compression. */

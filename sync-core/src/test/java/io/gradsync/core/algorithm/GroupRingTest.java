@@ -1,6 +1,5 @@
 package io.gradsync.core.algorithm;
 
-import io.gradsync.core.transport.CallIds;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.CollectiveException;
@@ -9,15 +8,24 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
-import io.gradsync.core.transport.Call;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.CollectiveKind;
+import io.gradsync.core.engine.Completion;
+import io.gradsync.core.engine.Phase;
+import io.gradsync.core.engine.ProgressThread;
+import io.gradsync.core.engine.Request;
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -68,12 +76,10 @@ class GroupRingTest {
         int[] group = groupOf(n, rank);
         int g = group.length;
         int p = GroupRing.position(group, rank);
-        IdleStrategy idle = IdleStrategy.named("backoff").get();
         List<String> problems = new ArrayList<>();
         long sequence = 0;
-        StreamLedger ledger = new StreamLedger();
-        Inbox inbox = new Inbox(n, ledger, Inbox.STASH_CELLS);
-        Engine engine = new Engine(endpoint, inbox, ledger, 30_000_000_000L);
+        ProgressThread engine = new ProgressThread(endpoint, TimeUnit.SECONDS.toNanos(30), 1, ProgressThread.MAX_AHEAD_MESSAGES,
+                IdleStrategy.named("backoff"), true);
         for (int length : lengths) {
             int from = 3;
             int to = from + length;
@@ -103,10 +109,10 @@ class GroupRingTest {
                         long oo = out.region().offset();
                         if (mode == 2) {
                             // the owned segment lands at the output's start
-                            run(engine, sequence++, idle, ctx -> GroupRing.reduceScatterCompact(ctx, group, type, combine,
+                            run(engine, sequence++, ctx -> GroupRing.reduceScatterCompact(ctx, group, type, combine,
                                     divisor, ib, io, ob, oo - segFrom * es, from, to));
                         } else {
-                            run(engine, sequence++, idle, ctx -> GroupRing.reduceScatter(ctx, group, type, combine, divisor,
+                            run(engine, sequence++, ctx -> GroupRing.reduceScatter(ctx, group, type, combine, divisor,
                                     ib, io, ob, oo, from, to));
                         }
                         int shift = mode == 2 ? segFrom : 0;
@@ -125,7 +131,7 @@ class GroupRingTest {
                             continue;
                         }
                         // All-gather the owned segments, in place on the reduce-scatter's output.
-                        run(engine, sequence++, idle, ctx -> GroupRing.allGather(ctx, group, type, ob, oo, ob, oo, from, to));
+                        run(engine, sequence++, ctx -> GroupRing.allGather(ctx, group, type, ob, oo, ob, oo, from, to));
                         for (int i = from; i < to; i++) {
                             if (out.getBits(i) != CheckPattern.expectedBits(type, op, group, n, i)) {
                                 problems.add("WRONG all-gather " + name + " at " + i);
@@ -139,6 +145,7 @@ class GroupRingTest {
                 }
             }
         }
+        engine.shutdown();
         return problems;
     }
 
@@ -156,24 +163,30 @@ class GroupRingTest {
     }
 
     /** Runs one phase as the rank's next call, a single call as the communicator would number it, to its end. */
-    private static void run(Engine engine, long sequence, IdleStrategy idle, Function<CollectiveContext, Phase> phase) {
-        Call header = new Call(CallIds.single(sequence), 0, CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, CHUNK));
-        CollectiveException[] error = new CollectiveException[1];
-        engine.admit("group-ring", header, ctx -> List.of(phase.apply(ctx)), new Engine.Completion() {
+    private static void run(ProgressThread engine, long sequence, Function<CollectiveContext, Phase> phase) {
+        Request request = Request.of(CollectiveKind.ALLREDUCE, 0, DataType.INT32, null, CHUNK, ctx -> List.of(phase.apply(ctx)));
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        Completion completion = new Completion() {
             @Override
             public void succeeded() {
+                done.complete(null);
             }
 
             @Override
             public void failed(CollectiveException e) {
-                error[0] = e;
+                done.completeExceptionally(e);
             }
-        });
-        while (engine.active() > 0) {
-            idle.idle(engine.doWork());
+        };
+        long id = CallIds.single(sequence);
+        if (!engine.runHere(request, id, completion)) {
+            engine.submit(request, id, completion);
         }
-        if (error[0] != null) {
-            throw error[0];
+        try {
+            done.get(2, TimeUnit.MINUTES);
+        } catch (ExecutionException e) {
+            throw (RuntimeException) e.getCause();
+        } catch (InterruptedException | TimeoutException e) {
+            throw new AssertionError(e);
         }
     }
 
