@@ -9,6 +9,7 @@ import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ProtocolException;
 import java.net.Socket;
@@ -20,9 +21,11 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Queue;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -66,7 +69,7 @@ public final class Rendezvous implements JobContext {
     private final AtomicReference<PeerAbort> abort = new AtomicReference<>();
     /** Whether this rank aborted the job (its own abort is not a {@link #pendingAbort()}). */
     private volatile boolean abortedHere;
-    private final java.util.Queue<StreamEnd> streamEnds = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final Queue<StreamEnd> streamEnds = new ConcurrentLinkedQueue<>();
     private final CompletableFuture<Void> farewell = new CompletableFuture<>();
     private final Thread reader;
     private final Thread writer;
@@ -344,7 +347,7 @@ public final class Rendezvous implements JobContext {
 
     /** The address this rank reaches rank 0 from: the interface to advertise to peers by default. */
     @Override
-    public java.net.InetAddress localAddress() {
+    public InetAddress localAddress() {
         return socket.getLocalAddress();
     }
 

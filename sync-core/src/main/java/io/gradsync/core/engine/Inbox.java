@@ -4,6 +4,7 @@ import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.TransportException;
+import java.util.Arrays;
 
 /**
  * Sorts arriving messages by the call they belong to, for one rank, across calls, and keeps each link's
@@ -63,7 +64,7 @@ final class Inbox {
         this.links = new Link[size];
         this.stashes = new Stash[size];
         this.credits = new int[size];
-        java.util.Arrays.fill(credits, aheadCredits);
+        Arrays.fill(credits, aheadCredits);
         this.owed = new int[size];
         this.sweepAfterPass = new boolean[size];
     }

@@ -69,29 +69,27 @@ public final class WireCodec {
             return;
         }
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < count; i++) {
                     putFloat(dst, dstOff + ((long) i << 2), getFloat(a, aOff + ((long) i << 2)) + wireValue(wire, b, bOff, i));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < count; i++) {
                     putFloat(dst, dstOff + ((long) i << 2), getFloat(a, aOff + ((long) i << 2)) * wireValue(wire, b, bOff, i));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < count; i++) {
                     putFloat(dst, dstOff + ((long) i << 2), Math.max(getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < count; i++) {
                     putFloat(dst, dstOff + ((long) i << 2), Math.min(getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 

@@ -22,6 +22,7 @@ import io.gradsync.core.transport.local.LocalTransport;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -87,7 +88,7 @@ class StreamEndCutTest {
         }
     }
 
-    private static void runUntil(Engine engine, java.util.function.BooleanSupplier done) {
+    private static void runUntil(Engine engine, BooleanSupplier done) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (!done.getAsBoolean()) {
             assertTrue(System.nanoTime() < deadline, "no progress within 20 s");

@@ -15,6 +15,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.IntFunction;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -651,7 +652,7 @@ public abstract class TransportContract {
         return System.nanoTime() + DEADLINE.toNanos();
     }
 
-    private static void idle(int work, long deadline, java.util.function.Supplier<String> state) {
+    private static void idle(int work, long deadline, Supplier<String> state) {
         if (work == 0) {
             if (System.nanoTime() - deadline > 0) {
                 fail("no progress within " + DEADLINE + ": " + state.get());
@@ -692,18 +693,13 @@ public abstract class TransportContract {
 
     /** Message {@code seq}'s length from {@code from} to {@code to}: the edges often, anything in 0..max otherwise. */
     private static int length(int from, int to, int seq, int max) {
-        switch (seq % 8) {
-            case 0:
-                return 0;
-            case 1:
-                return max;
-            case 2:
-                return max - 1;
-            case 3:
-                return (seq / 8) % 17; // 0..16: the lengths around one word
-            default:
-                return (int) Long.remainderUnsigned(mix(key(from, to, seq)), max + 1L);
-        }
+        return switch (seq % 8) {
+            case 0 -> 0;
+            case 1 -> max;
+            case 2 -> max - 1;
+            case 3 -> (seq / 8) % 17; // 0..16: the lengths around one word
+            default -> (int) Long.remainderUnsigned(mix(key(from, to, seq)), max + 1L);
+        };
     }
 
     /** Header word {@code word} (0 call, 1 descriptor, 2 arguments): full 64-bit values, signs and top bits included. */
