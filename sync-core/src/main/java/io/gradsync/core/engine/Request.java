@@ -24,12 +24,16 @@ public final class Request {
     private final ReduceOp op;
     private final int root;
     private final int chunkBytes;
-    private final String plan;
-    private final DataType wire;
+    /** The AllReduce algorithm that runs the call and the wire float32 travels as, or null for the other collectives. */
+    private final Plan plan;
     private final Function<CollectiveContext, List<Phase>> planner;
 
-    private Request(CollectiveKind kind, int count, DataType type, ReduceOp op, int root, int chunkBytes, String plan,
-                    DataType wire, Function<CollectiveContext, List<Phase>> planner) {
+    /** An AllReduce's algorithm, by name, and the 16-bit wire its float32 payloads travel as (or null). */
+    private record Plan(String name, DataType wire) {
+    }
+
+    private Request(CollectiveKind kind, int count, DataType type, ReduceOp op, int root, int chunkBytes, Plan plan,
+                    Function<CollectiveContext, List<Phase>> planner) {
         this.kind = Objects.requireNonNull(kind, "kind");
         this.count = count;
         this.type = Objects.requireNonNull(type, "type");
@@ -37,7 +41,6 @@ public final class Request {
         this.root = root;
         this.chunkBytes = chunkBytes;
         this.plan = plan;
-        this.wire = wire;
         this.planner = Objects.requireNonNull(planner, "planner");
     }
 
@@ -48,12 +51,12 @@ public final class Request {
      */
     public static Request of(CollectiveKind kind, int count, DataType type, ReduceOp op, int chunkBytes,
                              Function<CollectiveContext, List<Phase>> planner) {
-        return new Request(kind, count, type, op, NO_ROOT, chunkBytes, null, null, planner);
+        return new Request(kind, count, type, op, NO_ROOT, chunkBytes, null, planner);
     }
 
     /** This request from {@code root}. */
     public Request root(int root) {
-        return new Request(kind, count, type, op, root, chunkBytes, plan, wire, planner);
+        return new Request(kind, count, type, op, root, chunkBytes, plan, planner);
     }
 
     /**
@@ -61,7 +64,7 @@ public final class Request {
      * (null for none): both are stamped on every message, so ranks that chose otherwise fail at the first one.
      */
     public Request plan(String plan, DataType wire) {
-        return new Request(kind, count, type, op, root, chunkBytes, Objects.requireNonNull(plan, "plan"), wire, planner);
+        return new Request(kind, count, type, op, root, chunkBytes, new Plan(Objects.requireNonNull(plan, "plan"), wire), planner);
     }
 
     /** The collective's name in errors, e.g. {@code allreduce}. */
@@ -76,11 +79,11 @@ public final class Request {
     /** The header of call {@code id} of this request, its chunk capped at {@code maxChunkBytes}. */
     Call header(long id, int maxChunkBytes) {
         long descriptor = CollectiveDescriptor.of(kind, count, type, op);
-        if (wire != null) {
-            descriptor = CollectiveDescriptor.withWire(descriptor, wire);
+        if (plan != null && plan.wire() != null) {
+            descriptor = CollectiveDescriptor.withWire(descriptor, plan.wire());
         }
         if (plan != null) {
-            descriptor = CollectiveDescriptor.withPlan(descriptor, plan);
+            descriptor = CollectiveDescriptor.withPlan(descriptor, plan.name());
         }
         return new Call(id, descriptor, CollectiveDescriptor.arguments(root, Math.min(chunkBytes, maxChunkBytes)));
     }

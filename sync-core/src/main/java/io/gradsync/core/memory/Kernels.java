@@ -25,6 +25,9 @@ public final class Kernels {
     }
 
     /** {@code dst[i] = a[i] op b[i]} for {@code count} elements; {@code dst} may be {@code a} or {@code b}. */
+    // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
+    // Region per chunk; the Region-level API is one level up.
+    @SuppressWarnings("checkstyle:ParameterNumber")
     public static void reduce(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
         if (MemoryAccess.reducedOnSegments(type, op, a, aOff, b, bOff, dst, dstOff, count)) {

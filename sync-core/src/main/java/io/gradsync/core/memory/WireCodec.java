@@ -63,6 +63,9 @@ public final class WireCodec {
     }
 
     /** {@code dst[i] = a[i] op float32(b[i])}, with {@code a} and {@code dst} float32 and {@code b} on the wire. */
+    // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
+    // Region per chunk; the Region-level API is one level up.
+    @SuppressWarnings("checkstyle:ParameterNumber")
     public static void reduce(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
         if (MemoryAccess.reducedWireOnSegments(wire, op, a, aOff, b, bOff, dst, dstOff, count)) {

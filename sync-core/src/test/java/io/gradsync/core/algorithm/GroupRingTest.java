@@ -129,7 +129,7 @@ class GroupRingTest {
                     out.region()));
         }
         int shift = mode == 2 ? segFrom : 0;
-        checkReduced(problems, "reduce-scatter " + name, out, op, group, n, segFrom, segTo, shift);
+        checkReduced(problems, "reduce-scatter " + name, out, op, n, new GroupRing.Span(group, segFrom, segTo), shift);
         if (mode != 1) {
             checkUntouched(problems, "reduce-scatter " + name, out, mode == 2 ? 0 : span.from(),
                     mode == 2 ? segTo - segFrom : span.to());
@@ -141,17 +141,17 @@ class GroupRingTest {
         long es = type.bytes();
         Region own = out.region().slice(segFrom * es, (segTo - segFrom) * es);
         member.run(ctx -> GroupRing.allGather(ctx, span, type, own, out.region()));
-        checkReduced(problems, "all-gather " + name, out, op, group, n, span.from(), span.to(), 0);
+        checkReduced(problems, "all-gather " + name, out, op, n, span, 0);
         if (mode == 0) {
             checkUntouched(problems, "all-gather " + name, out, span.from(), span.to());
         }
     }
 
-    /** Elements {@code [from, to)} hold the group's reduction, element {@code i} at {@code i - shift}. */
-    private static void checkReduced(List<String> problems, String name, GradientBuffer out, ReduceOp op, int[] group,
-                                     int n, int from, int to, int shift) {
-        for (int i = from; i < to; i++) {
-            if (out.getBits(i - shift) != CheckPattern.expectedBits(out.dataType(), op, group, n, i)) {
+    /** Elements {@code [from, to)} of {@code checked} hold its group's reduction over {@code n} ranks, element {@code i} at {@code i - shift}. */
+    private static void checkReduced(List<String> problems, String name, GradientBuffer out, ReduceOp op, int n,
+                                     GroupRing.Span checked, int shift) {
+        for (int i = checked.from(); i < checked.to(); i++) {
+            if (out.getBits(i - shift) != CheckPattern.expectedBits(out.dataType(), op, checked.group(), n, i)) {
                 problems.add("WRONG " + name + " at " + i);
                 return;
             }
