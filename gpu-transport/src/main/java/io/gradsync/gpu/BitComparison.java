@@ -35,10 +35,9 @@ final class BitComparison {
 
     /**
      * Compares {@code count} elements: {@code expected} and {@code actual} from their byte 0, the operands
-     * {@code a} and {@code b} from the given element offsets; {@code op} {@code null} (a division): every bit.
+     * {@code in} from their element offsets; {@code op} {@code null} (a division): every bit.
      */
-    static Result compare(DataType type, ReduceOp op, ByteBuffer a, long aFrom, ByteBuffer b, long bFrom,
-                          ByteBuffer expected, ByteBuffer actual, long count) {
+    static Result compare(DataType type, ReduceOp op, Operands in, ByteBuffer expected, ByteBuffer actual, long count) {
         int size = type.bytes();
         int chunks = (int) ((count + CHUNK - 1) / CHUNK);
         Result[] results = new Result[chunks];
@@ -58,8 +57,8 @@ final class BitComparison {
                     continue;
                 }
                 long i = from + element;
-                long x = bits(a, (aFrom + i) * size, type);
-                long y = bits(b, (bFrom + i) * size, type);
+                long x = bits(in.a(), (in.aFrom() + i) * size, type);
+                long y = bits(in.b(), (in.bFrom() + i) * size, type);
                 if (bothNanAllowed(type, op, x, y) && isNan(type, e) && isNan(type, g)) {
                     allowed++;
                 } else {

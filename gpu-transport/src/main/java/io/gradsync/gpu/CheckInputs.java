@@ -40,32 +40,32 @@ final class CheckInputs {
 
     /** The special values of a type, as bits (what {@link #fill} draws from now and then). */
     static long[] specials(DataType type) {
-        switch (type) {
-            case FLOAT32: {
+        return switch (type) {
+            case FLOAT32 -> {
                 long[] bits = new long[FLOATS.length];
                 for (int i = 0; i < bits.length; i++) {
                     bits[i] = Float.floatToRawIntBits(FLOATS[i]) & 0xFFFFFFFFL;
                 }
-                return bits;
+                yield bits;
             }
-            case FLOAT64: {
+            case FLOAT64 -> {
                 long[] bits = new long[DOUBLES.length];
                 for (int i = 0; i < bits.length; i++) {
                     bits[i] = Double.doubleToRawLongBits(DOUBLES[i]);
                 }
-                return bits;
+                yield bits;
             }
-            case INT32: return INTS.clone();
-            case INT64: return LONGS.clone();
-            default: {
+            case INT32 -> INTS.clone();
+            case INT64 -> LONGS.clone();
+            default -> {
                 short[] halves = type == DataType.BFLOAT16 ? BFLOAT16 : FLOAT16;
                 long[] bits = new long[halves.length];
                 for (int i = 0; i < bits.length; i++) {
                     bits[i] = halves[i] & 0xFFFFL;
                 }
-                return bits;
+                yield bits;
             }
-        }
+        };
     }
 
     /** Fills {@code count} elements of {@code buffer} (from its byte 0) with the inputs of {@code seed}. */
@@ -85,28 +85,15 @@ final class CheckInputs {
         int kind = random.nextInt(100); // 0-1: special, 2-21: small integer, else Gaussian
         double value = kind < 22 ? random.nextInt(-8, 9) : random.nextGaussian() * SCALES[random.nextInt(SCALES.length)];
         switch (type) {
-            case FLOAT32:
-                view.putFloat(at, kind < 2 ? FLOATS[random.nextInt(FLOATS.length)] : (float) value);
-                break;
-            case FLOAT64:
-                view.putDouble(at, kind < 2 ? DOUBLES[random.nextInt(DOUBLES.length)] : value);
-                break;
-            case INT32:
-                view.putInt(at, kind < 30 ? random.nextInt(-100, 101) : random.nextInt());
-                break;
-            case INT64:
-                view.putLong(at, kind < 30 ? random.nextInt(-100, 101) : random.nextLong());
-                break;
-            case BFLOAT16:
-                view.putShort(at, kind < 2 ? BFLOAT16[random.nextInt(BFLOAT16.length)]
-                        : HalfFloats.floatToBfloat16((float) value));
-                break;
-            case FLOAT16:
-                view.putShort(at, kind < 2 ? FLOAT16[random.nextInt(FLOAT16.length)]
-                        : HalfFloats.floatToFloat16((float) value));
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported type " + type);
+            case FLOAT32 -> view.putFloat(at, kind < 2 ? FLOATS[random.nextInt(FLOATS.length)] : (float) value);
+            case FLOAT64 -> view.putDouble(at, kind < 2 ? DOUBLES[random.nextInt(DOUBLES.length)] : value);
+            case INT32 -> view.putInt(at, kind < 30 ? random.nextInt(-100, 101) : random.nextInt());
+            case INT64 -> view.putLong(at, kind < 30 ? random.nextInt(-100, 101) : random.nextLong());
+            case BFLOAT16 -> view.putShort(at, kind < 2 ? BFLOAT16[random.nextInt(BFLOAT16.length)]
+                    : HalfFloats.floatToBfloat16((float) value));
+            case FLOAT16 -> view.putShort(at, kind < 2 ? FLOAT16[random.nextInt(FLOAT16.length)]
+                    : HalfFloats.floatToFloat16((float) value));
+            default -> throw new IllegalArgumentException("unsupported type " + type);
         }
     }
 }

@@ -114,9 +114,10 @@ final class CorrectnessStage implements GpuCheck.Stage {
                     }
                 }
             }
-            HostReduction.reduce(type, op, a, placement.aFrom, b, placement.bFrom, expected, 0, count, DIVISOR);
+            Operands in = new Operands(a, placement.aFrom, b, placement.bFrom);
+            HostReduction.reduce(type, op, in, expected, count, DIVISOR);
             ByteBuffer got = actual.slice((int) (placement.outFrom * size), (int) (count * size)).order(actual.order());
-            BitComparison.Result result = BitComparison.compare(type, op, a, placement.aFrom, b, placement.bFrom, expected, got, count);
+            BitComparison.Result result = BitComparison.compare(type, op, in, expected, got, count);
             return new Verdict(result.passed() ? null : result.mismatches() + " elements differ, first " + result.first(),
                     result.nanAllowances());
         }

@@ -15,14 +15,14 @@ final class HostReduction {
     }
 
     /**
-     * {@code out = a op b} over {@code count} elements at the given element offsets of direct buffers, then, for
+     * {@code out = a op b} over {@code count} elements (the operands at their element offsets, {@code out} from its
+     * byte 0), then, for
      * {@link ReduceOp#AVG}, {@code out /= divisor}; in parallel chunks.
      */
-    static void reduce(DataType type, ReduceOp op, ByteBuffer a, long aFrom, ByteBuffer b, long bFrom,
-                       ByteBuffer out, long outFrom, long count, int divisor) {
-        Region ra = elements(a, type, aFrom, count);
-        Region rb = elements(b, type, bFrom, count);
-        Region ro = elements(out, type, outFrom, count);
+    static void reduce(DataType type, ReduceOp op, Operands in, ByteBuffer out, long count, int divisor) {
+        Region ra = elements(in.a(), type, in.aFrom(), count);
+        Region rb = elements(in.b(), type, in.bFrom(), count);
+        Region ro = elements(out, type, 0, count);
         int chunks = (int) ((count + CHUNK - 1) / CHUNK);
         IntStream.range(0, chunks).parallel().forEach(chunk -> {
             long at = (long) chunk * CHUNK * type.bytes();

@@ -114,15 +114,13 @@ public final class ReductionKernels implements AutoCloseable {
     }
 
     private static int kernelOp(ReduceOp op) {
-        switch (op) {
-            case SUM:
-            case AVG:
-                return 0;
-            case PROD: return 1;
-            case MAX: return 2;
-            case MIN: return 3;
-            default: throw new IllegalArgumentException("unsupported op " + op);
-        }
+        return switch (op) {
+            case SUM, AVG -> 0;
+            case PROD -> 1;
+            case MAX -> 2;
+            case MIN -> 3;
+            default -> throw new IllegalArgumentException("unsupported op " + op);
+        };
     }
 
     private static void checkElements(DataType type, long count, long a, long b, long out) {

@@ -7,6 +7,7 @@ import java.io.PrintStream;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Supplier;
 
 /**
  * The GPU check's first stage: the devices, pinned and device memory, every kind of copy and a memset round
@@ -93,9 +94,10 @@ final class SmokeStage implements GpuCheck.Stage {
             float millis = driver.eventElapsedMillis(start, end);
             driver.streamSynchronize(stream);
             ByteBuffer expected = ByteBuffer.allocateDirect((int) bytes).order(inputs.order());
-            HostReduction.reduce(DataType.FLOAT32, ReduceOp.SUM, inputs, 0, inputs, bFrom / 4, expected, 0, KERNEL_COUNT, 1);
-            BitComparison.Result compared = BitComparison.compare(DataType.FLOAT32, ReduceOp.SUM, inputs, 0, inputs,
-                    bFrom / 4, expected, result, KERNEL_COUNT);
+            Operands in = new Operands(inputs, 0, inputs, bFrom / 4);
+            HostReduction.reduce(DataType.FLOAT32, ReduceOp.SUM, in, expected, KERNEL_COUNT, 1);
+            BitComparison.Result compared = BitComparison.compare(DataType.FLOAT32, ReduceOp.SUM, in, expected, result,
+                    KERNEL_COUNT);
             log.printf("kernel (%s): float32 sum of %d elements (random bits: NaNs, subnormals) in %.3f ms: %s%n",
                     kernels.imageDescription(), KERNEL_COUNT, millis, compared);
             List<String> failures = new ArrayList<>();
@@ -119,7 +121,7 @@ final class SmokeStage implements GpuCheck.Stage {
         }
     }
 
-    private static String attempt(java.util.function.Supplier<Object> call) {
+    private static String attempt(Supplier<Object> call) {
         try {
             return "ok (" + call.get() + ")";
         } catch (CudaException e) {

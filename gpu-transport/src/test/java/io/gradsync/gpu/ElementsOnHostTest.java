@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -74,11 +76,11 @@ class ElementsOnHostTest {
                     expected = divided(type, a, count);
                 } else {
                     expected = ByteBuffer.allocateDirect(count * type.bytes()).order(ByteOrder.nativeOrder());
-                    HostReduction.reduce(type, reduceOp, a, 0, b, 0, expected, 0, count, 1);
+                    HostReduction.reduce(type, reduceOp, new Operands(a, 0, b, 0), expected, count, 1);
                 }
                 for (boolean words : new boolean[] {false, true}) {
                     ByteBuffer actual = request(type, op + (words ? 8 : 0), count, a, b);
-                    BitComparison.Result result = BitComparison.compare(type, op == 4 ? null : reduceOp, a, 0, b, 0, expected, actual, count);
+                    BitComparison.Result result = BitComparison.compare(type, op == 4 ? null : reduceOp, new Operands(a, 0, b, 0), expected, actual, count);
                     if (!result.passed()) {
                         failures.add(type + " " + OPS[op] + (words ? " (words)" : "") + ": " + result.mismatches() + " differ, first " + result.first());
                     }
@@ -92,8 +94,8 @@ class ElementsOnHostTest {
     private static ByteBuffer divided(DataType type, ByteBuffer a, int count) {
         ByteBuffer copy = ByteBuffer.allocateDirect(count * type.bytes()).order(ByteOrder.nativeOrder());
         copy.put(a.duplicate().clear()).clear();
-        io.gradsync.core.memory.Region region = HostReduction.elements(copy, type, 0, count);
-        io.gradsync.core.memory.Kernels.divide(type, region.base(), region.offset(), count, DIVISOR);
+        Region region = HostReduction.elements(copy, type, 0, count);
+        Kernels.divide(type, region.base(), region.offset(), count, DIVISOR);
         return copy;
     }
 

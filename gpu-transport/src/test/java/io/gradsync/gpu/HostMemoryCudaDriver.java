@@ -18,6 +18,7 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -245,7 +246,7 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
         enqueue(stream, call, () -> {
             Region target = live(false, devicePointer, bytes, call);
             byte[] pattern = new byte[(int) Math.min(bytes, 1 << 16)];
-            java.util.Arrays.fill(pattern, value);
+            Arrays.fill(pattern, value);
             Region source = Region.ofArray(pattern, 0, pattern.length);
             for (long done = 0; done < bytes; done += pattern.length) {
                 Kernels.copy(source.base(), source.offset(), target.base(), target.offset() + done, Math.min(pattern.length, bytes - done));

@@ -11,7 +11,9 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Region;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -225,7 +227,7 @@ class HostMemoryCudaDriverTest {
             driver.memcpyDtoHAsync(host(pattern), mine, BYTES, stream);
             driver.streamSynchronize(stream);
             byte[] nines = new byte[BYTES];
-            java.util.Arrays.fill(nines, (byte) 9);
+            Arrays.fill(nines, (byte) 9);
             byte[] read = new byte[BYTES];
             pattern.rewind().get(read);
             assertArrayEquals(nines, read);
@@ -254,7 +256,7 @@ class HostMemoryCudaDriverTest {
         driver.moduleGetFunction(module, "gs_divide_int64");
         assertEquals(CUresult.CUDA_ERROR_NOT_FOUND, assertThrows(CudaException.class,
                 () -> driver.moduleGetFunction(module, "gs_reduce_float32_avg")).result());
-        long other = driver.moduleLoadData(".version 9.0\n.visible .entry gs_reduce_float32_prod(\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        long other = driver.moduleLoadData(".version 9.0\n.visible .entry gs_reduce_float32_prod(\n".getBytes(StandardCharsets.US_ASCII));
         assertEquals(CUresult.CUDA_ERROR_NOT_FOUND, assertThrows(CudaException.class,
                 () -> driver.moduleGetFunction(other, "gs_reduce_float32_sum")).result());
     }

@@ -99,8 +99,8 @@ class ReductionKernelsTest {
                     }
                     driver.memcpyDtoHAsync(host(out), da, count * 4L, own);
                     driver.streamSynchronize(own);
-                    HostReduction.reduce(DataType.INT32, ReduceOp.PROD, a, 0, b, 0, expected, 0, count, 1);
-                    return BitComparison.compare(DataType.INT32, ReduceOp.PROD, a, 0, b, 0, expected, out, count).passed();
+                    HostReduction.reduce(DataType.INT32, ReduceOp.PROD, new Operands(a, 0, b, 0), expected, count, 1);
+                    return BitComparison.compare(DataType.INT32, ReduceOp.PROD, new Operands(a, 0, b, 0), expected, out, count).passed();
                 }));
             }
             for (Future<Boolean> result : results) {
