@@ -43,7 +43,8 @@ import org.junit.jupiter.api.Timeout;
  *       message had arrived unread and credit was left;</li>
  *   <li>zero-length and largest messages arrive intact; a length outside
  *       {@code 0..maxMessageBytes()} is refused with {@link IllegalArgumentException} and leaves the link
- *       usable.</li>
+ *       usable; a poll while a message is held, and a second release of one, are refused with
+ *       {@link IllegalStateException}.</li>
  * </ol>
  *
  * <p>Every wait is bounded: {@link #DEADLINE} without progress, twice that plus 10 s for a case's ranks, and
@@ -517,7 +518,13 @@ public abstract class TransportContract {
                 RecvSlot slot = in.poll();
                 if (slot != null) {
                     check(slot, pattern, scratch, 0, 1, received, lengths[received]);
+                    if (received == 0) {
+                        assertThrows(IllegalStateException.class, in::poll, "a poll while a message is held");
+                    }
                     slot.release();
+                    if (received == 0) {
+                        assertThrows(IllegalStateException.class, slot::release, "a second release of one message");
+                    }
                     received++;
                     work++;
                 }

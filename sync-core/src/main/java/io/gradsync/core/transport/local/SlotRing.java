@@ -1,6 +1,7 @@
 package io.gradsync.core.transport.local;
 
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.ReceivedMessage;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import java.nio.ByteBuffer;
@@ -34,7 +35,6 @@ final class SlotRing {
     private final Sender sender = new Sender();
     private final Receiver receiver = new Receiver();
     private boolean claimed;
-    private boolean held;
 
     SlotRing(int slots, int slotBytes, long latencyNanos) {
         this.slots = slots;
@@ -78,7 +78,7 @@ final class SlotRing {
 
     /** The oldest unreleased message, or null when none has arrived. Receiver thread only. */
     RecvSlot poll() {
-        if (held) {
+        if (receiver.isHeld()) {
             throw new IllegalStateException("a received message is still held on this link");
         }
         long next = consumed.get();
@@ -89,9 +89,8 @@ final class SlotRing {
         if (latencyNanos > 0 && System.nanoTime() - visibleAt[index] < 0) {
             return null;
         }
-        held = true;
         receiver.index = index;
-        return receiver;
+        return receiver.hold(calls[index], descriptors[index], arguments[index], lengths[index]);
     }
 
     /** Committed messages that the receiver has not released yet. */
@@ -125,7 +124,7 @@ final class SlotRing {
         }
     }
 
-    private final class Receiver implements RecvSlot {
+    private final class Receiver extends ReceivedMessage {
         int index;
 
         @Override
@@ -134,31 +133,7 @@ final class SlotRing {
         }
 
         @Override
-        public int length() {
-            return lengths[index];
-        }
-
-        @Override
-        public long call() {
-            return calls[index];
-        }
-
-        @Override
-        public long descriptor() {
-            return descriptors[index];
-        }
-
-        @Override
-        public long arguments() {
-            return arguments[index];
-        }
-
-        @Override
-        public void release() {
-            if (!held) {
-                throw new IllegalStateException("release without poll");
-            }
-            held = false;
+        protected void onRelease() {
             consumed.lazySet(consumed.get() + 1);
         }
     }
