@@ -22,6 +22,7 @@ import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.InMemoryJob;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -31,6 +32,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -151,6 +153,32 @@ class ShmTransportTest {
             assertEquals(2, one.link(0).poll().descriptor(), "the unlinked files still carry messages");
             rankZero.close();
             one.close();
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    /**
+     * Rank 1 is no shm endpoint (a program of another kind or version at the same all-gathers): rank 0 fails set-up
+     * naming rank 1 and quoting what it sent, and leaves no file behind.
+     */
+    @Test
+    void aMalformedSetUpMessageFailsTheSetUpNamingItsSender() throws Exception {
+        InMemoryJob job = InMemoryJob.create(2);
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try {
+            Future<TransportException> zero = pool.submit(() -> assertThrows(TransportException.class,
+                    () -> new ShmEndpoint(job.context(0), new TransportOptions(64, 2), root)));
+            JobContext stranger = job.context(1);
+            stranger.allGather("12 hello".getBytes(StandardCharsets.UTF_8));
+            stranger.allGather("+".getBytes(StandardCharsets.UTF_8));
+            TransportException refused = zero.get(20, TimeUnit.SECONDS);
+            assertEquals(1, refused.peer(), refused.getMessage());
+            assertTrue(refused.getMessage().startsWith("rank 1 sent a malformed shm set-up message \"12 hello\""),
+                    refused.getMessage());
+            try (Stream<Path> left = Files.walk(root)) {
+                assertEquals(List.of(), left.filter(Files::isRegularFile).toList(), "files left under the root");
+            }
         } finally {
             pool.shutdownNow();
         }
