@@ -13,6 +13,8 @@ import io.gradsync.core.transport.SharedMemoryDirectories;
 import io.gradsync.core.transport.TransportException;
 import java.io.File;
 import java.io.IOException;
+import java.net.DatagramSocket;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -282,11 +284,11 @@ final class AeronEndpoint implements Endpoint {
      * An address and a port that is free now, for this rank's one UDP socket (every peer's stream shares
      * it). Aeron's own port 0 would bind a new socket per subscription.
      */
-    private static String freeUdpEndpoint(java.net.InetAddress address) {
-        try (java.net.DatagramSocket probe = new java.net.DatagramSocket(new java.net.InetSocketAddress(address, 0))) {
+    private static String freeUdpEndpoint(InetAddress address) {
+        try (DatagramSocket probe = new DatagramSocket(new InetSocketAddress(address, 0))) {
             String host = address.getHostAddress();
             return (host.contains(":") ? "[" + host + "]" : host) + ":" + probe.getLocalPort();
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw new TransportException(-1, "no free UDP port on " + address + ": " + e, e);
         }
     }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.multiprocess.Jobs;
 import io.gradsync.core.transport.SharedMemoryDirectories;
+import java.io.IOException;
 import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -181,7 +182,7 @@ class LaunchersTest {
                         .status() == 0) {
                     return python;
                 }
-            } catch (java.io.IOException notThere) {
+            } catch (IOException notThere) {
                 // try the next
             }
         }
@@ -193,7 +194,7 @@ class LaunchersTest {
         boolean present;
         try {
             present = Jobs.run(probe, Map.of(), Duration.ofSeconds(30)).status() == 0;
-        } catch (java.io.IOException notThere) {
+        } catch (IOException notThere) {
             present = false;
         }
         Jobs.skipUnless(present, what + " is not installed (scripts/setup.sh installs it)");

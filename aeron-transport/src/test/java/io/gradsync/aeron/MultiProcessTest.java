@@ -8,6 +8,9 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gradsync.core.multiprocess.Jobs;
 import io.gradsync.core.transport.SharedMemoryDirectories;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
 import java.io.File;
 import java.io.IOException;
 import java.net.Socket;
@@ -458,12 +461,12 @@ class MultiProcessTest {
     private static String strangerKnocks(int port) throws InterruptedException {
         for (int attempt = 0; attempt < 300; attempt++) {
             try (Socket socket = new Socket("127.0.0.1", port)) {
-                var out = new java.io.DataOutputStream(socket.getOutputStream());
-                var in = new java.io.DataInputStream(socket.getInputStream());
+                var out = new DataOutputStream(socket.getOutputStream());
+                var in = new DataInputStream(socket.getInputStream());
                 in.readInt(); // the challenge
                 in.readNBytes(in.readInt());
-                java.io.ByteArrayOutputStream body = new java.io.ByteArrayOutputStream();
-                var b = new java.io.DataOutputStream(body);
+                ByteArrayOutputStream body = new ByteArrayOutputStream();
+                var b = new DataOutputStream(body);
                 b.writeInt(1);
                 b.writeInt(2);
                 b.writeUTF("stranger");

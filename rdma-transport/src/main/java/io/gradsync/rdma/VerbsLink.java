@@ -1,7 +1,6 @@
 package io.gradsync.rdma;
 
 import com.ibm.disni.verbs.IbvMr;
-import com.ibm.disni.verbs.IbvPd;
 import com.ibm.disni.verbs.IbvRecvWR;
 import com.ibm.disni.verbs.IbvSendWR;
 import com.ibm.disni.verbs.IbvSge;
@@ -108,8 +107,8 @@ final class VerbsLink implements Link {
     private final Sender sender = new Sender();
     private final Receiver receiver = new Receiver();
 
-    VerbsLink(CompletionQueue completions, int rank, int peer, QpEndpoint qp, IbvPd pd, RdmaConfiguration.Verb verb,
-              int window, int slotBytes, Registrations registrations) throws IOException {
+    VerbsLink(CompletionQueue completions, int rank, int peer, QpEndpoint qp, RdmaConfiguration.Verb verb, int window,
+              int slotBytes, Registrations registrations) throws IOException {
         this.completions = completions;
         this.registrations = registrations;
         this.rank = rank;
@@ -137,7 +136,7 @@ final class VerbsLink implements Link {
         this.base = raw + skip;
         this.alignedView = aligned;
         this.registered = Region.ofDirect(aligned);
-        this.mr = pd.regMr(base, aligned.limit(), IbvMr.IBV_ACCESS_LOCAL_WRITE | IbvMr.IBV_ACCESS_REMOTE_WRITE)
+        this.mr = qp.getPd().regMr(base, aligned.limit(), IbvMr.IBV_ACCESS_LOCAL_WRITE | IbvMr.IBV_ACCESS_REMOTE_WRITE)
                 .execute().free().getMr();
         this.creditBatch = Math.max(1, window / 2);
         this.lengths = new int[window];

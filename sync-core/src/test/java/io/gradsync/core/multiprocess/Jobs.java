@@ -3,6 +3,7 @@ package io.gradsync.core.multiprocess;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gradsync.core.launch.GradSyncRun;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -139,7 +140,7 @@ public final class Jobs {
     /** {@code java … GradSyncRun --deadline DEADLINE OPTIONS --} for a launcher, with {@code classpath}. */
     public static List<String> gradsyncRun(String classpath, long deadlineSeconds, List<String> options) {
         List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                "-cp", classpath, "io.gradsync.core.launch.GradSyncRun", "--deadline", Long.toString(deadlineSeconds)));
+                "-cp", classpath, GradSyncRun.class.getName(), "--deadline", Long.toString(deadlineSeconds)));
         command.addAll(options);
         command.add("--");
         return command;

@@ -18,6 +18,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.IntFunction;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -208,9 +209,7 @@ public abstract class TransportContract {
                 }
             }
             // draining lets the sender resume, still bounded
-            while (next[1] < next[0]) {
-                receiveOne(sender, receiver, in, pattern, scratch, length, next);
-            }
+            drain(sender, receiver, in, pattern, length, next);
             int again = claimUntilSettled(sender, receiver, out, pattern, length, next, bound);
             assertTrue(again >= 1, "the sender did not resume after the receiver released everything");
             if (exactCredits()) {
@@ -218,9 +217,7 @@ public abstract class TransportContract {
             } else {
                 assertTrue(again <= bound, again + " messages ahead after a drain, bound " + bound);
             }
-            while (next[1] < next[0]) {
-                receiveOne(sender, receiver, in, pattern, scratch, length, next);
-            }
+            drain(sender, receiver, in, pattern, length, next);
             assertNull(in.poll(), "more messages than were sent");
         } finally {
             closeAll(endpoints);
@@ -370,12 +367,8 @@ public abstract class TransportContract {
                 endpoint.close();
                 throw e;
             }
-            boolean[] broken = new boolean[ranks];
-            int[] sent = new int[ranks];
-            int[] received = new int[ranks];
-            byte[] scratch = new byte[max];
             try {
-                load(rank, endpoint, links, iterations[rank], broken, sent, received, pattern, scratch, max);
+                load(rank, endpoint, links, iterations[rank], pattern, max);
             } finally {
                 long start = System.nanoTime();
                 endpoint.close();
@@ -445,9 +438,12 @@ public abstract class TransportContract {
     }
 
     /** Sends to and receives from every peer for {@code iterations} rounds, whether or not there is credit; a peer that closed is left alone. */
-    private static void load(int rank, Endpoint endpoint, Link[] links, int iterations, boolean[] broken, int[] sent,
-                             int[] received, byte[] pattern, byte[] scratch, int max) {
+    private static void load(int rank, Endpoint endpoint, Link[] links, int iterations, byte[] pattern, int max) {
         int ranks = links.length;
+        boolean[] broken = new boolean[ranks];
+        int[] sent = new int[ranks];
+        int[] received = new int[ranks];
+        byte[] scratch = new byte[max];
         for (int i = 0; i < iterations; i++) {
             endpoint.doWork();
             for (int p = 0; p < ranks; p++) {
@@ -662,7 +658,7 @@ public abstract class TransportContract {
         return System.nanoTime() + DEADLINE.toNanos();
     }
 
-    private static void idle(int work, long deadline, java.util.function.Supplier<String> state) {
+    private static void idle(int work, long deadline, Supplier<String> state) {
         if (work == 0) {
             if (System.nanoTime() - deadline > 0) {
                 fail("no progress within " + DEADLINE + ": " + state.get());
@@ -703,18 +699,13 @@ public abstract class TransportContract {
 
     /** Message {@code seq}'s length from {@code from} to {@code to}: the edges often, anything in 0..max otherwise. */
     private static int length(int from, int to, int seq, int max) {
-        switch (seq % 8) {
-            case 0:
-                return 0;
-            case 1:
-                return max;
-            case 2:
-                return max - 1;
-            case 3:
-                return (seq / 8) % 17; // 0..16: the lengths around one word
-            default:
-                return (int) Long.remainderUnsigned(mix(key(from, to, seq)), max + 1L);
-        }
+        return switch (seq % 8) {
+            case 0 -> 0;
+            case 1 -> max;
+            case 2 -> max - 1;
+            case 3 -> (seq / 8) % 17; // 0..16: the lengths around one word
+            default -> (int) Long.remainderUnsigned(mix(key(from, to, seq)), max + 1L);
+        };
     }
 
     /** Header word {@code word} (0 call, 1 descriptor, 2 arguments): full 64-bit values, signs and top bits included. */
@@ -826,6 +817,14 @@ public abstract class TransportContract {
         check(slot, pattern, scratch, 0, 1, next[1], length);
         slot.release();
         next[1]++;
+    }
+
+    /** Receives every message sent and not yet received. */
+    private static void drain(Endpoint sender, Endpoint receiver, Link in, byte[] pattern, int length, int[] next) {
+        byte[] scratch = new byte[length];
+        while (next[1] < next[0]) {
+            receiveOne(sender, receiver, in, pattern, scratch, length, next);
+        }
     }
 
     /**

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.memory.Region;
@@ -263,7 +264,7 @@ class ShmTransportTest {
 
     @Test
     void aReadFromAProcessThatHasGoneNamesThePeer() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(ProcessVmReadv.unavailable() == null, ProcessVmReadv.unavailable());
+        assumeTrue(ProcessVmReadv.unavailable() == null, ProcessVmReadv.unavailable());
         Process gone = new ProcessBuilder("true").start();
         gone.waitFor();
         CrossMemoryReads reads = ProcessVmReadv.open(0, new long[] {ProcessHandle.current().pid(), gone.pid()});
