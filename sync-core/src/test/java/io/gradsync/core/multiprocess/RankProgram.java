@@ -240,12 +240,19 @@ public final class RankProgram {
                 + perWindow + " collectives: " + each + ")");
     }
 
+    private static void ahead(Communicator comm, int calls) throws Exception {
+        callsAhead(comm, calls);
+        System.out.println("rank " + comm.rank() + ": " + calls + " calls in flight at rank 0 exact");
+    }
+
     /**
      * Rank 0 submits {@code calls} AllReduces at once while the others call one at a time, 1 ms apart, so that what
      * rank 0 sends ahead often arrives before its call has started there (its small messages go ahead as their own
-     * sub-streams). Every op; counts alternate between tiny and a few chunks' worth.
+     * sub-streams). Every op; counts alternate between tiny and a few chunks' worth. For jobs of threads too.
+     *
+     * @throws AssertionError naming the first call whose result is not exact
      */
-    private static void ahead(Communicator comm, int calls) throws Exception {
+    public static void callsAhead(Communicator comm, int calls) throws Exception {
         List<GradientBuffer> buffers = new ArrayList<>();
         List<CompletableFuture<GradientBuffer>> running = new ArrayList<>();
         for (int call = 0; call < calls; call++) {
@@ -267,7 +274,6 @@ public final class RankProgram {
             ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
             expectExact(comm, buffers.get(call), op, buffers.get(call).count(), "call " + call);
         }
-        System.out.println("rank " + comm.rank() + ": " + calls + " calls in flight at rank 0 exact");
     }
 
     /**
