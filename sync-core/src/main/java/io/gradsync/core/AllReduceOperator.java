@@ -1,6 +1,9 @@
 package io.gradsync.core;
 
+import io.gradsync.core.engine.Completion;
+import io.gradsync.core.transport.CallIds;
 import java.util.ArrayDeque;
+import java.util.Objects;
 import java.util.Queue;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -59,7 +62,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
     }
 
     /** One gradient's collective: submitted, then completed on the progress thread. */
-    private static final class Reduction<T> implements ProgressThread.Completion {
+    private static final class Reduction<T> implements Completion {
         private final T item;
         private final StreamSubscriber<T> owner;
         private volatile boolean finished;
@@ -263,10 +266,10 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                 T item = pending.poll();
                 GradientBuffer gradient;
                 try {
-                    gradient = java.util.Objects.requireNonNull(gradientOf.apply(item), "gradientOf returned null");
+                    gradient = Objects.requireNonNull(gradientOf.apply(item), "gradientOf returned null");
                     communicator.validateAllReduce(gradient, gradient, op);
-                    if (submitted > io.gradsync.core.transport.CallIds.MAX_POSITION) {
-                        throw new IllegalStateException("a stream carries at most " + io.gradsync.core.transport.CallIds.MAX_POSITION
+                    if (submitted > CallIds.MAX_POSITION) {
+                        throw new IllegalStateException("a stream carries at most " + CallIds.MAX_POSITION
                                 + " gradients: subscribe anew (once per training step, say)");
                     }
                 } catch (RuntimeException invalid) {

@@ -2,13 +2,13 @@ package io.gradsync.core;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
-import io.gradsync.core.transport.CallIds;
-import io.gradsync.core.algorithm.CollectiveContext;
-import io.gradsync.core.algorithm.DirectAllReduce;
-import io.gradsync.core.algorithm.Phase;
-import io.gradsync.core.algorithm.CollectiveDescriptor;
-import io.gradsync.core.algorithm.CollectiveKind;
 import io.gradsync.core.algorithm.Collectives;
+import io.gradsync.core.algorithm.DirectAllReduce;
+import io.gradsync.core.bootstrap.Bootstrap;
+import io.gradsync.core.engine.CollectiveKind;
+import io.gradsync.core.engine.Completion;
+import io.gradsync.core.engine.ProgressThread;
+import io.gradsync.core.engine.Request;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.select.AllReduceOverride;
 import io.gradsync.core.select.AllReduceSelector;
@@ -16,13 +16,12 @@ import io.gradsync.core.select.CostModel;
 import io.gradsync.core.select.CostModelFile;
 import io.gradsync.core.select.Topology;
 import io.gradsync.core.settings.Setting;
-import io.gradsync.core.transport.Call;
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.SharedMemory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
-import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -40,8 +39,9 @@ import reactor.core.publisher.Mono;
  * collectives it can run with its peers over the {@link Endpoint} behind it.
  *
  * <h2>Ordering, identity and threads</h2>
- * Collectives run one at a time, in the order they are submitted, on this communicator's progress
- * thread; every rank must issue the same collectives in the same order (as with MPI and NCCL). Each call
+ * Collectives are submitted to this communicator's progress thread, which runs up to {@link #maxInFlight()} of
+ * them at once in one duty cycle and completes them in the order they were submitted; every rank must issue
+ * the same collectives in the same order (as with MPI and NCCL). Each call
  * has an identity that is the same on every rank: every subscription to the {@link #allReduce(ReduceOp)
  * operator} is a <em>stream</em> whose {@code p}-th gradient is call {@code #S.p}, and every single call
  * (a {@code Mono} or {@code ...Blocking} form) is a stream of its own, {@code #S}; streams are numbered
@@ -64,42 +64,21 @@ import reactor.core.publisher.Mono;
  * communicator stays usable.
  */
 public final class Communicator implements AutoCloseable {
-    private static final String ALLREDUCE = CollectiveKind.ALLREDUCE.collective();
-    private static final String REDUCE_SCATTER = CollectiveKind.REDUCE_SCATTER.collective();
-    private static final String ALL_GATHER = CollectiveKind.ALL_GATHER.collective();
-    private static final String BROADCAST = CollectiveKind.BROADCAST_TREE.collective();
-    private static final String REDUCE = CollectiveKind.REDUCE.collective();
-    private static final String ALL_TO_ALL = CollectiveKind.ALL_TO_ALL.collective();
-    private static final String BARRIER = CollectiveKind.BARRIER.collective();
-
     private final Endpoint endpoint;
+    /** The chunk size of every collective but AllReduce, whose chunk the selector picks. */
     private final int chunkBytes;
-    private final Duration timeout;
-    private final AtomicLong nextStream = new AtomicLong();
     private final AllReduceSelector allReduceSelector;
-    /** With {@code auto}, no override rules and shared memory: calls of at least {@link #directMinBytes} go {@link DirectAllReduce}. */
-    private final boolean autoDirect;
-    private final long directMinBytes;
-    /** Whether plain buffers go {@link DirectAllReduce} too, staged through shared windows. */
-    private final boolean directStaging;
-    private final DirectAllReduce direct = new DirectAllReduce();
-    /** The 16-bit type float32 AllReduce payloads travel as, or null. */
     private final ProgressThread progress;
     private final int maxInFlight;
+    private final AtomicLong nextStream = new AtomicLong();
 
-    private Communicator(Builder builder) {
-        this.endpoint = builder.endpoint;
-        this.chunkBytes = Math.min(builder.chunkBytes, endpoint.maxMessageBytes());
-        this.timeout = builder.timeout;
-        this.allReduceSelector = builder.allReduceSelector();
-        // Rules the user wrote (GRADSYNC_ALLREDUCE) win, and may name direct themselves.
-        this.autoDirect = "auto".equals(allReduceSelector.name()) && builder.allReduceOverride == null
-                && endpoint.sharedMemory() != null;
-        this.directMinBytes = GradSyncConfiguration.directMinBytes();
-        this.directStaging = GradSyncConfiguration.directStaging(endpoint.job().localSize());
-        this.maxInFlight = builder.maxInFlight;
-        this.progress = new ProgressThread(endpoint, builder.timeout.toNanos(), maxInFlight, builder.aheadMessages,
-                builder.idleStrategy, builder.callerRuns);
+    private Communicator(Builder settings) {
+        this.endpoint = settings.endpoint;
+        this.chunkBytes = settings.chunkBytes;
+        this.allReduceSelector = settings.allReduceSelector;
+        this.maxInFlight = settings.maxInFlight;
+        this.progress = new ProgressThread(endpoint, settings.timeout.toNanos(), maxInFlight, settings.aheadMessages,
+                settings.idleStrategy, settings.callerRuns);
     }
 
     /** A communicator over {@code endpoint} with settings from {@link GradSyncConfiguration}. */
@@ -124,8 +103,7 @@ public final class Communicator implements AutoCloseable {
      * {@link GradSyncConfiguration}.
      */
     public static Communicator connect(String transport) {
-        return create(io.gradsync.core.bootstrap.Bootstrap.connect(transport,
-                GradSyncConfiguration.transportOptions()));
+        return create(Bootstrap.connect(transport, GradSyncConfiguration.transportOptions()));
     }
 
     public static Builder builder(Endpoint endpoint) {
@@ -255,10 +233,9 @@ public final class Communicator implements AutoCloseable {
     }
 
     /** Submits gradient {@code position} of stream {@code stream}, reduced in place. */
-    void submitStreamCall(long stream, long position, GradientBuffer gradient, ReduceOp op, ProgressThread.Completion completion) {
-        AllReduceChoice choice = choiceFor(gradient, gradient);
-        checkDirect(gradient, gradient, choice);
-        progress.submit(allReduceTask(CallIds.of(stream, position), gradient, gradient, op, choice, completion));
+    void submitStreamCall(long stream, long position, GradientBuffer gradient, ReduceOp op, Completion completion) {
+        progress.submit(allReduceRequest(gradient, gradient, op, allReduceSelector.choose(gradient, gradient)),
+                CallIds.of(stream, position), completion);
     }
 
     /** Records, after the stream's last submission, that it ended after {@code submitted} calls. */
@@ -288,12 +265,12 @@ public final class Communicator implements AutoCloseable {
      *         same buffer, or {@code output} is read-only
      */
     public Mono<GradientBuffer> allReduce(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        return single(allReduceCall(input, output, op));
+        return single(allReduceRequest(input, output, op), output);
     }
 
-    private Prepared allReduceCall(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        validate(input, output, op);
-        return allReduceCall(input, output, op, choiceFor(input, output));
+    private Request allReduceRequest(GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        CallArguments.allReduce(input, output, op);
+        return allReduceRequest(input, output, op, allReduceSelector.choose(input, output));
     }
 
     /**
@@ -301,27 +278,7 @@ public final class Communicator implements AutoCloseable {
      * {@code direct} for buffers from {@link #allocate} of at least {@value GradSyncConfiguration#DIRECT_MIN_BYTES_PROP}.
      */
     public AllReduceChoice allReduceChoice(GradientBuffer input, GradientBuffer output) {
-        return choiceFor(input, output);
-    }
-
-    private AllReduceChoice choiceFor(GradientBuffer input, GradientBuffer output) {
-        AllReduceChoice choice = allReduceChoice(input.count(), input.dataType());
-        if (autoDirect && choice.wire() == null && input.byteSize() >= directMinBytes
-                && DirectAllReduce.accepts(endpoint.sharedMemory(), input.byteSize())
-                && (directStaging || shared(input) && shared(output))) {
-            return new AllReduceChoice(direct, choice.chunkBytes());
-        }
-        return choice;
-    }
-
-    private boolean shared(GradientBuffer buffer) {
-        return endpoint.sharedMemory().handleOf(buffer.region()) >= 0;
-    }
-
-    private void checkDirect(GradientBuffer input, GradientBuffer output, AllReduceChoice choice) {
-        if (choice.algorithm() instanceof DirectAllReduce) {
-            DirectAllReduce.requireSharedMemory(rank(), endpoint.sharedMemory(), input);
-        }
+        return allReduceSelector.choose(input, output);
     }
 
     /**
@@ -329,26 +286,18 @@ public final class Communicator implements AutoCloseable {
      * than the configured algorithm (benchmarks and calibration). Every rank must pass the same choice.
      */
     public Mono<GradientBuffer> allReduce(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
-        validate(input, output, op);
-        return single(allReduceCall(input, output, op, allReduceSelector.onWire(Objects.requireNonNull(choice, "choice"),
-                input.dataType())));
+        CallArguments.allReduce(input, output, op);
+        AllReduceChoice onWire = allReduceSelector.onWire(Objects.requireNonNull(choice, "choice"), input.dataType());
+        return single(allReduceRequest(input, output, op, onWire), output);
     }
 
-    private Prepared allReduceCall(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
-        checkDirect(input, output, choice);
-        return new Prepared(ALLREDUCE, output, (call, completion) -> allReduceTask(call, input, output, op, choice, completion));
-    }
-
-    private ProgressThread.Task allReduceTask(long call, GradientBuffer input, GradientBuffer output, ReduceOp op,
-                                              AllReduceChoice choice, ProgressThread.Completion completion) {
+    private Request allReduceRequest(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
         AllReduceAlgorithm algorithm = choice.algorithm();
-        long descriptor = CollectiveDescriptor.of(CollectiveKind.ALLREDUCE, input.count(), input.dataType(), op);
-        if (choice.wire() != null) {
-            descriptor = CollectiveDescriptor.withWire(descriptor, choice.wire());
+        if (algorithm instanceof DirectAllReduce) {
+            DirectAllReduce.requireSharedMemory(rank(), endpoint.sharedMemory(), input);
         }
-        Call header = new Call(call, CollectiveDescriptor.withPlan(descriptor, algorithm.name()),
-                CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, Math.min(choice.chunkBytes(), endpoint.maxMessageBytes())));
-        return new ProgressThread.Task(ALLREDUCE, header, ctx -> algorithm.allReduce(ctx, input, output, op), completion);
+        return Request.of(CollectiveKind.ALLREDUCE, input.count(), input.dataType(), op, choice.chunkBytes(),
+                ctx -> algorithm.allReduce(ctx, input, output, op)).plan(algorithm.name(), choice.wire());
     }
 
     /**
@@ -360,12 +309,12 @@ public final class Communicator implements AutoCloseable {
      *         {@code publishOn}), where it would wait for itself
      */
     public void allReduceBlocking(GradientBuffer buffer, ReduceOp op) {
-        await(allReduceCall(buffer, buffer, op));
+        await(allReduceRequest(buffer, buffer, op));
     }
 
     /** Blocking form of {@link #allReduce(GradientBuffer, GradientBuffer, ReduceOp)}. */
     public void allReduceBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        await(allReduceCall(input, output, op));
+        await(allReduceRequest(input, output, op));
     }
 
     /**
@@ -380,22 +329,18 @@ public final class Communicator implements AutoCloseable {
      *         {@code output} is read-only, or the buffers overlap other than in place
      */
     public Mono<GradientBuffer> reduceScatter(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        return single(reduceScatterCall(input, output, op));
+        return single(reduceScatterRequest(input, output, op), output);
     }
 
-    private Prepared reduceScatterCall(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        requireBuffers(REDUCE_SCATTER, input, output);
-        requireNonNull(op, REDUCE_SCATTER, "reduce op");
-        requireBlocks(REDUCE_SCATTER, "input", input, "output", output);
-        requireNoOverlapUnless(REDUCE_SCATTER, input, output, blockStart(input, output.count(), rank()),
-                "output is block " + rank() + " of input");
-        return prepare(REDUCE_SCATTER, CollectiveDescriptor.of(CollectiveKind.REDUCE_SCATTER, output.count(),
-                input.dataType(), op), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.reduceScatter(ctx, input, output, op), output);
+    private Request reduceScatterRequest(GradientBuffer input, GradientBuffer output, ReduceOp op) {
+        CallArguments.reduceScatter(rank(), size(), input, output, op);
+        return Request.of(CollectiveKind.REDUCE_SCATTER, output.count(), input.dataType(), op, chunkBytes,
+                ctx -> Collectives.reduceScatter(ctx, input, output, op));
     }
 
     /** Blocking form of {@link #reduceScatter}. */
     public void reduceScatterBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        await(reduceScatterCall(input, output, op));
+        await(reduceScatterRequest(input, output, op));
     }
 
     /**
@@ -408,21 +353,18 @@ public final class Communicator implements AutoCloseable {
      *         {@code output} is read-only, or the buffers overlap other than in place
      */
     public Mono<GradientBuffer> allGather(GradientBuffer input, GradientBuffer output) {
-        return single(allGatherCall(input, output));
+        return single(allGatherRequest(input, output), output);
     }
 
-    private Prepared allGatherCall(GradientBuffer input, GradientBuffer output) {
-        requireBuffers(ALL_GATHER, input, output);
-        requireBlocks(ALL_GATHER, "output", output, "input", input);
-        requireNoOverlapUnless(ALL_GATHER, output, input, blockStart(output, input.count(), rank()),
-                "input is block " + rank() + " of output");
-        return prepare(ALL_GATHER, CollectiveDescriptor.of(CollectiveKind.ALL_GATHER, input.count(),
-                input.dataType(), null), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.allGather(ctx, input, output), output);
+    private Request allGatherRequest(GradientBuffer input, GradientBuffer output) {
+        CallArguments.allGather(rank(), size(), input, output);
+        return Request.of(CollectiveKind.ALL_GATHER, input.count(), input.dataType(), null, chunkBytes,
+                ctx -> Collectives.allGather(ctx, input, output));
     }
 
     /** Blocking form of {@link #allGather}. */
     public void allGatherBlocking(GradientBuffer input, GradientBuffer output) {
-        await(allGatherCall(input, output));
+        await(allGatherRequest(input, output));
     }
 
     /**
@@ -442,32 +384,25 @@ public final class Communicator implements AutoCloseable {
      *         another rank
      */
     public Mono<GradientBuffer> broadcast(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
-        return single(broadcastCall(buffer, root, algorithm));
+        return single(broadcastRequest(buffer, root, algorithm), buffer);
     }
 
-    private Prepared broadcastCall(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
-        requireNonNull(buffer, BROADCAST, "buffer");
-        requireNonNull(algorithm, BROADCAST, "algorithm");
-        requireRoot(BROADCAST, root);
-        if (root != rank() && buffer.isReadOnly()) {
-            throw new IllegalArgumentException(BROADCAST + " buffer is read-only on rank " + rank()
-                    + ", which receives from root " + root + ": " + buffer);
-        }
+    private Request broadcastRequest(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
+        CallArguments.broadcast(rank(), size(), buffer, root, algorithm);
         boolean chain = algorithm.resolve(buffer.byteSize()) == BroadcastAlgorithm.CHAIN;
-        long descriptor = CollectiveDescriptor.of(chain ? CollectiveKind.BROADCAST_CHAIN
-                : CollectiveKind.BROADCAST_TREE, buffer.count(), buffer.dataType(), null);
-        return prepare(BROADCAST, descriptor, root, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
-                : ctx -> Collectives.broadcastTree(ctx, buffer, root), buffer);
+        return Request.of(chain ? CollectiveKind.BROADCAST_CHAIN : CollectiveKind.BROADCAST_TREE, buffer.count(),
+                buffer.dataType(), null, chunkBytes, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
+                        : ctx -> Collectives.broadcastTree(ctx, buffer, root)).root(root);
     }
 
     /** Blocking form of {@link #broadcast(GradientBuffer, int)}. */
     public void broadcastBlocking(GradientBuffer buffer, int root) {
-        await(broadcastCall(buffer, root, BroadcastAlgorithm.AUTO));
+        await(broadcastRequest(buffer, root, BroadcastAlgorithm.AUTO));
     }
 
     /** Blocking form of {@link #broadcast(GradientBuffer, int, BroadcastAlgorithm)}. */
     public void broadcastBlocking(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
-        await(broadcastCall(buffer, root, algorithm));
+        await(broadcastRequest(buffer, root, algorithm));
     }
 
     /**
@@ -481,19 +416,18 @@ public final class Communicator implements AutoCloseable {
      *         same buffer, {@code output} is read-only, or {@code root} is not a rank
      */
     public Mono<GradientBuffer> reduce(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
-        return single(reduceCall(input, output, op, root));
+        return single(reduceRequest(input, output, op, root), output);
     }
 
-    private Prepared reduceCall(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
-        validate(REDUCE, input, output, op);
-        requireRoot(REDUCE, root);
-        return prepare(REDUCE, CollectiveDescriptor.of(CollectiveKind.REDUCE, input.count(), input.dataType(), op),
-                root, ctx -> Collectives.reduce(ctx, input, output, op, root), output);
+    private Request reduceRequest(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
+        CallArguments.reduce(size(), input, output, op, root);
+        return Request.of(CollectiveKind.REDUCE, input.count(), input.dataType(), op, chunkBytes,
+                ctx -> Collectives.reduce(ctx, input, output, op, root)).root(root);
     }
 
     /** Blocking form of {@link #reduce}. */
     public void reduceBlocking(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
-        await(reduceCall(input, output, op, root));
+        await(reduceRequest(input, output, op, root));
     }
 
     /**
@@ -505,27 +439,18 @@ public final class Communicator implements AutoCloseable {
      *         multiple of {@code size()}, they overlap, or {@code output} is read-only
      */
     public Mono<GradientBuffer> allToAll(GradientBuffer input, GradientBuffer output) {
-        return single(allToAllCall(input, output));
+        return single(allToAllRequest(input, output), output);
     }
 
-    private Prepared allToAllCall(GradientBuffer input, GradientBuffer output) {
-        requireBuffers(ALL_TO_ALL, input, output);
-        if (input.count() != output.count()) {
-            throw new IllegalArgumentException(ALL_TO_ALL + " input has " + input.count() + " elements but output has "
-                    + output.count());
-        }
-        if (input.count() % size() != 0) {
-            throw new IllegalArgumentException(ALL_TO_ALL + " count " + input.count() + " is not a multiple of the "
-                    + size() + " ranks");
-        }
-        requireNoOverlapUnless(ALL_TO_ALL, input, output, -1, "never (all-to-all is out of place only)");
-        return prepare(ALL_TO_ALL, CollectiveDescriptor.of(CollectiveKind.ALL_TO_ALL, input.count() / size(),
-                input.dataType(), null), CollectiveDescriptor.NO_ROOT, ctx -> Collectives.allToAll(ctx, input, output), output);
+    private Request allToAllRequest(GradientBuffer input, GradientBuffer output) {
+        CallArguments.allToAll(size(), input, output);
+        return Request.of(CollectiveKind.ALL_TO_ALL, input.count() / size(), input.dataType(), null, chunkBytes,
+                ctx -> Collectives.allToAll(ctx, input, output));
     }
 
     /** Blocking form of {@link #allToAll}. */
     public void allToAllBlocking(GradientBuffer input, GradientBuffer output) {
-        await(allToAllCall(input, output));
+        await(allToAllRequest(input, output));
     }
 
     /**
@@ -533,46 +458,27 @@ public final class Communicator implements AutoCloseable {
      * rounds of empty messages). Lazy.
      */
     public Mono<Void> barrier() {
-        return single(barrierCall()).then();
+        return single(barrierRequest(), null).then();
     }
 
-    private Prepared barrierCall() {
-        return prepare(BARRIER, CollectiveDescriptor.of(CollectiveKind.BARRIER, 0, DataType.INT32, null),
-                CollectiveDescriptor.NO_ROOT, Collectives::barrier, null);
+    private Request barrierRequest() {
+        return Request.of(CollectiveKind.BARRIER, 0, DataType.INT32, null, chunkBytes, Collectives::barrier);
     }
 
     /** Blocking form of {@link #barrier()}. */
     public void barrierBlocking() {
-        await(barrierCall());
-    }
-
-    private Prepared prepare(String collective, long descriptor, int root, Function<CollectiveContext, List<Phase>> body,
-                             GradientBuffer result) {
-        long arguments = CollectiveDescriptor.arguments(root, chunkBytes);
-        return new Prepared(collective, result, (call, completion) ->
-                new ProgressThread.Task(collective, new Call(call, descriptor, arguments), body, completion));
-    }
-
-    /** Builds a single call's task once its identity is known. */
-    private interface TaskFactory {
-        ProgressThread.Task task(long call, ProgressThread.Completion completion);
-    }
-
-    /** A single call checked and ready to number: what a lazy {@link Mono} form and a blocking form share. */
-    private record Prepared(String collective, GradientBuffer result, TaskFactory factory) {
+        await(barrierRequest());
     }
 
     /**
      * A lazy single call. Its stream is numbered now, at assembly, in program order (as the operator's
      * are); a second subscription of the same Mono is numbered when it subscribes.
      */
-    private Mono<GradientBuffer> single(Prepared prepared) {
-        GradientBuffer result = prepared.result();
-        TaskFactory factory = prepared.factory();
+    private Mono<GradientBuffer> single(Request request, GradientBuffer result) {
         long assembled = openStream();
         AtomicBoolean subscribed = new AtomicBoolean();
         return Mono.create(sink -> {
-            ProgressThread.Completion completion = new ProgressThread.Completion() {
+            Completion completion = new Completion() {
                 @Override
                 public void succeeded() {
                     sink.success(result);
@@ -584,7 +490,7 @@ public final class Communicator implements AutoCloseable {
                 }
             };
             long stream = subscribed.compareAndSet(false, true) ? assembled : openStream();
-            progress.submit(factory.task(CallIds.single(stream), completion));
+            progress.submit(request, CallIds.single(stream), completion);
         });
     }
 
@@ -594,8 +500,8 @@ public final class Communicator implements AutoCloseable {
      * thread itself is held up longer than that (by a subscriber's callback that blocks it). When nothing
      * else is in flight the calling thread runs the collective itself ({@link Builder#callerRuns}).
      */
-    private void await(Prepared prepared) {
-        String collective = prepared.collective();
+    private void await(Request request) {
+        String collective = request.collective();
         if (progress.isCurrentThread()) {
             throw new IllegalStateException("rank " + rank() + ": a blocking " + collective + " on the communicator's "
                     + "progress thread would wait for itself: this code runs inside a collective's signal (a "
@@ -603,7 +509,8 @@ public final class Communicator implements AutoCloseable {
                     + "or use the non-blocking form");
         }
         CompletableFuture<Void> result = new CompletableFuture<>();
-        ProgressThread.Task task = prepared.factory().task(CallIds.single(openStream()), new ProgressThread.Completion() {
+        long id = CallIds.single(openStream());
+        Completion completion = new Completion() {
             @Override
             public void succeeded() {
                 result.complete(null);
@@ -613,9 +520,9 @@ public final class Communicator implements AutoCloseable {
             public void failed(CollectiveException error) {
                 result.completeExceptionally(error);
             }
-        });
-        if (!progress.runHere(task)) {
-            progress.submit(task);
+        };
+        if (!progress.runHere(request, id, completion)) {
+            progress.submit(request, id, completion);
         }
         long limitNanos = progress.stallLimitNanos();
         while (true) {
@@ -653,97 +560,36 @@ public final class Communicator implements AutoCloseable {
         progress.shutdown();
     }
 
-    private static void validate(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        validate(ALLREDUCE, input, output, op);
-    }
-
     /** The operator's check of each gradient, as the single call makes it. */
     void validateAllReduce(GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        validate(ALLREDUCE, input, output, op);
-    }
-
-    /** Same type and count, writable output, and no overlap unless in place. */
-    private static void validate(String collective, GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        requireBuffers(collective, input, output);
-        requireNonNull(op, collective, "reduce op");
-        if (input.count() != output.count()) {
-            throw new IllegalArgumentException(collective + " input has " + input.count() + " elements but output has "
-                    + output.count());
-        }
-        if (input.region().overlaps(output.region()) && !output.region().startsAt(input.region(), 0)) {
-            throw new IllegalArgumentException(collective + " input and output overlap without being the same buffer");
-        }
-    }
-
-    /** {@link Objects#requireNonNull} whose message is built only when it fails: these checks run on every call. */
-    private static void requireNonNull(Object value, String collective, String what) {
-        if (value == null) {
-            throw new NullPointerException(collective + " " + what + " is null");
-        }
-    }
-
-    /** Both present, of one type, and the output writable. */
-    private static void requireBuffers(String collective, GradientBuffer input, GradientBuffer output) {
-        requireNonNull(input, collective, "input buffer");
-        requireNonNull(output, collective, "output buffer");
-        if (input.dataType() != output.dataType()) {
-            throw new IllegalArgumentException(collective + " input is " + input.dataType() + " but output is "
-                    + output.dataType());
-        }
-        if (output.isReadOnly()) {
-            throw new IllegalArgumentException(collective + " output buffer is read-only: " + output);
-        }
-    }
-
-    /** {@code whole} must be {@code size()} blocks of {@code block.count()} elements. */
-    private void requireBlocks(String collective, String wholeName, GradientBuffer whole, String blockName,
-                               GradientBuffer block) {
-        if ((long) whole.count() != (long) size() * block.count()) {
-            throw new IllegalArgumentException(collective + " " + wholeName + " has " + whole.count()
-                    + " elements, but must be " + size() + " ranks x " + block.count() + " (the " + blockName + ")");
-        }
-    }
-
-    /** The byte where block {@code index} of {@code blocks.count()}-element blocks starts in {@code whole}. */
-    private static long blockStart(GradientBuffer whole, int blockCount, int index) {
-        return (long) index * blockCount * whole.dataType().bytes();
+        CallArguments.allReduce(input, output, op);
     }
 
     /**
-     * {@code part} may overlap {@code whole} only by starting at its byte {@code allowedByte} (in place);
-     * a negative {@code allowedByte} allows no overlap.
+     * Settings of one communicator. What is not set here comes from {@link GradSyncConfiguration} when the
+     * communicator is built: {@link #build()} concludes every setting at once (as Aeron's {@code Context.conclude()}),
+     * so a property that a value set here replaces is never read, and the communicator sees one consistent set.
      */
-    private static void requireNoOverlapUnless(String collective, GradientBuffer whole, GradientBuffer part,
-                                               long allowedByte, String allowed) {
-        if (whole.region().overlaps(part.region())
-                && (allowedByte < 0 || !part.region().startsAt(whole.region(), allowedByte))) {
-            throw new IllegalArgumentException(collective + " input and output overlap; the only overlap allowed is: "
-                    + allowed);
-        }
-    }
-
-    private void requireRoot(String collective, int root) {
-        if (root < 0 || root >= size()) {
-            throw new IllegalArgumentException(collective + " root " + root + " is not a rank of this " + size()
-                    + "-rank job");
-        }
-    }
-
-    /** Settings of one communicator; unset ones come from {@link GradSyncConfiguration}. */
     public static final class Builder {
         private final Endpoint endpoint;
-        private int chunkBytes = GradSyncConfiguration.chunkBytes();
-        private Duration timeout = GradSyncConfiguration.timeout();
-        private int maxInFlight = GradSyncConfiguration.maxInFlight();
-        private int aheadMessages = GradSyncConfiguration.aheadMessages();
-        private Supplier<IdleStrategy> idleStrategy = IdleStrategy.named(GradSyncConfiguration.idleStrategy());
-        private boolean callerRuns = GradSyncConfiguration.callerRuns();
-        private String allReduceAlgorithm = GradSyncConfiguration.allReduceAlgorithm();
+        private Integer chunkBytes;
+        private Duration timeout;
+        private Integer maxInFlight;
+        private Integer aheadMessages;
+        private Supplier<IdleStrategy> idleStrategy;
+        private Boolean callerRuns;
+        private String allReduceAlgorithm;
         private AllReduceAlgorithm fixedAlgorithm;
         private CostModel costModel;
-        private String allReduceOverride = GradSyncConfiguration.allReduceOverride();
-        private String allReduceOverrideSource = GradSyncConfiguration.allReduceOverrideSource();
-        private DataType wireCompression = GradSyncConfiguration.wireCompression();
+        private boolean overrideSet;
+        private String allReduceOverride;
+        private String allReduceOverrideSource;
+        private boolean wireCompressionSet;
+        private DataType wireCompression;
+        private Long directMinBytes;
+        private Boolean directStaging;
+        /** Concluded from the algorithm, the override, the cost model and the transport. */
+        private AllReduceSelector allReduceSelector;
 
         private Builder(Endpoint endpoint) {
             this.endpoint = Objects.requireNonNull(endpoint, "endpoint");
@@ -781,12 +627,12 @@ public final class Communicator implements AutoCloseable {
 
         /**
          * Messages a collective may send to a peer ahead of an earlier collective's, per link
-         * ({@link GradSyncConfiguration#AHEAD_MESSAGES_PROP}, 0..8; 0 keeps strict link order); every rank
-         * may use its own.
+         * ({@link GradSyncConfiguration#AHEAD_MESSAGES_PROP}, 0..{@value ProgressThread#MAX_AHEAD_MESSAGES}; 0 keeps
+         * strict link order); every rank may use its own.
          */
         public Builder aheadMessages(int messages) {
-            if (messages < 0 || messages > io.gradsync.core.algorithm.Inbox.STASH_CELLS) {
-                throw new IllegalArgumentException("ahead messages must be 0.." + io.gradsync.core.algorithm.Inbox.STASH_CELLS
+            if (messages < 0 || messages > ProgressThread.MAX_AHEAD_MESSAGES) {
+                throw new IllegalArgumentException("ahead messages must be 0.." + ProgressThread.MAX_AHEAD_MESSAGES
                         + ", not " + messages);
             }
             this.aheadMessages = messages;
@@ -812,6 +658,7 @@ public final class Communicator implements AutoCloseable {
         /** One AllReduce algorithm for every call, e.g. {@code AllReduceAlgorithms.named("rhd")}. */
         public Builder allReduceAlgorithm(AllReduceAlgorithm algorithm) {
             this.fixedAlgorithm = Objects.requireNonNull(algorithm, "algorithm");
+            this.allReduceAlgorithm = null;
             return this;
         }
 
@@ -830,6 +677,7 @@ public final class Communicator implements AutoCloseable {
 
         /** With {@code auto}: override rules, syntax as {@link GradSyncConfiguration#ALLREDUCE_OVERRIDE_PROP}; null for none. */
         public Builder allReduceOverride(String rules) {
+            this.overrideSet = true;
             this.allReduceOverride = rules;
             this.allReduceOverrideSource = "allReduceOverride";
             return this;
@@ -844,30 +692,86 @@ public final class Communicator implements AutoCloseable {
             if (wire != null && !wire.isHalfFloat()) {
                 throw new IllegalArgumentException("float32 travels as BFLOAT16 or FLOAT16, not " + wire);
             }
+            this.wireCompressionSet = true;
             this.wireCompression = wire;
             return this;
         }
 
         /**
-         * @throws IllegalArgumentException if the algorithm is unknown, the override rules are malformed,
-         *         or the cost-model file is
+         * With {@code auto}, no override rules and shared memory: the smallest AllReduce, in bytes, that reads the
+         * peers' buffers in place ({@link DirectAllReduce}; {@link GradSyncConfiguration#DIRECT_MIN_BYTES_PROP}).
+         */
+        public Builder directMinBytes(long bytes) {
+            if (bytes < 0) {
+                throw new IllegalArgumentException("direct min bytes must be >= 0, was " + bytes);
+            }
+            this.directMinBytes = bytes;
+            return this;
+        }
+
+        /**
+         * Whether {@link DirectAllReduce} also runs for plain buffers, staged through shared windows, or only for
+         * buffers from {@link Communicator#allocate} ({@link GradSyncConfiguration#DIRECT_STAGING_PROP}).
+         */
+        public Builder directStaging(boolean staging) {
+            this.directStaging = staging;
+            return this;
+        }
+
+        /**
+         * Concludes the settings (reading what was not set from {@link GradSyncConfiguration}) and starts the
+         * communicator's progress thread.
+         *
+         * @throws IllegalArgumentException if a property is malformed or out of range (it names itself), the
+         *         algorithm is unknown, the override rules are malformed, or the cost-model file is
          */
         public Communicator build() {
+            conclude();
             return new Communicator(this);
         }
 
-        private AllReduceSelector allReduceSelector() {
-            AllReduceAlgorithm fixed = fixedAlgorithm != null || "auto".equals(allReduceAlgorithm)
-                    ? fixedAlgorithm : AllReduceAlgorithms.named(allReduceAlgorithm);
-            if (fixed != null) {
-                return AllReduceSelector.fixed(new AllReduceChoice(fixed, Math.min(chunkBytes, endpoint.maxMessageBytes())))
-                        .withWireCompression(wireCompression);
+        private void conclude() {
+            int maxMessage = endpoint.maxMessageBytes();
+            chunkBytes = Math.min(chunkBytes != null ? chunkBytes : GradSyncConfiguration.chunkBytes(), maxMessage);
+            timeout = timeout != null ? timeout : GradSyncConfiguration.timeout();
+            maxInFlight = maxInFlight != null ? maxInFlight : GradSyncConfiguration.maxInFlight();
+            aheadMessages = aheadMessages != null ? aheadMessages : GradSyncConfiguration.aheadMessages();
+            idleStrategy = idleStrategy != null ? idleStrategy : IdleStrategy.named(GradSyncConfiguration.idleStrategy());
+            callerRuns = callerRuns != null ? callerRuns : GradSyncConfiguration.callerRuns();
+            if (fixedAlgorithm == null && allReduceAlgorithm == null) {
+                allReduceAlgorithm(GradSyncConfiguration.allReduceAlgorithm());
+            }
+            if (!overrideSet) {
+                allReduceOverride = GradSyncConfiguration.allReduceOverride();
+                allReduceOverrideSource = GradSyncConfiguration.allReduceOverrideSource();
+            }
+            if (!wireCompressionSet) {
+                wireCompression = GradSyncConfiguration.wireCompression();
+            }
+            allReduceSelector = allReduceSelector(maxMessage).withWireCompression(wireCompression);
+        }
+
+        /**
+         * One algorithm for every call, or {@code auto}: the override rules, then the cost model; with shared memory
+         * and no rules, {@link DirectAllReduce} for buffers peers can read in place (rules the user wrote win, and may
+         * name direct themselves).
+         */
+        private AllReduceSelector allReduceSelector(int maxMessage) {
+            if (fixedAlgorithm != null) {
+                return AllReduceSelector.fixed(new AllReduceChoice(fixedAlgorithm, chunkBytes));
             }
             AllReduceOverride override = allReduceOverride == null ? null
                     : AllReduceOverride.parse(allReduceOverride, allReduceOverrideSource, AllReduceAlgorithms.names());
             CostModel model = costModel != null ? costModel : CostModelFile.loadOrDefaults(GradSyncConfiguration.costModelFile());
-            return AllReduceSelector.auto(model, Topology.of(endpoint.job()), override, endpoint.maxMessageBytes(), chunkBytes)
-                    .withWireCompression(wireCompression);
+            AllReduceSelector auto = AllReduceSelector.auto(model, Topology.of(endpoint.job()), override, maxMessage, chunkBytes);
+            SharedMemory shared = endpoint.sharedMemory();
+            if (override != null || shared == null) {
+                return auto;
+            }
+            long minBytes = directMinBytes != null ? directMinBytes : GradSyncConfiguration.directMinBytes();
+            boolean staging = directStaging != null ? directStaging
+                    : GradSyncConfiguration.directStaging(endpoint.job().localSize());
+            return auto.withDirect(shared, minBytes, staging, chunkBytes);
         }
     }
 }

@@ -1,10 +1,10 @@
 package io.gradsync.core;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
-import io.gradsync.core.algorithm.Inbox;
+import io.gradsync.core.bootstrap.Bootstrap;
+import io.gradsync.core.engine.ProgressThread;
 import io.gradsync.core.select.AllReduceOverride;
 import io.gradsync.core.settings.Setting;
-import io.gradsync.core.trace.Timeline;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import java.nio.file.Path;
@@ -86,7 +86,7 @@ public final class GradSyncConfiguration {
     public static final String AHEAD_MESSAGES_PROP = "gradsync.ahead.messages";
     public static final int AHEAD_MESSAGES_DEFAULT = 8;
     private static final Setting<Integer> AHEAD_MESSAGES = Setting.integer(AHEAD_MESSAGES_PROP, AHEAD_MESSAGES_DEFAULT, 0,
-            Inbox.STASH_CELLS);
+            ProgressThread.MAX_AHEAD_MESSAGES);
 
     /**
      * Whether a blocking call ({@code allReduceBlocking}, ...) runs its collective on the calling thread
@@ -179,8 +179,6 @@ public final class GradSyncConfiguration {
      */
     public static final String RENDEZVOUS_TIMEOUT_MS_PROP = "gradsync.rendezvous.timeout.ms";
     public static final long RENDEZVOUS_TIMEOUT_MS_DEFAULT = 120_000;
-    private static final Setting<Duration> RENDEZVOUS_TIMEOUT = Setting.timeout(RENDEZVOUS_TIMEOUT_MS_PROP,
-            Duration.ofMillis(RENDEZVOUS_TIMEOUT_MS_DEFAULT));
 
     /**
      * The transport {@link Communicator#connect()} uses: {@code auto} (shared memory between the ranks of
@@ -197,19 +195,6 @@ public final class GradSyncConfiguration {
     private static final List<String> BUILT_IN_TRANSPORTS = List.of("auto", "shm", "aeron", "aeron-ipc", "aeron-udp", "rdma");
     private static final Setting<String> TRANSPORT = Setting.oneOf(TRANSPORT_PROP, TRANSPORT_DEFAULT,
             GradSyncConfiguration::transports).orEnvironment(TRANSPORT_ENV);
-
-    /**
-     * Events a rank's {@code Timeline} records, at most (later ones are counted as dropped): from 1 to 4194304. The
-     * timeline holds them in arrays made when it opens, 44 bytes per event, so the largest takes 176 MiB of heap.
-     */
-    public static final String TRACE_EVENTS_PROP = "gradsync.trace.events";
-    public static final int TRACE_EVENTS_DEFAULT = 1 << 18;
-    private static final Setting<Integer> TRACE_EVENTS = Setting.integer(TRACE_EVENTS_PROP, TRACE_EVENTS_DEFAULT, 1,
-            1 << 22);
-
-    /** The directory each rank's {@code Timeline} writes its trace into; unset, tracing is off. */
-    private static final Setting<String> TRACE_DIRECTORY = Setting.text(Timeline.TRACE_PROPERTY, null,
-            "a directory").orEnvironment(Timeline.TRACE_ENV).unsetMeans("no tracing");
 
     private GradSyncConfiguration() {
     }
@@ -314,7 +299,7 @@ public final class GradSyncConfiguration {
      * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
      */
     public static Duration rendezvousTimeout() {
-        return RENDEZVOUS_TIMEOUT.get();
+        return Bootstrap.rendezvousTimeout();
     }
 
     /**
@@ -366,21 +351,6 @@ public final class GradSyncConfiguration {
     public static Path costModelFile() {
         String file = COST_MODEL_FILE.get();
         return Path.of(file != null ? file : COST_MODEL_FILE_DEFAULT);
-    }
-
-    /**
-     * {@value #TRACE_EVENTS_PROP}: a whole number.
-     *
-     * @return the events a timeline holds, from 1 to 4194304
-     * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
-     */
-    public static int traceEvents() {
-        return TRACE_EVENTS.get();
-    }
-
-    /** The trace directory {@code gradsync.trace} or {@code GRADSYNC_TRACE} names, or null for no tracing. */
-    public static String traceDirectory() {
-        return TRACE_DIRECTORY.get();
     }
 
     /** True, or the parser's exception saying what is wrong in {@code rules} and where, which the refusal quotes. */

@@ -58,14 +58,13 @@ public interface IdleStrategy {
 
     /** A factory for the named strategy: {@code busy-spin}, {@code yield} or {@code backoff}. */
     static Supplier<IdleStrategy> named(String name) {
-        switch (name) {
-            case "busy-spin": return IdleStrategy::busySpin;
-            case "yield": return IdleStrategy::yielding;
-            case "backoff": return () -> backoff(50, 1_000, 1_000, 100_000);
-            default:
-                throw new IllegalArgumentException("unknown idle strategy '" + name
-                        + "'; expected busy-spin, yield or backoff");
-        }
+        return switch (name) {
+            case "busy-spin" -> IdleStrategy::busySpin;
+            case "yield" -> IdleStrategy::yielding;
+            case "backoff" -> () -> backoff(50, 1_000, 1_000, 100_000);
+            default -> throw new IllegalArgumentException("unknown idle strategy '" + name
+                    + "'; expected busy-spin, yield or backoff");
+        };
     }
 
     /** See {@link IdleStrategy#backoff}. */

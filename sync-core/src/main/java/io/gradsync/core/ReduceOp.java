@@ -1,5 +1,7 @@
 package io.gradsync.core;
 
+import java.util.Locale;
+
 /**
  * Element-wise reduction operators.
  *
@@ -18,6 +20,6 @@ public enum ReduceOp {
 
     /** Lower-case name as nccl-tests prints it. */
     public String shortName() {
-        return name().toLowerCase(java.util.Locale.ROOT);
+        return name().toLowerCase(Locale.ROOT);
     }
 }

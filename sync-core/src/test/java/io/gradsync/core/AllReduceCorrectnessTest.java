@@ -9,8 +9,10 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -50,7 +52,7 @@ class AllReduceCorrectnessTest {
         return jobs.stream();
     }
 
-    @org.junit.jupiter.api.Test
+    @Test
     void everyAlgorithmIsInOneOfTheMatrices() {
         for (String name : AllReduceAlgorithms.names()) {
             // direct needs shared buffers: ShmDirectAllReduceTest has its matrix.
@@ -118,7 +120,7 @@ class AllReduceCorrectnessTest {
     /** One rank's walk through the matrix: per case, "WRONG ..." or the result's fingerprint. */
     static List<String> runMatrix(Communicator c, int[] counts) {
         List<String> report = new ArrayList<>();
-        int maxBytes = java.util.Arrays.stream(counts).max().orElse(0) * 8;
+        int maxBytes = Arrays.stream(counts).max().orElse(0) * 8;
         ByteBuffer directIn = ByteBuffer.allocateDirect(maxBytes).order(ByteOrder.nativeOrder());
         ByteBuffer directOut = ByteBuffer.allocateDirect(maxBytes).order(ByteOrder.nativeOrder());
         for (int count : counts) {

@@ -6,14 +6,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
-import io.gradsync.core.algorithm.CollectiveContext;
-import io.gradsync.core.algorithm.Phase;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.select.CostModel;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -84,7 +86,7 @@ class AutoAllReduceTest {
 
     @Test
     void theCallsChunkSizeReachesTheAlgorithmCappedByTheSlot() throws Exception {
-        List<Integer> seen = java.util.Collections.synchronizedList(new ArrayList<>());
+        List<Integer> seen = Collections.synchronizedList(new ArrayList<>());
         AllReduceAlgorithm ring = AllReduceAlgorithms.named("ring");
         AllReduceAlgorithm recording = new AllReduceAlgorithm() {
             @Override
@@ -144,11 +146,11 @@ class AutoAllReduceTest {
     void ranksThatChooseDifferentlyFailAtTheFirstMessage() throws Exception {
         try (LocalTransport transport = LocalTransport.create(2, SLOT, 4)) {
             List<Communicator> communicators = List.of(
-                    Communicator.builder(transport.endpoint(0)).chunkBytes(SLOT).timeout(java.time.Duration.ofSeconds(20))
+                    Communicator.builder(transport.endpoint(0)).chunkBytes(SLOT).timeout(Duration.ofSeconds(20))
                             .allReduceAlgorithm("auto").allReduceOverride("ring:0-max").build(),
-                    Communicator.builder(transport.endpoint(1)).chunkBytes(SLOT).timeout(java.time.Duration.ofSeconds(20))
+                    Communicator.builder(transport.endpoint(1)).chunkBytes(SLOT).timeout(Duration.ofSeconds(20))
                             .allReduceAlgorithm("auto").allReduceOverride("rhd:0-max").build());
-            List<String> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+            List<String> errors = Collections.synchronizedList(new ArrayList<>());
             onEveryRank(communicators, c -> {
                 CollectiveException e = assertThrows(CollectiveException.class,
                         () -> c.allReduceBlocking(GradientBuffer.wrap(new float[100]), ReduceOp.SUM));

@@ -6,8 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -71,11 +75,11 @@ class CallerRunsTest {
                 List<GradientBuffer> grads = new ArrayList<>();
                 for (int g = 0; g < gradients; g++) {
                     float[] values = new float[500 + 97 * g];
-                    java.util.Arrays.fill(values, c.rank() + g);
+                    Arrays.fill(values, c.rank() + g);
                     grads.add(GradientBuffer.wrap(values));
                 }
                 CountDownLatch fluxDone = new CountDownLatch(1);
-                List<Integer> emitted = new java.util.concurrent.CopyOnWriteArrayList<>();
+                List<Integer> emitted = new CopyOnWriteArrayList<>();
                 Flux.fromIterable(grads).transform(c.allReduce(ReduceOp.SUM))
                         .doOnNext(g -> emitted.add(grads.indexOf(g)))
                         .doFinally(s -> fluxDone.countDown()).subscribe();
@@ -112,14 +116,14 @@ class CallerRunsTest {
             Communicator c1 = job.communicators.get(1);
             long[] mine = {1};
             Thread caller = Thread.currentThread();
-            java.util.concurrent.CompletableFuture<long[]> late = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<long[]> late = CompletableFuture.supplyAsync(() -> {
                 sleep(300);
                 caller.interrupt();
                 sleep(300); // the peer joins after the caller gave up
                 long[] theirs = {2};
                 c1.allReduceBlocking(GradientBuffer.wrap(theirs), ReduceOp.SUM);
                 return theirs;
-            }, java.util.concurrent.Executors.newSingleThreadExecutor());
+            }, Executors.newSingleThreadExecutor());
             IllegalStateException e = assertThrows(IllegalStateException.class,
                     () -> c0.allReduceBlocking(GradientBuffer.wrap(mine), ReduceOp.SUM));
             assertTrue(e.getMessage().contains("interrupted while waiting for allreduce"), e.getMessage());
@@ -133,7 +137,7 @@ class CallerRunsTest {
             assertEquals(0, c0.ranByCallers());
             long[] again = {5};
             long[] theirs = {6};
-            var next = java.util.concurrent.CompletableFuture.runAsync(
+            var next = CompletableFuture.runAsync(
                     () -> c1.allReduceBlocking(GradientBuffer.wrap(theirs), ReduceOp.SUM));
             c0.allReduceBlocking(GradientBuffer.wrap(again), ReduceOp.SUM);
             next.get(30, TimeUnit.SECONDS);

@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The collectives other than AllReduce, nccl-tests {@code -c} style: for every rank count from 1 to 16,
@@ -42,7 +43,7 @@ class CollectivesCorrectnessTest {
 
     /** One receive slot per link: the tightest window, where a pipeline that waits wrongly deadlocks. */
     @ParameterizedTest(name = "ranks={0}")
-    @org.junit.jupiter.params.provider.ValueSource(ints = {3, 5})
+    @ValueSource(ints = {3, 5})
     void aWindowOfOneSlotNeitherDeadlocksNorCorrupts(int ranks) {
         runJob(ranks, 1);
     }

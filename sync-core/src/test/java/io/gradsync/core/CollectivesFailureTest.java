@@ -7,13 +7,15 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.gradsync.core.transport.CallIds;
-import io.gradsync.core.algorithm.CollectiveDescriptor;
+import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -110,18 +112,30 @@ class CollectivesFailureTest {
             Communicator honest = Communicator.builder(transport.endpoint(0)).chunkBytes(256).timeout(TIMEOUT)
                     .allReduceAlgorithm("ring").build();
             Endpoint rogue = transport.endpoint(1);
-            // The header of the honest rank's first call, with a payload 4 bytes short.
-            long descriptor = CollectiveDescriptor.withPlan(CollectiveDescriptor.of(io.gradsync.core.algorithm.CollectiveKind.ALLREDUCE, 8,
-                    DataType.FLOAT32, ReduceOp.SUM), "ring");
-            SendSlot slot = rogue.link(0).tryClaim(12);
-            slot.commit(CallIds.single(0), descriptor, CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, 256));
-            CollectiveMismatchException e = assertThrows(CollectiveMismatchException.class,
+            CompletableFuture<Void> call = CompletableFuture.runAsync(
                     () -> honest.allReduceBlocking(GradientBuffer.wrap(new float[8]), ReduceOp.SUM));
+            // The header the honest rank announced for its first call, on a payload 4 bytes short.
+            Call header = awaitAnnounced(rogue, 0);
+            SendSlot slot = rogue.link(0).tryClaim(12);
+            slot.commit(header.id(), header.descriptor(), header.arguments());
+            ExecutionException failed = assertThrows(ExecutionException.class, () -> call.get(30, TimeUnit.SECONDS));
+            CollectiveMismatchException e = assertInstanceOf(CollectiveMismatchException.class, failed.getCause());
             assertEquals(1, e.peer());
             assertTrue(e.getMessage().startsWith("rank 0, allreduce #0: rank 1 broke the protocol of allreduce of 8 FLOAT32")
                     && e.getMessage().contains("has 12 bytes, expected 16"), e.getMessage());
             honest.close();
         }
+    }
+
+    /** The call {@code peer} announced, as {@code endpoint}'s job sees it, once it has announced one. */
+    private static Call awaitAnnounced(Endpoint endpoint, int peer) throws InterruptedException {
+        long deadline = System.nanoTime() + TIMEOUT.toNanos();
+        Call announced;
+        while ((announced = endpoint.job().announced(peer)) == null) {
+            assertTrue(System.nanoTime() < deadline, "rank " + peer + " announced no call");
+            Thread.sleep(1);
+        }
+        return announced;
     }
 
     @Test

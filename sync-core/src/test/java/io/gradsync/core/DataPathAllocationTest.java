@@ -2,10 +2,13 @@ package io.gradsync.core;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.sun.management.ThreadMXBean;
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -19,7 +22,7 @@ class DataPathAllocationTest {
     @ParameterizedTest(name = "callerRuns={0}")
     @ValueSource(booleans = {true, false})
     void collectivesAllocateNothingPerChunk(boolean callerRuns) {
-        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        ThreadMXBean threads = (ThreadMXBean) ManagementFactory.getThreadMXBean();
         int ranks = 4;
         int count = 256 * 1024;
         int chunkBytes = 256;
@@ -63,7 +66,7 @@ class DataPathAllocationTest {
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"rd", "ring"})
     void shortBlockingCallsAllocateUnderAKilobyte(String algorithm) {
-        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        ThreadMXBean threads = (ThreadMXBean) ManagementFactory.getThreadMXBean();
         int calls = 20_000;
         try (LocalJob job = new LocalJob(2, 256 * 1024, 4, Duration.ofSeconds(30), algorithm, true)) {
             List<GradientBuffer> ins = new ArrayList<>();
@@ -90,9 +93,9 @@ class DataPathAllocationTest {
      * Collectives in flight at once, their small chunks sent ahead of each other's (sub-streams, credits,
      * stash), late in a job (stream numbers past {@code Long}'s boxing cache): still nothing per chunk.
      */
-    @org.junit.jupiter.api.Test
+    @Test
     void collectivesSentAheadOfEachOtherAllocateNothingPerChunk() {
-        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        ThreadMXBean threads = (ThreadMXBean) ManagementFactory.getThreadMXBean();
         int ranks = 2;
         int inFlight = 8;
         int count = 256 * 1024; // 4096 messages of 256 B per collective per rank
@@ -107,11 +110,11 @@ class DataPathAllocationTest {
             }
             LocalJob.RankBody<Long> rounds = c -> {
                 for (int round = 0; round < 5; round++) {
-                    List<java.util.concurrent.CompletableFuture<GradientBuffer>> running = new ArrayList<>();
+                    List<CompletableFuture<GradientBuffer>> running = new ArrayList<>();
                     for (GradientBuffer b : buffers.get(c.rank())) {
                         running.add(c.allReduce(b, ReduceOp.MAX).toFuture());
                     }
-                    for (java.util.concurrent.CompletableFuture<GradientBuffer> done : running) {
+                    for (CompletableFuture<GradientBuffer> done : running) {
                         done.get();
                     }
                 }
@@ -140,7 +143,7 @@ class DataPathAllocationTest {
     @ValueSource(strings = {"reducescatter", "allgather", "broadcast-tree", "broadcast-chain", "reduce", "alltoall",
         "barrier"})
     void otherCollectivesAllocateNothingPerChunk(String collective) {
-        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        ThreadMXBean threads = (ThreadMXBean) ManagementFactory.getThreadMXBean();
         int ranks = 4;
         int count = 64 * 1024; // 256 KiB of floats: a thousand 256-byte chunks per block or buffer
         try (LocalJob job = new LocalJob(ranks, 256, 4, Duration.ofSeconds(30))) {
@@ -191,7 +194,7 @@ class DataPathAllocationTest {
         return ids;
     }
 
-    private static long allocated(com.sun.management.ThreadMXBean threads, List<Long> ids) {
+    private static long allocated(ThreadMXBean threads, List<Long> ids) {
         long total = 0;
         for (long id : ids) {
             total += threads.getThreadAllocatedBytes(id);

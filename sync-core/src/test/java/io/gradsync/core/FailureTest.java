@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.check.CheckPattern;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
@@ -58,9 +59,9 @@ class FailureTest {
                     Thread.sleep(TIMEOUT.toMillis() / 2);
                 }
                 GradientBuffer g = GradientBuffer.wrap(new long[5000]);
-                io.gradsync.core.check.CheckPattern.fill(g, ReduceOp.SUM, c.rank());
+                CheckPattern.fill(g, ReduceOp.SUM, c.rank());
                 c.allReduceBlocking(g, ReduceOp.SUM);
-                assertEquals(0, io.gradsync.core.check.CheckPattern.countWrong(g, ReduceOp.SUM, c.size()));
+                assertEquals(0, CheckPattern.countWrong(g, ReduceOp.SUM, c.size()));
                 return null;
             });
         }

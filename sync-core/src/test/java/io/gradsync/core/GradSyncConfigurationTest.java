@@ -34,7 +34,6 @@ class GradSyncConfigurationTest {
         assertEquals("backoff", GradSyncConfiguration.idleStrategy());
         assertEquals("auto", GradSyncConfiguration.allReduceAlgorithm());
         assertNull(GradSyncConfiguration.wireCompression());
-        assertEquals(1 << 18, GradSyncConfiguration.traceEvents());
         if (System.getenv(GradSyncConfiguration.TRANSPORT_ENV) == null) {
             assertEquals("auto", GradSyncConfiguration.transport());
             System.setProperty(GradSyncConfiguration.TRANSPORT_PROP, " ");

@@ -18,6 +18,7 @@ import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -60,7 +61,7 @@ class InPlaceSendTest {
     @ParameterizedTest(name = "{0}, hosts {1}")
     @CsvSource({"hier, 0 0 1 1", "hier, 0 0 0 1 1 1", "hier, 0 0 1 1 2 2", "hier-leader, 0 0 1 1 1"})
     void hierarchicalCasesAreExactWhenTheTransportReadsLate(String algorithm, String hosts) {
-        int[] hostOfRank = java.util.Arrays.stream(hosts.split(" ")).mapToInt(Integer::parseInt).toArray();
+        int[] hostOfRank = Arrays.stream(hosts.split(" ")).mapToInt(Integer::parseInt).toArray();
         List<DeferredReadEndpoint> wrapped = new ArrayList<>();
         try (LocalJob job = new LocalJob(hostOfRank, 1024, 4, Duration.ofSeconds(60), algorithm, deferredReads(wrapped, 3))) {
             AllReduceCorrectnessTest.assertExactAndIdentical(
@@ -333,7 +334,7 @@ class InPlaceSendTest {
             /** The oldest message read is done: were its bytes left as they were? */
             private void finish() {
                 Pending p = unfinished.poll();
-                if (!java.util.Arrays.equals(p.bytes, bytesOf(p.source))) {
+                if (!Arrays.equals(p.bytes, bytesOf(p.source))) {
                     changedBeforeDone++;
                 }
                 done++;

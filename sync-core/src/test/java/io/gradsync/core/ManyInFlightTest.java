@@ -102,7 +102,6 @@ class ManyInFlightTest {
      * for all.
      */
     private static RankResult burst(Communicator c, List<String> algorithms, float[][][] real) {
-        int n = c.size();
         int rank = c.rank();
         List<String> problems = new CopyOnWriteArrayList<>();
         List<Integer> completions = new CopyOnWriteArrayList<>();
@@ -111,55 +110,7 @@ class ManyInFlightTest {
         List<Runnable> checks = new ArrayList<>();
         for (int call = 0; call < CALLS; call++) {
             int id = call;
-            int count = (call * 37) % 1500;
-            ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
-            Mono<?> mono;
-            switch (call % 5) {
-                case 0, 1 -> {
-                    String algorithm = algorithms.get(call % algorithms.size());
-                    GradientBuffer g = GradientBuffer.allocateDirect(DataType.INT64, count);
-                    CheckPattern.fill(g, op, rank);
-                    mono = c.allReduce(g, g, op, AllReduceChoice.of(algorithm, 512));
-                    checks.add(() -> {
-                        long wrong = CheckPattern.countWrong(g, op, n);
-                        if (wrong > 0) {
-                            problems.add("call " + id + " " + algorithm + " " + op + ": " + wrong + " wrong");
-                        }
-                    });
-                }
-                case 2 -> {
-                    int root = call % n;
-                    GradientBuffer g = GradientBuffer.allocateDirect(DataType.INT32, count);
-                    CheckPattern.fill(g, ReduceOp.SUM, rank);
-                    mono = c.broadcast(g, root, call % 2 == 0 ? BroadcastAlgorithm.BINOMIAL_TREE : BroadcastAlgorithm.CHAIN);
-                    checks.add(() -> {
-                        for (int i = 0; i < count; i++) {
-                            if (g.getBits(i) != CheckPattern.bitsOf(DataType.INT32, CheckPattern.value(ReduceOp.SUM, root, i))) {
-                                problems.add("call " + id + " broadcast from " + root + " wrong at " + i);
-                                return;
-                            }
-                        }
-                    });
-                }
-                case 3 -> {
-                    GradientBuffer in = GradientBuffer.allocateDirect(DataType.INT64, count);
-                    GradientBuffer out = GradientBuffer.allocateDirect(DataType.INT64, count * n);
-                    CheckPattern.fill(in, ReduceOp.SUM, rank);
-                    mono = c.allGather(in, out);
-                    checks.add(() -> {
-                        for (int r = 0; r < n; r++) {
-                            for (int i = 0; i < count; i++) {
-                                long want = CheckPattern.bitsOf(DataType.INT64, CheckPattern.value(ReduceOp.SUM, r, i));
-                                if (out.getBits(r * count + i) != want) {
-                                    problems.add("call " + id + " all-gather wrong at block " + r + " element " + i);
-                                    return;
-                                }
-                            }
-                        }
-                    });
-                }
-                default -> mono = c.barrier();
-            }
+            Mono<?> mono = exactCall(c, call, algorithms, checks, problems);
             running.add(mono.doOnTerminate(() -> completions.add(2 * id)));
             float[] mine = real[call][rank].clone();
             realResults.add(mine);
@@ -179,5 +130,66 @@ class ManyInFlightTest {
         }
         checks.forEach(Runnable::run);
         return new RankResult(problems, completions, realResults);
+    }
+
+    /**
+     * Call {@code call}'s exact collective, cycling through AllReduce by each algorithm and op, broadcast, all-gather
+     * and barrier; what checks its result goes into {@code checks}, which report into {@code problems}.
+     */
+    private static Mono<?> exactCall(Communicator c, int call, List<String> algorithms, List<Runnable> checks,
+                                     List<String> problems) {
+        int count = (call * 37) % 1500;
+        ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
+        return switch (call % 5) {
+            case 0, 1 -> {
+                String algorithm = algorithms.get(call % algorithms.size());
+                GradientBuffer g = GradientBuffer.allocateDirect(DataType.INT64, count);
+                CheckPattern.fill(g, op, c.rank());
+                checks.add(() -> {
+                    long wrong = CheckPattern.countWrong(g, op, c.size());
+                    if (wrong > 0) {
+                        problems.add("call " + call + " " + algorithm + " " + op + ": " + wrong + " wrong");
+                    }
+                });
+                yield c.allReduce(g, g, op, AllReduceChoice.of(algorithm, 512));
+            }
+            case 2 -> broadcast(c, call, count, checks, problems);
+            case 3 -> allGather(c, call, count, checks, problems);
+            default -> c.barrier();
+        };
+    }
+
+    private static Mono<?> broadcast(Communicator c, int call, int count, List<Runnable> checks, List<String> problems) {
+        int root = call % c.size();
+        GradientBuffer g = GradientBuffer.allocateDirect(DataType.INT32, count);
+        CheckPattern.fill(g, ReduceOp.SUM, c.rank());
+        checks.add(() -> {
+            for (int i = 0; i < count; i++) {
+                if (g.getBits(i) != CheckPattern.bitsOf(DataType.INT32, CheckPattern.value(ReduceOp.SUM, root, i))) {
+                    problems.add("call " + call + " broadcast from " + root + " wrong at " + i);
+                    return;
+                }
+            }
+        });
+        return c.broadcast(g, root, call % 2 == 0 ? BroadcastAlgorithm.BINOMIAL_TREE : BroadcastAlgorithm.CHAIN);
+    }
+
+    private static Mono<?> allGather(Communicator c, int call, int count, List<Runnable> checks, List<String> problems) {
+        int n = c.size();
+        GradientBuffer in = GradientBuffer.allocateDirect(DataType.INT64, count);
+        GradientBuffer out = GradientBuffer.allocateDirect(DataType.INT64, count * n);
+        CheckPattern.fill(in, ReduceOp.SUM, c.rank());
+        checks.add(() -> {
+            for (int r = 0; r < n; r++) {
+                for (int i = 0; i < count; i++) {
+                    long want = CheckPattern.bitsOf(DataType.INT64, CheckPattern.value(ReduceOp.SUM, r, i));
+                    if (out.getBits(r * count + i) != want) {
+                        problems.add("call " + call + " all-gather wrong at block " + r + " element " + i);
+                        return;
+                    }
+                }
+            }
+        });
+        return c.allGather(in, out);
     }
 }

@@ -8,14 +8,15 @@ import io.gradsync.core.bucket.GradientBuckets;
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.trace.Timeline;
 import io.gradsync.core.transport.TransportOptions;
-import io.gradsync.core.transport.shm.ShmEndpoint;
 import io.gradsync.core.transport.local.LocalTransport;
+import io.gradsync.core.transport.shm.ShmEndpoint;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
+import java.util.function.IntFunction;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -66,7 +67,7 @@ class ShmDirectAllReduceTest {
         assertMatrixExact(ranks, rank -> Memory.values()[rank % 3]);
     }
 
-    private static void assertMatrixExact(int ranks, java.util.function.IntFunction<Memory> memoryOfRank) throws Exception {
+    private static void assertMatrixExact(int ranks, IntFunction<Memory> memoryOfRank) throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();
         int[] counts = {0, 1, ranks - 1, ranks + 1, 10_007, 100_003};
         List<List<String>> results = ShmThreadJob.run("shm", new int[ranks], OPTIONS, Duration.ofSeconds(60), "direct",

@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -143,7 +144,7 @@ class WireCompressionTest {
             for (int r = 0; r < n; r++) {
                 try {
                     results.add(futures.get(r).get(5, TimeUnit.MINUTES));
-                } catch (java.util.concurrent.ExecutionException e) {
+                } catch (ExecutionException e) {
                     throw new AssertionError("rank " + r + " failed: " + e.getCause(), e.getCause());
                 }
             }

@@ -1,6 +1,8 @@
 package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import java.util.List;
 
 /**
@@ -24,16 +26,16 @@ final class Agreement {
         int lowestBit = relative == 0 ? Integer.highestOneBit(Math.max(1, n - 1)) << 1 : Integer.lowestOneBit(relative);
         for (int mask = 1; mask < lowestBit && relative + mask < n; mask <<= 1) {
             int child = (relative + mask + root) % n;
-            plan.add(ExchangePhase.receive(ctx, DataType.INT32, child, null, 0, 0));
+            plan.add(ExchangePhase.receive(ctx, DataType.INT32, child, ExchangePhase.EMPTY));
         }
         if (relative != 0) {
             int parent = (relative - lowestBit + root) % n;
-            plan.add(ExchangePhase.send(ctx, DataType.INT32, parent, null, 0, 0));
+            plan.add(ExchangePhase.send(ctx, DataType.INT32, parent, ExchangePhase.EMPTY));
         }
     }
 
     /** The root's empty message reaches every rank down the binomial tree. */
     static void releaseFrom(List<Phase> plan, CollectiveContext ctx, int root) {
-        BinomialBroadcast.plan(plan, ctx, root, DataType.INT32, 0, null, 0);
+        BinomialBroadcast.plan(plan, ctx, root, DataType.INT32, ExchangePhase.EMPTY);
     }
 }

@@ -2,6 +2,8 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import java.util.List;
 
 /**

@@ -5,10 +5,10 @@ import java.util.List;
 import java.util.function.Supplier;
 
 /**
- * The AllReduce algorithms, one entry each: the name configuration and command lines use, the code that
- * marks a call's messages with it (so that ranks that chose differently fail at the first message), and
- * how to make one. The cost formulas ({@code select.AllReduceCosts}) switch over these entries, so an
- * algorithm added here without a formula does not compile.
+ * The AllReduce algorithms, one entry each: the name configuration and command lines use (and that marks a
+ * call's messages, so that ranks that chose differently fail at the first message), and how to make one. The
+ * cost formulas ({@code select.AllReduceCosts}) switch over these entries, so an algorithm added here without a
+ * formula does not compile.
  */
 public enum AllReduceAlgorithms {
     /** Bandwidth-optimal ring, {@code 2(n-1)} steps. */
@@ -30,11 +30,9 @@ public enum AllReduceAlgorithms {
      * which is when {@code auto} takes it, never by the cost model.
      */
     DIRECT("direct", DirectAllReduce::new);
-    // Append only: an entry's position is its wire code.
+    // Each name has its wire code in the engine's plan codes (a test checks it).
 
-    /** The code of an algorithm that is none of these (a user's own): the largest the descriptor holds. */
-    static final int OTHER_CODE = 0x7F;
-    /** {@code values()} once: it clones the array on every call, and the codec looks names up per call. */
+    /** {@code values()} once: it clones the array on every call. */
     private static final AllReduceAlgorithms[] ALL = values();
     private static final List<String> NAMES = Arrays.stream(ALL).map(a -> a.algorithmName).toList();
 
@@ -54,11 +52,6 @@ public enum AllReduceAlgorithms {
     /** A new instance. */
     public AllReduceAlgorithm create() {
         return factory.get();
-    }
-
-    /** Its code in a call's descriptor, from 1, below {@link #OTHER_CODE}. */
-    int code() {
-        return ordinal() + 1;
     }
 
     /** Names accepted by {@link #named}. */
@@ -87,16 +80,5 @@ public enum AllReduceAlgorithms {
             throw new IllegalArgumentException("unknown allreduce algorithm '" + name + "'; expected one of " + NAMES);
         }
         return entry.create();
-    }
-
-    /** The descriptor code of the algorithm called {@code name}: its entry's, or {@link #OTHER_CODE}. */
-    static int codeOf(String name) {
-        AllReduceAlgorithms entry = find(name);
-        return entry == null ? OTHER_CODE : entry.code();
-    }
-
-    /** The name for a descriptor code, for error messages. */
-    static String nameOf(int code) {
-        return code >= 1 && code <= ALL.length ? ALL[code - 1].algorithmName : "another algorithm";
     }
 }

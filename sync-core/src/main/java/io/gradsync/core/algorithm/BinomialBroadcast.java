@@ -1,6 +1,9 @@
 package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
+import io.gradsync.core.memory.Region;
 import java.util.List;
 
 /**
@@ -16,14 +19,14 @@ final class BinomialBroadcast {
     }
 
     /** Adds the broadcast's steps to {@code plan}. */
-    static void plan(List<Phase> plan, CollectiveContext ctx, int root, DataType type, int count, Object base, long offset) {
+    static void plan(List<Phase> plan, CollectiveContext ctx, int root, DataType type, Region buffer) {
         int n = ctx.size();
         int relative = Math.floorMod(ctx.rank() - root, n);
         int mask = 1;
         while (mask < n) {
             if ((relative & mask) != 0) {
                 int parent = (relative - mask + root) % n;
-                plan.add(ExchangePhase.receive(ctx, type, parent, base, offset, count));
+                plan.add(ExchangePhase.receive(ctx, type, parent, buffer));
                 break;
             }
             mask <<= 1;
@@ -31,7 +34,7 @@ final class BinomialBroadcast {
         for (mask >>= 1; mask > 0; mask >>= 1) {
             if (relative + mask < n) {
                 int child = (relative + mask + root) % n;
-                plan.add(ExchangePhase.send(ctx, type, child, base, offset, count));
+                plan.add(ExchangePhase.send(ctx, type, child, buffer));
             }
         }
     }

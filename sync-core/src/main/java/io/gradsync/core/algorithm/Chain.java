@@ -2,6 +2,8 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
@@ -45,62 +47,60 @@ final class Chain extends PairPhase {
     /** A broadcast's buffer, which its messages may be sent from in place; null for a reduce. */
     private final Region finalValues;
 
-    private Chain(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
-                  Object inBase, long inOffset, Object outBase, long outOffset, Region finalValues) {
+    /** @param finalValues whether {@code out} holds final values its messages may be sent from in place (a broadcast) */
+    private Chain(CollectiveContext ctx, int[] chain, DataType type, ReduceOp op, int divisor, Region in, Region out,
+                  boolean finalValues) {
         this.ctx = ctx;
         this.type = type;
-        this.count = count;
+        this.count = (int) (in.byteLength() / type.bytes());
         this.op = op;
         this.divisor = divisor;
-        this.inBase = inBase;
-        this.inOffset = inOffset;
-        this.outBase = outBase;
-        this.outOffset = outOffset;
-        this.finalValues = finalValues;
+        this.inBase = in.base();
+        this.inOffset = in.offset();
+        this.outBase = out.base();
+        this.outOffset = out.offset();
+        this.finalValues = finalValues ? out : null;
         int n = chain.length;
-        this.position = GroupRing.position(chain, ctx.rank());
+        this.position = RingSchedule.position(chain, ctx.rank());
         this.tail = position == n - 1;
         this.previous = position == 0 ? -1 : chain[position - 1];
         this.next = tail ? -1 : chain[position + 1];
         this.esize = type.bytes();
         this.chunk = Math.max(1, ctx.chunkBytes() / esize);
         // At least one message, so that even an empty call is checked against the neighbours.
-        int chunks = Math.max(1, (count + chunk - 1) / chunk);
+        int chunks = Chunks.count(count, chunk);
         this.toReceive = position == 0 ? 0 : chunks;
         this.toSend = tail ? 0 : chunks;
         pair(previous, toReceive, next, toSend);
     }
 
-    /** Broadcast: the head's {@code buffer} (its first {@code count} elements) to every rank, in place. */
-    static Phase broadcast(CollectiveContext ctx, int root, DataType type, int count, Region buffer) {
-        return broadcast(ctx, from(root, ctx.size()), type, count, buffer);
+    /** Broadcast: the head's {@code buffer} (elements of {@code type}) to every rank, in place. */
+    static Phase broadcast(CollectiveContext ctx, int root, DataType type, Region buffer) {
+        return broadcast(ctx, from(root, ctx.size()), type, buffer);
     }
 
     /** Broadcast along {@code chain} (ranks, head first; must contain this rank): the head's buffer to all. */
-    static Phase broadcast(CollectiveContext ctx, int[] chain, DataType type, int count, Region buffer) {
-        return chain.length == 1 ? new LocalPhase(() -> { })
-                : new Chain(ctx, chain, type, count, null, 1, buffer.base(), buffer.offset(), buffer.base(),
-                        buffer.offset(), buffer);
+    static Phase broadcast(CollectiveContext ctx, int[] chain, DataType type, Region buffer) {
+        return chain.length == 1 ? new LocalPhase(() -> { }) : new Chain(ctx, chain, type, null, 1, buffer, buffer, true);
     }
 
     /**
      * Reduce along {@code chain} (ranks, head first; must contain this rank) to its last rank, which
      * applies {@code divisor}. Elsewhere {@code out} is scratch, as in {@link #reduce(CollectiveContext,
-     * int, DataType, int, ReduceOp, int, Object, long, Object, long)}.
+     * int, DataType, ReduceOp, int, Region, Region)}.
      */
-    static Phase reduce(CollectiveContext ctx, int[] chain, DataType type, int count, ReduceOp op, int divisor,
-                        Object inBase, long inOffset, Object outBase, long outOffset) {
+    static Phase reduce(CollectiveContext ctx, int[] chain, DataType type, ReduceOp op, int divisor, Region in, Region out) {
         if (chain.length == 1) {
             return new LocalPhase(() -> {
-                if (inBase != outBase || inOffset != outOffset) {
-                    Kernels.copy(inBase, inOffset, outBase, outOffset, (long) count * type.bytes());
+                if (!out.startsAt(in, 0)) {
+                    Kernels.copy(in.base(), in.offset(), out.base(), out.offset(), in.byteLength());
                 }
                 if (divisor > 1) {
-                    Kernels.divide(type, outBase, outOffset, count, divisor);
+                    Kernels.divide(type, out.base(), out.offset(), (int) (in.byteLength() / type.bytes()), divisor);
                 }
             });
         }
-        return new Chain(ctx, chain, type, count, op, divisor, inBase, inOffset, outBase, outOffset, null);
+        return new Chain(ctx, chain, type, op, divisor, in, out, false);
     }
 
     /**
@@ -109,10 +109,9 @@ final class Chain extends PairPhase {
      *
      * @param divisor applied once, by the root, to the result; 1 for none
      */
-    static Phase reduce(CollectiveContext ctx, int root, DataType type, int count, ReduceOp op, int divisor,
-                        Object inBase, long inOffset, Object outBase, long outOffset) {
+    static Phase reduce(CollectiveContext ctx, int root, DataType type, ReduceOp op, int divisor, Region in, Region out) {
         int n = ctx.size();
-        return reduce(ctx, from((root + 1) % n, n), type, count, op, divisor, inBase, inOffset, outBase, outOffset);
+        return reduce(ctx, from((root + 1) % n, n), type, op, divisor, in, out);
     }
 
     /** The chain {@code head, head+1, ..., head-1} (mod n). */

@@ -3,6 +3,8 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Region;
 import java.util.ArrayList;
 import java.util.List;
@@ -30,11 +32,11 @@ public final class Collectives {
         int divisor = op == ReduceOp.AVG ? n : 1;
         int[] ring = ring(n);
         long ownBlock = (long) ctx.rank() * block * type.bytes();
+        GroupRing.Span span = GroupRing.Span.whole(ring, n * block);
         if (out.startsAt(in, ownBlock)) {
-            return List.of(GroupRing.reduceScatter(ctx, ring, type, op, divisor, in.base(), in.offset(), in.base(), in.offset(), 0, n * block));
+            return List.of(GroupRing.reduceScatter(ctx, span, type, op, divisor, in, in));
         } else {
-            return List.of(GroupRing.reduceScatterCompact(ctx, ring, type, op, divisor, in.base(), in.offset(),
-                    out.base(), out.offset() - ownBlock, 0, n * block));
+            return List.of(GroupRing.reduceScatterCompact(ctx, span, type, op, divisor, in, out));
         }
     }
 
@@ -45,11 +47,8 @@ public final class Collectives {
      */
     public static List<Phase> allGather(CollectiveContext ctx, GradientBuffer input, GradientBuffer output) {
         int n = ctx.size();
-        int block = input.count();
-        DataType type = input.dataType();
-        long ownBlock = (long) ctx.rank() * block * type.bytes();
-        return List.of(GroupRing.allGather(ctx, ring(n), type, input.region().base(), input.region().offset() - ownBlock,
-                output.region().base(), output.region().offset(), 0, n * block));
+        return List.of(GroupRing.allGather(ctx, GroupRing.Span.whole(ring(n), n * input.count()), input.dataType(),
+                input.region(), output.region()));
     }
 
     /**
@@ -59,8 +58,7 @@ public final class Collectives {
     public static List<Phase> broadcastTree(CollectiveContext ctx, GradientBuffer buffer, int root) {
         List<Phase> plan = new ArrayList<>();
         Agreement.gatherTo(plan, ctx, root);
-        BinomialBroadcast.plan(plan, ctx, root, buffer.dataType(), buffer.count(), buffer.region().base(),
-                buffer.region().offset());
+        BinomialBroadcast.plan(plan, ctx, root, buffer.dataType(), buffer.region());
         return plan;
     }
 
@@ -68,7 +66,7 @@ public final class Collectives {
     public static List<Phase> broadcastChain(CollectiveContext ctx, GradientBuffer buffer, int root) {
         List<Phase> plan = new ArrayList<>();
         Agreement.gatherTo(plan, ctx, root);
-        plan.add(Chain.broadcast(ctx, root, buffer.dataType(), buffer.count(), buffer.region()));
+        plan.add(Chain.broadcast(ctx, root, buffer.dataType(), buffer.region()));
         return plan;
     }
 
@@ -79,19 +77,16 @@ public final class Collectives {
      */
     public static List<Phase> reduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op,
                                      int root) {
-        Region in = input.region();
-        Region out = output.region();
         List<Phase> plan = new ArrayList<>();
-        plan.add(Chain.reduce(ctx, root, input.dataType(), input.count(), op, op == ReduceOp.AVG ? ctx.size() : 1,
-                in.base(), in.offset(), out.base(), out.offset()));
+        plan.add(Chain.reduce(ctx, root, input.dataType(), op, op == ReduceOp.AVG ? ctx.size() : 1, input.region(),
+                output.region()));
         Agreement.releaseFrom(plan, ctx, root);
         return plan;
     }
 
     /** All-to-all by pairwise exchange ({@link PairwiseAllToAll}); the buffers must not overlap. */
     public static List<Phase> allToAll(CollectiveContext ctx, GradientBuffer input, GradientBuffer output) {
-        return PairwiseAllToAll.plan(ctx, input.dataType(), input.count() / ctx.size(), input.region().base(),
-                input.region().offset(), output.region().base(), output.region().offset());
+        return PairwiseAllToAll.plan(ctx, input.dataType(), input.count() / ctx.size(), input.region(), output.region());
     }
 
     /** Dissemination barrier ({@link DisseminationBarrier}). */

@@ -3,6 +3,8 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
@@ -56,6 +58,9 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
     /** Bytes reduced at a time: the running result stays in the core's cache while each input is added. */
     static final int PIECE_BYTES = 64 * 1024;
 
+    /** Where this instance stages plain buffers, in the shared memory of the one communicator it serves; made on first use. */
+    private StagingWindows staging;
+
     @Override
     public String name() {
         return "direct";
@@ -102,10 +107,11 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         boolean outputByAddress = outputHandle < 0 && cross != null && output.region().isOffHeap();
         boolean stageInput = inputHandle < 0 && !inputByAddress;
         boolean stageOutput = outputHandle < 0 && !outputByAddress;
-        Region window = stageInput || stageOutput
-                ? ctx.takeStagingWindow(input.region().byteLength()).slice(0, input.region().byteLength()) : null;
+        StagingWindows windows = staging(shared);
+        WindowLease lease = stageInput || stageOutput ? new WindowLease(windows, input.region().byteLength()) : null;
+        Region window = lease == null ? null : lease.window;
         long windowHandle = window == null ? -1 : shared.handleOf(window);
-        Handles handles = new Handles(ctx, shared, input, output,
+        Handles handles = new Handles(ctx, windows, input, output,
                 new Location(inputByAddress ? input.region().address() : stageInput ? windowHandle : inputHandle, inputByAddress),
                 new Location(outputByAddress ? output.region().address() : stageOutput ? windowHandle : outputHandle,
                         outputByAddress));
@@ -119,10 +125,48 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         plan.addAll(DisseminationBarrier.plan(ctx));
         plan.add(new LocalPhase(() -> copyOtherSegments(ctx, handles, type, count)));
         plan.addAll(DisseminationBarrier.plan(ctx));
-        if (window != null) {
-            plan.add(new LocalPhase(ctx::giveBackStagingWindow));
+        if (lease != null) {
+            ctx.whenAbandoned(lease);
+            plan.add(new LocalPhase(lease));
         }
         return plan;
+    }
+
+    /** This instance's staging windows in {@code shared}: one instance serves one communicator. */
+    private StagingWindows staging(SharedMemory shared) {
+        if (staging == null) {
+            staging = new StagingWindows(shared);
+        } else if (!staging.serves(shared)) {
+            throw new IllegalStateException("a DirectAllReduce serves one communicator: give each its own "
+                    + "(AllReduceAlgorithms.named(\"direct\"))");
+        }
+        return staging;
+    }
+
+    /**
+     * A call's staging window, given back once: after the call's last barrier, or at once if the call is abandoned
+     * because a peer's stream ended before it (that peer never sent its handles, and peers read a window only once
+     * every rank's have come). A failed call keeps it: a peer may still be reading it.
+     */
+    private static final class WindowLease implements Runnable {
+        private final StagingWindows windows;
+        private final Region taken;
+        final Region window;
+        private boolean returned;
+
+        WindowLease(StagingWindows windows, long bytes) {
+            this.windows = windows;
+            this.taken = windows.take(bytes);
+            this.window = taken.slice(0, bytes);
+        }
+
+        @Override
+        public void run() {
+            if (!returned) {
+                returned = true;
+                windows.giveBack(taken);
+            }
+        }
     }
 
     /** Copies every segment but this rank's from its input into its window, at the same offsets. */
@@ -204,6 +248,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         private static final long INPUT_BY_ADDRESS = 1;
         private static final long OUTPUT_BY_ADDRESS = 2;
         private final CollectiveContext ctx;
+        private final StagingWindows staging;
         private final SharedMemory shared;
         private final Location input;
         private final Location ownOutput;
@@ -223,10 +268,11 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         final Region output;
 
         /** @param input where peers read this rank's input; {@code output}: its result */
-        Handles(CollectiveContext ctx, SharedMemory shared, GradientBuffer inputBuffer, GradientBuffer outputBuffer,
+        Handles(CollectiveContext ctx, StagingWindows staging, GradientBuffer inputBuffer, GradientBuffer outputBuffer,
                 Location input, Location output) {
             this.ctx = ctx;
-            this.shared = shared;
+            this.staging = staging;
+            this.shared = staging.shared();
             this.input = input;
             this.ownOutput = output;
             this.bytes = inputBuffer.region().byteLength();
@@ -306,7 +352,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         /** This engine's scratch piece, fetched on first use. */
         private Region piece() {
             if (piece == null) {
-                piece = ctx.staging().piece();
+                piece = staging.piece();
             }
             return piece;
         }

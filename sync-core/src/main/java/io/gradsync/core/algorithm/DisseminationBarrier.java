@@ -1,6 +1,8 @@
 package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -19,8 +21,8 @@ final class DisseminationBarrier {
         int rank = ctx.rank();
         List<Phase> plan = new ArrayList<>();
         for (int distance = 1; distance < n; distance <<= 1) {
-            plan.add(new ExchangePhase(ctx, DataType.INT32, (rank + distance) % n, null, 0, 0,
-                    (rank + n - distance) % n, null, 0, 0, null));
+            plan.add(new ExchangePhase(ctx, DataType.INT32, (rank + distance) % n, ExchangePhase.EMPTY,
+                    (rank + n - distance) % n, ExchangePhase.EMPTY, null));
         }
         return plan;
     }

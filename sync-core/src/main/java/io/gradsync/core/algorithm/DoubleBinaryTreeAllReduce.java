@@ -3,9 +3,12 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -93,7 +96,7 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
                     distinct = addPeer(found, distinct, child);
                 }
             }
-            this.peers = java.util.Arrays.copyOf(found, distinct);
+            this.peers = Arrays.copyOf(found, distinct);
         }
 
         private static int addPeer(int[] peers, int distinct, int peer) {
@@ -262,7 +265,7 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             this.from = from;
             this.to = to;
             // At least one (possibly empty) message per edge, so every peer checks every call.
-            this.chunks = Math.max(1, (to - from + chunkElements - 1) / chunkElements);
+            this.chunks = Chunks.count(to - from, chunkElements);
             this.upReceived = new int[children.length];
             this.downSent = new int[children.length];
         }

@@ -2,6 +2,8 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
@@ -14,90 +16,90 @@ import io.gradsync.core.transport.RecvSlot;
  * mismatched call is caught.
  */
 final class ExchangePhase extends PairPhase {
-    /** Pass as a count to leave that direction out of the step. */
-    static final int NONE = -1;
+    /** The range of an empty message: sent and received so that both sides agree on the message count. */
+    static final Region EMPTY = Region.ofArray(new byte[0], 0, 0);
+
+    /** How arrivals meet the range they land in. */
+    private enum Mode {
+        /** Copied or reduced into place as they land. */
+        EXCHANGE,
+        /** The range sent is the range received: an arrival waits until this rank's own chunk of it has gone. */
+        SWAP,
+        /** As {@link #SWAP}, reduced as {@code arrival op own} rather than {@code own op arrival}. */
+        SWAP_ARRIVAL_FIRST
+    }
 
     private final CollectiveContext ctx;
     private final DataType type;
     private final int esize;
     private final int chunk;
-    private final int sendPeer;
     private final Object srcBase;
     private final long srcOffset;
     private final int sendCount;
-    private final int recvPeer;
     private final Object dstBase;
     private final long dstOffset;
     private final int recvCount;
     private final ReduceOp reduceWith;
-    /** Sends and receives the same range (a swap): an arrival waits until this rank's own chunk of it has gone. */
-    private final boolean swap;
-    /** Reduce as {@code arrival op own} rather than {@code own op arrival}. */
-    private final boolean arrivalFirst;
+    private final Mode mode;
     private final int toSend;
     private final int toReceive;
     /** The caller's buffer that the sent range lies in and keeps its values until the call completes, or null. */
     private Region finalSource;
 
     /**
-     * @param sendCount elements to send to {@code sendPeer} from {@code (srcBase, srcOffset)}, or {@link #NONE}
-     * @param recvCount elements to receive from {@code recvPeer} into {@code (dstBase, dstOffset)}, or {@link #NONE}
+     * @param src the elements to send to {@code sendPeer}, or null to send nothing
+     * @param dst where the elements from {@code recvPeer} land, or null to receive nothing
      * @param reduceWith combine arrivals with what is at the destination, or {@code null} to copy them
      */
-    ExchangePhase(CollectiveContext ctx, DataType type, int sendPeer, Object srcBase, long srcOffset, int sendCount,
-                  int recvPeer, Object dstBase, long dstOffset, int recvCount, ReduceOp reduceWith) {
-        this(ctx, type, sendPeer, srcBase, srcOffset, sendCount, recvPeer, dstBase, dstOffset, recvCount, reduceWith,
-                false, false);
+    ExchangePhase(CollectiveContext ctx, DataType type, int sendPeer, Region src, int recvPeer, Region dst, ReduceOp reduceWith) {
+        this(ctx, type, sendPeer, src, recvPeer, dst, reduceWith, Mode.EXCHANGE);
     }
 
-    private ExchangePhase(CollectiveContext ctx, DataType type, int sendPeer, Object srcBase, long srcOffset, int sendCount,
-                          int recvPeer, Object dstBase, long dstOffset, int recvCount, ReduceOp reduceWith, boolean swap,
-                          boolean arrivalFirst) {
+    private ExchangePhase(CollectiveContext ctx, DataType type, int sendPeer, Region src, int recvPeer, Region dst,
+                          ReduceOp reduceWith, Mode mode) {
         this.ctx = ctx;
         this.type = type;
         this.esize = type.bytes();
         this.chunk = Math.max(1, ctx.chunkBytes() / esize);
-        this.sendPeer = sendPeer;
-        this.srcBase = srcBase;
-        this.srcOffset = srcOffset;
-        this.sendCount = sendCount;
-        this.recvPeer = recvPeer;
-        this.dstBase = dstBase;
-        this.dstOffset = dstOffset;
-        this.recvCount = recvCount;
+        this.srcBase = src == null ? null : src.base();
+        this.srcOffset = src == null ? 0 : src.offset();
+        this.sendCount = src == null ? -1 : (int) (src.byteLength() / esize);
+        this.dstBase = dst == null ? null : dst.base();
+        this.dstOffset = dst == null ? 0 : dst.offset();
+        this.recvCount = dst == null ? -1 : (int) (dst.byteLength() / esize);
         this.reduceWith = reduceWith;
-        this.swap = swap;
-        this.arrivalFirst = arrivalFirst;
+        this.mode = mode;
         this.toSend = messages(sendCount, chunk);
         this.toReceive = messages(recvCount, chunk);
         pair(recvPeer, toReceive, sendPeer, toSend);
     }
 
-    /** Sends {@code count} elements to {@code peer}. */
-    static ExchangePhase send(CollectiveContext ctx, DataType type, int peer, Object base, long offset, int count) {
-        return new ExchangePhase(ctx, type, peer, base, offset, count, -1, null, 0, NONE, null);
+    /** Sends {@code src} to {@code peer}. */
+    static ExchangePhase send(CollectiveContext ctx, DataType type, int peer, Region src) {
+        return new ExchangePhase(ctx, type, peer, src, -1, null, null);
     }
 
-    /** Receives {@code count} elements from {@code peer}, copied into place. */
-    static ExchangePhase receive(CollectiveContext ctx, DataType type, int peer, Object base, long offset, int count) {
-        return new ExchangePhase(ctx, type, -1, null, 0, NONE, peer, base, offset, count, null);
+    /** Receives from {@code peer} into {@code dst}, copied into place. */
+    static ExchangePhase receive(CollectiveContext ctx, DataType type, int peer, Region dst) {
+        return new ExchangePhase(ctx, type, -1, null, peer, dst, null);
     }
 
     /**
-     * Swaps {@code count} elements with {@code partner} and reduces the partner's into them. Each arrival is
-     * reduced only once this rank's own chunk of the same range has gone (until then it waits, unreleased),
-     * so nothing is sent that already holds the partner's value; {@code arrivalFirst} puts the partner's
-     * operand first, so that both sides of the swap evaluate the same expression.
+     * Swaps {@code range} with {@code partner} and reduces the partner's into it. Each arrival is reduced only once
+     * this rank's own chunk of the same range has gone (until then it waits, unreleased), so nothing is sent that
+     * already holds the partner's value; {@code arrivalFirst} puts the partner's operand first, so that both sides
+     * of the swap evaluate the same expression.
      */
-    static ExchangePhase swap(CollectiveContext ctx, DataType type, int partner, Object base, long offset, int count,
-                              ReduceOp op, boolean arrivalFirst) {
-        return new ExchangePhase(ctx, type, partner, base, offset, count, partner, base, offset, count, op, true, arrivalFirst);
+    static ExchangePhase swap(CollectiveContext ctx, DataType type, int partner, Region range, ReduceOp op,
+                              boolean arrivalFirst) {
+        return new ExchangePhase(ctx, type, partner, range, partner, range, op,
+                arrivalFirst ? Mode.SWAP_ARRIVAL_FIRST : Mode.SWAP);
     }
 
     /**
-     * Declares that the sent range lies in {@code buffer} (whose base and offset {@code srcBase} and {@code srcOffset}
-     * point into) and keeps its values until the collective completes, final values an all-gather forwards, so a
-     * transport may send the messages {@linkplain Phase#inPlaceBuffer in place}.
+     * Declares that the sent range lies in {@code buffer} and keeps its values until the collective completes,
+     * final values an all-gather forwards, so a transport may send the messages {@linkplain Phase#inPlaceBuffer in
+     * place}.
      */
     ExchangePhase sendingFinalValuesOf(Region buffer) {
         finalSource = buffer;
@@ -105,12 +107,12 @@ final class ExchangePhase extends PairPhase {
     }
 
     private static int messages(int count, int chunk) {
-        return count < 0 ? 0 : Math.max(1, (count + chunk - 1) / chunk);
+        return count < 0 ? 0 : Chunks.count(count, chunk);
     }
 
     @Override
     public boolean consume(int peer, RecvSlot arrival) {
-        if (swap && received >= sent) {
+        if (mode != Mode.EXCHANGE && received >= sent) {
             return false;
         }
         int first = received * chunk;
@@ -123,7 +125,7 @@ final class ExchangePhase extends PairPhase {
         long at = dstOffset + (long) first * esize;
         if (reduceWith == null) {
             Kernels.copy(slot.base(), slot.offset(), dstBase, at, (long) length * esize);
-        } else if (arrivalFirst) {
+        } else if (mode == Mode.SWAP_ARRIVAL_FIRST) {
             Kernels.reduce(type, reduceWith, slot.base(), slot.offset(), dstBase, at, dstBase, at, length);
         } else {
             Kernels.reduce(type, reduceWith, dstBase, at, slot.base(), slot.offset(), dstBase, at, length);

@@ -2,6 +2,9 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
+import io.gradsync.core.memory.Region;
 import java.util.List;
 
 /**
@@ -42,18 +45,18 @@ final class Folding {
     }
 
     /** Adds the hand-over before the algorithm, for a rank of a folded pair: the odd rank reduces the even one's buffer. */
-    void foldIn(List<Phase> plan, CollectiveContext ctx, DataType type, Object base, long offset, int count, ReduceOp op) {
+    void foldIn(List<Phase> plan, CollectiveContext ctx, DataType type, Region buffer, ReduceOp op) {
         if (paired()) {
-            plan.add(sitsOut() ? ExchangePhase.send(ctx, type, rank + 1, base, offset, count)
-                    : new ExchangePhase(ctx, type, -1, null, 0, ExchangePhase.NONE, rank - 1, base, offset, count, op));
+            plan.add(sitsOut() ? ExchangePhase.send(ctx, type, rank + 1, buffer)
+                    : new ExchangePhase(ctx, type, -1, null, rank - 1, buffer, op));
         }
     }
 
     /** Adds the hand-back after the algorithm, for a rank of a folded pair. */
-    void foldOut(List<Phase> plan, CollectiveContext ctx, DataType type, Object base, long offset, int count) {
+    void foldOut(List<Phase> plan, CollectiveContext ctx, DataType type, Region buffer) {
         if (paired()) {
-            plan.add(sitsOut() ? ExchangePhase.receive(ctx, type, rank + 1, base, offset, count)
-                    : ExchangePhase.send(ctx, type, rank - 1, base, offset, count));
+            plan.add(sitsOut() ? ExchangePhase.receive(ctx, type, rank + 1, buffer)
+                    : ExchangePhase.send(ctx, type, rank - 1, buffer));
         }
     }
 

@@ -2,6 +2,8 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
@@ -24,14 +26,13 @@ import io.gradsync.core.transport.RecvSlot;
  * reduced segment {@code p}, and an all-gather sends every member's segment {@code p} to all.
  *
  * <h2>Addressing</h2>
- * Memory is given as {@code (base, offset)} in the range's element coordinates: element {@code i}
- * ({@code from <= i < to}) lives at {@code offset + i * type.bytes()}. To address a buffer that holds
- * only part of the range, shift its offset (an all-gather reads only the caller's segment of
- * {@code in}, which may be a buffer of that segment alone).
+ * Memory is given in the range's element coordinates: element {@code i} ({@code from <= i < to}) is element
+ * {@code i} of the region passed (whose first element is element 0 of the range, even where the range starts
+ * later). A compact reduce-scatter's output and an all-gather's input hold this member's segment alone.
  *
  * <h2>Design</h2>
- * Each segment is cut into {@code C} chunks, so a member's stream is {@code (g-1)C} messages; message
- * {@code j} from step 1 on forwards what arrived as message {@code j - C}. Arrivals are consumed at
+ * Each segment is cut into {@code C} chunks ({@link RingSchedule}), so a member's stream is {@code (g-1)C}
+ * messages; message {@code j} from step 1 on forwards what arrived as message {@code j - C}. Arrivals are consumed at
  * once (reduced or copied out of the slot, slot released), so receiving never waits for sending and no
  * window size deadlocks the ring; up to the link's window of chunks is in flight. Each call is one
  * {@link Phase} for the engine to pump. Each segment's final
@@ -39,6 +40,22 @@ import io.gradsync.core.transport.RecvSlot;
  */
 final class GroupRing {
     private GroupRing() {
+    }
+
+    /** The members of a ring in ring order, and the range {@code [from, to)} of elements they share. */
+    record Span(int[] group, int from, int to) {
+        /** The whole of {@code count} elements. */
+        static Span whole(int[] group, int count) {
+            return new Span(group, 0, count);
+        }
+    }
+
+    /** Where element 0 of a range lives, in the kernels' terms; may lie before the memory a region holds. */
+    private record Origin(Object base, long offset) {
+        /** Element 0 at {@code region}'s first byte, shifted back by {@code elements} of {@code type}. */
+        static Origin of(Region region, DataType type, int elements) {
+            return new Origin(region.base(), region.offset() - (long) elements * type.bytes());
+        }
     }
 
     /**
@@ -51,75 +68,60 @@ final class GroupRing {
      * @param divisor applied once, by each segment's owner, to its reduced segment; 1 for none. For AVG
      *        over a group that is part of a job, pass SUM and the job's rank count.
      */
-    static Phase reduceScatter(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor,
-                               Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
-        return phase(new Run(ctx, group, type, op, divisor, false, inBase, inOffset, outBase, outOffset, from, to));
+    static Phase reduceScatter(CollectiveContext ctx, Span span, DataType type, ReduceOp op, int divisor, Region in,
+                               Region out) {
+        return phase(new Run(ctx, span, type, op, divisor, false, Origin.of(in, type, 0), Origin.of(out, type, 0)));
     }
 
     /**
-     * Reduce-scatter into an output that holds the owned segment {@code p} only (addressed in range
-     * coordinates like everything here: shift the offset of a buffer of that segment alone by
-     * {@code -segmentStart(p)} elements); nothing outside that segment is written. The price: partial
-     * sums live in that one segment, so an arrival waits until the partial it would overwrite has been
-     * sent on (still deadlock-free, still pipelined).
-     * Requires equal segments ({@code len} a multiple of {@code g}); {@code in} must not overlap
-     * {@code out}.
+     * Reduce-scatter into {@code ownSegment}, which holds this member's segment {@code p} alone; nothing else is
+     * written. The price: partial sums live in that one segment, so an arrival waits until the partial it would
+     * overwrite has been sent on (still deadlock-free, still pipelined). Requires equal segments ({@code len} a
+     * multiple of {@code g}); {@code in} must not overlap {@code ownSegment}.
      */
-    static Phase reduceScatterCompact(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor,
-                                      Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
-        if ((to - from) % group.length != 0) {
-            throw new IllegalArgumentException("compact reduce-scatter needs equal segments: " + (to - from)
-                    + " elements over " + group.length + " ranks");
+    static Phase reduceScatterCompact(CollectiveContext ctx, Span span, DataType type, ReduceOp op, int divisor, Region in,
+                                      Region ownSegment) {
+        int g = span.group().length;
+        if ((span.to() - span.from()) % g != 0) {
+            throw new IllegalArgumentException("compact reduce-scatter needs equal segments: " + (span.to() - span.from())
+                    + " elements over " + g + " ranks");
         }
-        return phase(new Run(ctx, group, type, op, divisor, true, inBase, inOffset, outBase, outOffset, from, to));
+        int own = RingSchedule.segmentStart(span.from(), span.to(), g, RingSchedule.position(span.group(), ctx.rank()));
+        return phase(new Run(ctx, span, type, op, divisor, true, Origin.of(in, type, 0), Origin.of(ownSegment, type, own)));
     }
 
     /**
-     * All-gather: every member's segment {@code p} (read from {@code in}, at segment {@code p}'s place)
-     * is written to the same place of {@code out} on every member. {@code in} and {@code out} may be the
-     * same memory (in place).
+     * All-gather: every member's segment {@code p} (from {@code ownSegment}, which holds this member's alone) is
+     * written to segment {@code p}'s place of {@code out} on every member. {@code ownSegment} may lie in {@code out}
+     * at its place (in place).
      */
-    static Phase allGather(CollectiveContext ctx, int[] group, DataType type,
-                           Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
-        return phase(new Run(ctx, group, type, null, 1, false, inBase, inOffset, outBase, outOffset, from, to));
+    static Phase allGather(CollectiveContext ctx, Span span, DataType type, Region ownSegment, Region out) {
+        int own = RingSchedule.segmentStart(span.from(), span.to(), span.group().length,
+                RingSchedule.position(span.group(), ctx.rank()));
+        return phase(new Run(ctx, span, type, null, 1, false, Origin.of(ownSegment, type, own), Origin.of(out, type, 0)));
     }
 
     /**
-     * All-gather in place in {@code output} (range coordinates from its first byte), whose gathered values stay
-     * there unchanged until the collective completes, as an AllReduce's final values do: a transport may send
-     * every message {@linkplain Phase#inPlaceBuffer in place} from it.
+     * All-gather in place in {@code output}, whose gathered values stay there unchanged until the collective
+     * completes, as an AllReduce's final values do: a transport may send every message
+     * {@linkplain Phase#inPlaceBuffer in place} from it.
      */
-    static Phase allGatherFinalValues(CollectiveContext ctx, int[] group, DataType type, Region output, int from, int to) {
-        Run run = new Run(ctx, group, type, null, 1, false, output.base(), output.offset(), output.base(), output.offset(),
-                from, to);
+    static Phase allGatherFinalValues(CollectiveContext ctx, Span span, DataType type, Region output) {
+        Origin origin = Origin.of(output, type, 0);
+        Run run = new Run(ctx, span, type, null, 1, false, origin, origin);
         run.finalValues = output;
         return phase(run);
     }
 
     /** A group of one moves no message: its phase is the local copy (and division). */
     private static Phase phase(Run run) {
-        return run.g == 1 ? new LocalPhase(run::alone) : run;
-    }
-
-    /** First element of segment {@code position} of {@code [from, to)} cut into {@code groupSize}. */
-    static int segmentStart(int from, int to, int groupSize, int position) {
-        return from + (int) ((long) (to - from) * position / groupSize);
-    }
-
-    /** The position of {@code rank} in {@code group}. */
-    static int position(int[] group, int rank) {
-        for (int p = 0; p < group.length; p++) {
-            if (group[p] == rank) {
-                return p;
-            }
-        }
-        throw new IllegalArgumentException("rank " + rank + " is not in its group " + java.util.Arrays.toString(group));
+        return run.ring.members() == 1 ? new LocalPhase(run::alone) : run;
     }
 
     /** One call's state, allocated once per call; {@code op == null} means all-gather. */
     private static final class Run extends PairPhase {
         private final CollectiveContext ctx;
-        private final int[] group;
+        private final RingSchedule ring;
         private final DataType type;
         private final ReduceOp op;
         private final int divisor;
@@ -128,44 +130,30 @@ final class GroupRing {
         private final long inOffset;
         private final Object outBase;
         private final long outOffset;
-        private final int from;
-        private final int to;
-        private final int g;
-        private final int position;
-        private final int chunksPerSegment;
+        /** Which segment the sends start with: a reduce-scatter the one before this position's, an all-gather its own. */
+        private final int sendLag;
         private final int messages;
-        private final int left;
-        private final int right;
         /** The buffer an all-gather sends from, when its values stay final until the call completes; else null. */
         private Region finalValues;
 
-        Run(CollectiveContext ctx, int[] group, DataType type, ReduceOp op, int divisor, boolean compact,
-            Object inBase, long inOffset, Object outBase, long outOffset, int from, int to) {
-            if (from < 0 || to < from || divisor < 1) {
-                throw new IllegalArgumentException("bad range [" + from + ", " + to + ") or divisor " + divisor);
+        Run(CollectiveContext ctx, Span span, DataType type, ReduceOp op, int divisor, boolean compact, Origin in, Origin out) {
+            if (divisor < 1) {
+                throw new IllegalArgumentException("bad divisor " + divisor);
             }
             this.ctx = ctx;
-            this.group = group;
+            this.ring = new RingSchedule(span.group(), ctx.rank(), span.from(), span.to(),
+                    Math.max(1, ctx.chunkBytes() / type.bytes()));
             this.type = type;
             this.op = op;
             this.divisor = divisor;
             this.compact = compact;
-            this.inBase = inBase;
-            this.inOffset = inOffset;
-            this.outBase = outBase;
-            this.outOffset = outOffset;
-            this.from = from;
-            this.to = to;
-            this.g = group.length;
-            this.position = position(group, ctx.rank());
-            int chunkElements = Math.max(1, ctx.chunkBytes() / type.bytes());
-            int largestSegment = (to - from + g - 1) / g;
-            // At least one message per step, so that even an empty call is checked against the neighbours.
-            this.chunksPerSegment = Math.max(1, (largestSegment + chunkElements - 1) / chunkElements);
-            this.messages = (g - 1) * chunksPerSegment;
-            this.left = group[(position + g - 1) % g];
-            this.right = group[(position + 1) % g];
-            pair(left, messages, right, messages);
+            this.inBase = in.base();
+            this.inOffset = in.offset();
+            this.outBase = out.base();
+            this.outOffset = out.offset();
+            this.sendLag = op == null ? 0 : 1;
+            this.messages = (ring.members() - 1) * ring.chunksPerSegment();
+            pair(ring.left(), messages, ring.right(), messages);
         }
 
         @Override
@@ -188,10 +176,10 @@ final class GroupRing {
         /** Message {@code j} may go once message {@code j - C}, which it forwards, has arrived. */
         @Override
         public int nextLength(int peer) {
-            if (sent == messages || (sent >= chunksPerSegment && received <= sent - chunksPerSegment)) {
+            if (sent == messages || !ring.mayForward(sent, received)) {
                 return -1;
             }
-            return chunkLength(sendSegment(sent), sent % chunksPerSegment) * type.bytes();
+            return ring.length(sent, sendLag) * type.bytes();
         }
 
         @Override
@@ -202,7 +190,7 @@ final class GroupRing {
         /** All-gather message {@code j} is chunk {@code j % C} of segment {@code p - j / C}, at its place in the output. */
         @Override
         public long inPlaceOffset(int peer) {
-            return at(outOffset, chunkStart(sendSegment(sent), sent % chunksPerSegment)) - finalValues.offset();
+            return at(outOffset, ring.first(sent, sendLag)) - finalValues.offset();
         }
 
         @Override
@@ -216,28 +204,17 @@ final class GroupRing {
 
         /** Compact: arrival {@code i} overwrites the partial that message {@code i} sends on, so it waits for it. */
         private boolean mayConsume(int i) {
-            return !compact || i < chunksPerSegment || sent > i;
+            return !compact || i < ring.chunksPerSegment() || sent > i;
         }
 
-        /** Step {@code s} of a reduce-scatter sends segment {@code p - 1 - s}, of an all-gather {@code p - s}. */
-        private int sendSegment(int j) {
-            int lag = op == null ? 0 : 1;
-            return Math.floorMod(position - lag - j / chunksPerSegment, g);
-        }
-
-        /** Arrival {@code i} is what the left neighbour sent as its message {@code i}. */
-        private int receiveSegment(int i) {
-            int lag = op == null ? 1 : 2;
-            return Math.floorMod(position - lag - i / chunksPerSegment, g);
-        }
-
+        /** Arrival {@code i} is what the left neighbour sent as its message {@code i}: one segment further behind. */
         private void reduceOrCopy(int i, RecvSlot arrival) {
-            int segment = receiveSegment(i);
-            int k = i % chunksPerSegment;
-            int first = chunkStart(segment, k);
-            int length = chunkStart(segment, k + 1) - first;
+            int receiveLag = sendLag + 1;
+            int segment = ring.segment(i, receiveLag);
+            int first = ring.first(i, receiveLag);
+            int length = ring.length(i, receiveLag);
             if (arrival.length() != length * type.bytes()) {
-                throw ctx.protocolViolation(left, "message " + i + " has " + arrival.length()
+                throw ctx.protocolViolation(ring.left(), "message " + i + " has " + arrival.length()
                         + " bytes, expected " + length * type.bytes());
             }
             Region slot = arrival.payload();
@@ -247,35 +224,33 @@ final class GroupRing {
             }
             long partial = partialAt(segment, first);
             Kernels.reduce(type, op, inBase, at(inOffset, first), slot.base(), slot.offset(), outBase, partial, length);
-            if (segment == position && divisor > 1) {
+            if (segment == ring.position() && divisor > 1) {
                 Kernels.divide(type, outBase, partial, length, divisor);
             }
         }
 
         private void fill(int j, Region payload) {
-            int segment = sendSegment(j);
-            int k = j % chunksPerSegment;
-            int first = chunkStart(segment, k);
-            long bytes = (long) (chunkStart(segment, k + 1) - first) * type.bytes();
-            if (j < chunksPerSegment) {
+            int first = ring.first(j, sendLag);
+            long bytes = (long) ring.length(j, sendLag) * type.bytes();
+            if (j < ring.chunksPerSegment()) {
                 Kernels.copy(inBase, at(inOffset, first), payload.base(), payload.offset(), bytes);
             } else if (op == null) {
                 Kernels.copy(outBase, at(outOffset, first), payload.base(), payload.offset(), bytes);
             } else {
-                Kernels.copy(outBase, partialAt(segment, first), payload.base(), payload.offset(), bytes);
+                Kernels.copy(outBase, partialAt(ring.segment(j, sendLag), first), payload.base(), payload.offset(), bytes);
             }
         }
 
         /** Where the running reduction of element {@code first} of {@code segment} is kept. */
         private long partialAt(int segment, int first) {
-            int shift = compact ? segmentStart(from, to, g, segment) - segmentStart(from, to, g, position) : 0;
+            int shift = compact ? ring.segmentStart(segment) - ring.segmentStart(ring.position()) : 0;
             return at(outOffset, first - shift);
         }
 
         private void alone() {
-            int length = to - from;
-            long src = at(inOffset, from);
-            long dst = at(outOffset, from);
+            int length = ring.to() - ring.from();
+            long src = at(inOffset, ring.from());
+            long dst = at(outOffset, ring.from());
             if (inBase != outBase || src != dst) {
                 Kernels.copy(inBase, src, outBase, dst, (long) length * type.bytes());
             }
@@ -285,24 +260,13 @@ final class GroupRing {
         }
 
         private void copyOwnSegment() {
-            int first = segmentStart(from, to, g, position);
+            int first = ring.segmentStart(ring.position());
             long src = at(inOffset, first);
             long dst = at(outOffset, first);
             if (inBase != outBase || src != dst) {
-                int length = segmentStart(from, to, g, position + 1) - first;
+                int length = ring.segmentStart(ring.position() + 1) - first;
                 Kernels.copy(inBase, src, outBase, dst, (long) length * type.bytes());
             }
-        }
-
-        private int chunkLength(int segment, int k) {
-            return chunkStart(segment, k + 1) - chunkStart(segment, k);
-        }
-
-        /** First element of chunk {@code k} of {@code segment}; {@code k == C} gives the segment's end. */
-        private int chunkStart(int segment, int k) {
-            int start = segmentStart(from, to, g, segment);
-            int length = segmentStart(from, to, g, segment + 1) - start;
-            return start + (int) ((long) length * k / chunksPerSegment);
         }
 
         private long at(long offset, int element) {

@@ -3,6 +3,9 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
+import io.gradsync.core.memory.Region;
 import io.gradsync.core.memory.Kernels;
 import java.util.ArrayList;
 import java.util.List;
@@ -35,9 +38,7 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
     @Override
     public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         DataType type = input.dataType();
-        int esize = type.bytes();
-        Object out = output.region().base();
-        long outOffset = output.region().offset();
+        Region out = output.region();
         List<Phase> plan = new ArrayList<>();
         plan.add(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
         int n = ctx.size();
@@ -47,7 +48,7 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
         int count = input.count();
         Folding folding = new Folding(ctx.rank(), n);
         int p = folding.powerOfTwo();
-        folding.foldIn(plan, ctx, type, out, outOffset, count, op);
+        folding.foldIn(plan, ctx, type, out, op);
 
         if (!folding.sitsOut()) {
             int virtual = folding.virtualRank();
@@ -65,29 +66,27 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
                 int keptFrom = keepLower ? lo : mid;
                 int keptTo = keepLower ? mid : hi;
                 int partner = folding.realRank(virtual ^ mask);
-                plan.add(new ExchangePhase(ctx, type,
-                        partner, out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step],
-                        partner, out, outOffset + (long) keptFrom * esize, keptTo - keptFrom, op));
+                plan.add(new ExchangePhase(ctx, type, partner, Placement.elements(out, type, givenFrom[step], givenTo[step]),
+                        partner, Placement.elements(out, type, keptFrom, keptTo), op));
                 lo = keptFrom;
                 hi = keptTo;
             }
             if (op == ReduceOp.AVG) {
-                long ownedOffset = outOffset + (long) lo * esize;
-                int owned = hi - lo;
-                plan.add(new LocalPhase(() -> Kernels.divide(type, out, ownedOffset, owned, n)));
+                Region owned = Placement.elements(out, type, lo, hi);
+                int ownedCount = hi - lo;
+                plan.add(new LocalPhase(() -> Kernels.divide(type, owned.base(), owned.offset(), ownedCount, n)));
             }
             for (int step = steps - 1; step >= 0; step--) {
                 int partner = folding.realRank(virtual ^ (p >>> (step + 1)));
-                plan.add(new ExchangePhase(ctx, type,
-                        partner, out, outOffset + (long) lo * esize, hi - lo,
-                        partner, out, outOffset + (long) givenFrom[step] * esize, givenTo[step] - givenFrom[step], null)
-                        .sendingFinalValuesOf(output.region()));
+                plan.add(new ExchangePhase(ctx, type, partner, Placement.elements(out, type, lo, hi),
+                        partner, Placement.elements(out, type, givenFrom[step], givenTo[step]), null)
+                        .sendingFinalValuesOf(out));
                 lo = Math.min(lo, givenFrom[step]);
                 hi = Math.max(hi, givenTo[step]);
             }
         }
 
-        folding.foldOut(plan, ctx, type, out, outOffset, count);
+        folding.foldOut(plan, ctx, type, out);
         return plan;
     }
 }

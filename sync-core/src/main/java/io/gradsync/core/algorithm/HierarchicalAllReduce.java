@@ -3,6 +3,9 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
+import io.gradsync.core.memory.Region;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -51,33 +54,32 @@ final class HierarchicalAllReduce implements AllReduceAlgorithm {
         }
         DataType type = input.dataType();
         int count = input.count();
-        Object in = input.region().base();
-        long inOffset = input.region().offset();
-        Object out = output.region().base();
-        long outOffset = output.region().offset();
+        Region in = input.region();
+        Region out = output.region();
         ReduceOp combine = op == ReduceOp.AVG ? ReduceOp.SUM : op;
         int divisor = op == ReduceOp.AVG ? ctx.size() : 1;
         int[] local = layout.localGroup(ctx.rank());
         List<Phase> plan = new ArrayList<>();
         if (viaLeaders) {
             int hosts = layout.hosts();
-            plan.add(Chain.reduce(ctx, reversed(local), type, count, combine, hosts == 1 ? divisor : 1, in, inOffset, out, outOffset));
+            plan.add(Chain.reduce(ctx, reversed(local), type, combine, hosts == 1 ? divisor : 1, in, out));
             if (ctx.rank() == local[0] && hosts > 1) {
-                int[] leaders = layout.leaders();
-                plan.add(GroupRing.reduceScatter(ctx, leaders, type, combine, divisor, out, outOffset, out, outOffset, 0, count));
-                plan.add(GroupRing.allGatherFinalValues(ctx, leaders, type, output.region(), 0, count));
+                GroupRing.Span leaders = GroupRing.Span.whole(layout.leaders(), count);
+                plan.add(GroupRing.reduceScatter(ctx, leaders, type, combine, divisor, out, out));
+                plan.add(GroupRing.allGatherFinalValues(ctx, leaders, type, out));
             }
-            plan.add(Chain.broadcast(ctx, local, type, count, output.region()));
+            plan.add(Chain.broadcast(ctx, local, type, out));
             return plan;
         }
-        int position = GroupRing.position(local, ctx.rank());
-        int from = GroupRing.segmentStart(0, count, local.length, position);
-        int to = GroupRing.segmentStart(0, count, local.length, position + 1);
-        int[] peersAcrossHosts = layout.crossGroup(position);
-        plan.add(GroupRing.reduceScatter(ctx, local, type, combine, 1, in, inOffset, out, outOffset, 0, count));
-        plan.add(GroupRing.reduceScatter(ctx, peersAcrossHosts, type, combine, divisor, out, outOffset, out, outOffset, from, to));
-        plan.add(GroupRing.allGatherFinalValues(ctx, peersAcrossHosts, type, output.region(), from, to));
-        plan.add(GroupRing.allGatherFinalValues(ctx, local, type, output.region(), 0, count));
+        int position = RingSchedule.position(local, ctx.rank());
+        int from = RingSchedule.segmentStart(0, count, local.length, position);
+        int to = RingSchedule.segmentStart(0, count, local.length, position + 1);
+        GroupRing.Span host = GroupRing.Span.whole(local, count);
+        GroupRing.Span acrossHosts = new GroupRing.Span(layout.crossGroup(position), from, to);
+        plan.add(GroupRing.reduceScatter(ctx, host, type, combine, 1, in, out));
+        plan.add(GroupRing.reduceScatter(ctx, acrossHosts, type, combine, divisor, out, out));
+        plan.add(GroupRing.allGatherFinalValues(ctx, acrossHosts, type, out));
+        plan.add(GroupRing.allGatherFinalValues(ctx, host, type, out));
         return plan;
     }
 

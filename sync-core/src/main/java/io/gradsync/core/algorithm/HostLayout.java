@@ -1,5 +1,7 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.engine.CollectiveContext;
+
 /** Which ranks share a host, as the groups hierarchical algorithms run their phases in. */
 final class HostLayout {
     private final int[][] ranksByHost;

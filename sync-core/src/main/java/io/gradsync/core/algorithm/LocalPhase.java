@@ -1,5 +1,6 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
 

@@ -1,5 +1,7 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.engine.Phase;
+
 /**
  * A phase that hears from at most one peer and sends to at most one peer (possibly the same one): a ring
  * step, a chain link, a pairwise exchange. It keeps the counts, the peers and what the phase waits for, so

@@ -1,7 +1,10 @@
 package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -17,20 +20,23 @@ final class PairwiseAllToAll {
     }
 
     /** {@code in} and {@code out} hold {@code n} blocks of {@code block} elements each and must not overlap. */
-    static List<Phase> plan(CollectiveContext ctx, DataType type, int block, Object inBase, long inOffset,
-                            Object outBase, long outOffset) {
+    static List<Phase> plan(CollectiveContext ctx, DataType type, int block, Region in, Region out) {
         int n = ctx.size();
         int rank = ctx.rank();
-        long blockBytes = (long) block * type.bytes();
         List<Phase> plan = new ArrayList<>();
-        plan.add(new LocalPhase(() -> Kernels.copy(inBase, inOffset + rank * blockBytes, outBase,
-                outOffset + rank * blockBytes, blockBytes)));
+        Region ownIn = blockOf(in, type, block, rank);
+        Region ownOut = blockOf(out, type, block, rank);
+        plan.add(new LocalPhase(() -> Kernels.copy(ownIn.base(), ownIn.offset(), ownOut.base(), ownOut.offset(),
+                ownIn.byteLength())));
         for (int k = 1; k < n; k++) {
             int to = (rank + k) % n;
             int from = (rank + n - k) % n;
-            plan.add(new ExchangePhase(ctx, type, to, inBase, inOffset + to * blockBytes, block,
-                    from, outBase, outOffset + from * blockBytes, block, null));
+            plan.add(new ExchangePhase(ctx, type, to, blockOf(in, type, block, to), from, blockOf(out, type, block, from), null));
         }
         return plan;
+    }
+
+    private static Region blockOf(Region blocks, DataType type, int block, int index) {
+        return Placement.elements(blocks, type, index * block, (index + 1) * block);
     }
 }

@@ -1,10 +1,11 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 
-/** Out-of-place calls start from a copy of the input; in-place calls (one buffer) need nothing. */
+/** Where a plan's data lies: out-of-place calls start from a copy of the input (in-place calls need nothing), and ranges of elements. */
 final class Placement {
     private Placement() {
     }
@@ -15,5 +16,10 @@ final class Placement {
         if (in != out) {
             Kernels.copy(in.base(), in.offset(), out.base(), out.offset(), in.byteLength());
         }
+    }
+
+    /** Elements {@code [from, to)} of {@code type} in {@code region}. */
+    static Region elements(Region region, DataType type, int from, int to) {
+        return region.slice((long) from * type.bytes(), (long) (to - from) * type.bytes());
     }
 }

@@ -3,6 +3,9 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
+import io.gradsync.core.memory.Region;
 import io.gradsync.core.memory.Kernels;
 import java.util.ArrayList;
 import java.util.List;
@@ -40,8 +43,7 @@ final class RecursiveDoublingAllReduce implements AllReduceAlgorithm {
     @Override
     public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         DataType type = input.dataType();
-        Object out = output.region().base();
-        long outOffset = output.region().offset();
+        Region out = output.region();
         int count = input.count();
         List<Phase> plan = new ArrayList<>();
         plan.add(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
@@ -50,19 +52,19 @@ final class RecursiveDoublingAllReduce implements AllReduceAlgorithm {
             return plan;
         }
         Folding folding = new Folding(ctx.rank(), n);
-        folding.foldIn(plan, ctx, type, out, outOffset, count, op);
+        folding.foldIn(plan, ctx, type, out, op);
         if (!folding.sitsOut()) {
             int virtual = folding.virtualRank();
             for (int distance = 1; distance < folding.powerOfTwo(); distance <<= 1) {
                 int partner = virtual ^ distance;
                 // the lower virtual rank's value goes first on both sides
-                plan.add(ExchangePhase.swap(ctx, type, folding.realRank(partner), out, outOffset, count, op, partner < virtual));
+                plan.add(ExchangePhase.swap(ctx, type, folding.realRank(partner), out, op, partner < virtual));
             }
             if (op == ReduceOp.AVG) {
-                plan.add(new LocalPhase(() -> Kernels.divide(type, out, outOffset, count, n)));
+                plan.add(new LocalPhase(() -> Kernels.divide(type, out.base(), out.offset(), count, n)));
             }
         }
-        folding.foldOut(plan, ctx, type, out, outOffset, count);
+        folding.foldOut(plan, ctx, type, out);
         return plan;
     }
 }

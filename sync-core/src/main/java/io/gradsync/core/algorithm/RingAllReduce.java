@@ -3,9 +3,11 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Kernels;
-import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.transport.RecvSlot;
 import java.util.List;
 
@@ -79,10 +81,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         private final int wireBytes;
         private final ReduceOp op;
         private final int n;
-        private final int position;
-        private final int left;
-        private final int right;
-        private final int count;
+        private final RingSchedule ring;
         private final int chunksPerSegment;
         private final int messages;
         private final Region in;
@@ -101,15 +100,9 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             this.wireBytes = wire == null ? type.bytes() : wire.bytes();
             this.op = op;
             this.n = ctx.size();
-            int[] ring = RingOrder.of(ctx);
-            this.position = GroupRing.position(ring, ctx.rank());
-            this.left = ring[(position + n - 1) % n];
-            this.right = ring[(position + 1) % n];
-            this.count = input.count();
-            int chunkElements = Math.max(1, ctx.chunkBytes() / wireBytes);
-            int largestSegment = (count + n - 1) / n;
-            // At least one message per step, so that even an empty call is checked against every peer.
-            this.chunksPerSegment = Math.max(1, (largestSegment + chunkElements - 1) / chunkElements);
+            this.ring = new RingSchedule(RingOrder.of(ctx), ctx.rank(), 0, input.count(),
+                    Math.max(1, ctx.chunkBytes() / wireBytes));
+            this.chunksPerSegment = ring.chunksPerSegment();
             this.messages = 2 * (n - 1) * chunksPerSegment;
             this.in = input.region();
             this.out = output.region();
@@ -118,7 +111,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             this.inOffset = input.region().offset();
             this.outBase = output.region().base();
             this.outOffset = output.region().offset();
-            pair(left, messages, right, messages);
+            pair(ring.left(), messages, ring.right(), messages);
         }
 
         /** Message {@code i} from the left neighbour: step {@code i / C} of segment {@code position - step - 1}. */
@@ -126,11 +119,10 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         public boolean consume(int peer, RecvSlot arrival) {
             int i = received;
             int step = i / chunksPerSegment;
-            int segment = Math.floorMod(position - step - 1, n);
-            int first = chunkStart(segment, i % chunksPerSegment);
-            int length = chunkStart(segment, i % chunksPerSegment + 1) - first;
+            int first = ring.first(i, 1);
+            int length = ring.length(i, 1);
             if (arrival.length() != length * wireBytes) {
-                throw ctx.protocolViolation(left, "message " + i + " has " + arrival.length() + " bytes, expected "
+                throw ctx.protocolViolation(ring.left(), "message " + i + " has " + arrival.length() + " bytes, expected "
                         + length * wireBytes);
             }
             long at = (long) first * type.bytes();
@@ -160,13 +152,10 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         /** Message {@code j} may go once message {@code j - C}, which it forwards, has arrived. */
         @Override
         public int nextLength(int peer) {
-            int j = sent;
-            if (j == messages || (j >= chunksPerSegment && received <= j - chunksPerSegment)) {
+            if (sent == messages || !ring.mayForward(sent, received)) {
                 return -1;
             }
-            int segment = Math.floorMod(position - j / chunksPerSegment, n);
-            int first = chunkStart(segment, j % chunksPerSegment);
-            return (chunkStart(segment, j % chunksPerSegment + 1) - first) * wireBytes;
+            return ring.length(sent, 0) * wireBytes;
         }
 
         /** The input for the first step out of place, the output for the all-gather's final values; else null. */
@@ -181,9 +170,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
 
         @Override
         public long inPlaceOffset(int peer) {
-            int j = sent;
-            int segment = Math.floorMod(position - j / chunksPerSegment, n);
-            return (long) chunkStart(segment, j % chunksPerSegment) * type.bytes();
+            return (long) ring.first(sent, 0) * type.bytes();
         }
 
         /** Message {@code j} to the right neighbour: step {@code j / C} of segment {@code position - step}. */
@@ -191,9 +178,8 @@ public final class RingAllReduce implements AllReduceAlgorithm {
         public int produce(int peer, Region payload) {
             int j = sent++;
             int step = j / chunksPerSegment;
-            int segment = Math.floorMod(position - step, n);
-            int first = chunkStart(segment, j % chunksPerSegment);
-            int length = chunkStart(segment, j % chunksPerSegment + 1) - first;
+            int first = ring.first(j, 0);
+            int length = ring.length(j, 0);
             long at = (long) first * type.bytes();
             Object src = step == 0 ? inBase : outBase;
             long srcOffset = (step == 0 ? inOffset : outOffset) + at;
@@ -205,13 +191,6 @@ public final class RingAllReduce implements AllReduceAlgorithm {
                 WireCodec.encode(wire, src, srcOffset, payload.base(), payload.offset(), length);
             }
             return 0;
-        }
-
-        /** First element of chunk {@code k} of {@code segment}; {@code k == C} gives the segment's end. */
-        private int chunkStart(int segment, int k) {
-            int segmentStart = (int) ((long) count * segment / n);
-            int segmentLength = (int) ((long) count * (segment + 1) / n) - segmentStart;
-            return segmentStart + (int) ((long) segmentLength * k / chunksPerSegment);
         }
     }
 }

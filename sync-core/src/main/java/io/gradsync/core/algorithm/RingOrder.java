@@ -1,5 +1,7 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.engine.CollectiveContext;
+
 /**
  * The order in which a ring visits the ranks: host by host, and by rank within a host. Neighbours on
  * the ring then share a host wherever possible, so a ring over {@code h} hosts crosses a host boundary

@@ -7,15 +7,15 @@ import java.nio.ByteOrder;
 import java.util.ArrayList;
 
 /**
- * The shared memory that {@link DirectAllReduce} stages plain buffers through: one window per collective in
+ * The shared memory that a {@link DirectAllReduce} stages plain buffers through: one window per collective in
  * flight, taken when its plan is built and given back when its last barrier has passed, so a window is reused
- * only once no peer reads it any more. A call abandoned because a peer's stream ended before it gives its window
- * back at once ({@link CollectiveContext#abandoned()}): that peer never sent its handles, and peers read a window
- * only once every rank's have come. A window that a failed collective held is never given back (a peer may still
- * be reading it); the memory stays with the endpoint, like every {@link SharedMemory#allocate} allocation.
+ * only once no peer reads it any more, or at once when the call is abandoned because a peer's stream ended
+ * before it ({@link io.gradsync.core.engine.CollectiveContext#whenAbandoned}). A window that a failed collective
+ * held is never given back (a peer may still be reading it); the memory stays with the endpoint, like every
+ * {@link SharedMemory#allocate} allocation.
  * Capacities are powers of two from {@value #MIN_BYTES} bytes, so a job whose gradients vary in size keeps at
  * most twice what its largest call in flight needs. Plain off-heap buffers need no window where peers read them
- * across processes; then only a private {@link #piece} is used. Used by the engine's thread only.
+ * across processes; then only a private {@link #piece} is used. Used by the communicator's progress thread only.
  */
 final class StagingWindows {
     static final int MIN_BYTES = 64 * 1024;
@@ -28,6 +28,16 @@ final class StagingWindows {
 
     StagingWindows(SharedMemory shared) {
         this.shared = shared;
+    }
+
+    /** The shared memory the windows are taken from. */
+    SharedMemory shared() {
+        return shared;
+    }
+
+    /** Whether these windows are taken from {@code memory}. */
+    boolean serves(SharedMemory memory) {
+        return shared == memory;
     }
 
     /** A window of at least {@code bytes} ({@code <= MAX_BYTES}) that no collective in flight holds. */

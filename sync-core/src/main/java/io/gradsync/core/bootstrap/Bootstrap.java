@@ -1,14 +1,31 @@
 package io.gradsync.core.bootstrap;
 
-import io.gradsync.core.GradSyncConfiguration;
+import io.gradsync.core.settings.Setting;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
+import java.time.Duration;
 
 /** Joins the job that this process's launcher describes and opens its endpoint on a transport. */
 public final class Bootstrap {
+    /**
+     * How long ranks wait for each other at the rendezvous (all ranks must arrive within it); it also bounds the
+     * rendezvous' all-gathers and the wait for all ranks to leave at close. Documented with the other settings as
+     * {@code GradSyncConfiguration.RENDEZVOUS_TIMEOUT_MS_PROP}.
+     */
+    private static final Setting<Duration> RENDEZVOUS_TIMEOUT = Setting.timeout("gradsync.rendezvous.timeout.ms",
+            Duration.ofMinutes(2));
 
     private Bootstrap() {
+    }
+
+    /**
+     * {@code gradsync.rendezvous.timeout.ms}: milliseconds, or a duration with a unit ({@code 2m}, {@code 90s}).
+     *
+     * @throws IllegalArgumentException for a malformed value or one outside 1 ms .. 24 h, naming the property
+     */
+    public static Duration rendezvousTimeout() {
+        return RENDEZVOUS_TIMEOUT.get();
     }
 
     /**
@@ -18,7 +35,7 @@ public final class Bootstrap {
      */
     public static Endpoint connect(String name, TransportOptions options) {
         Transports.provider(name); // fail on a bad name before waiting for the other ranks
-        Rendezvous rendezvous = Rendezvous.join(LaunchEnvironment.fromEnvironment(), GradSyncConfiguration.rendezvousTimeout());
+        Rendezvous rendezvous = Rendezvous.join(LaunchEnvironment.fromEnvironment(), rendezvousTimeout());
         try {
             return Transports.open(name, rendezvous, options);
         } catch (RuntimeException e) {

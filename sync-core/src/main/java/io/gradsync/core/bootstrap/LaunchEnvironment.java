@@ -68,18 +68,30 @@ public final class LaunchEnvironment {
     private final boolean secretIsPrivate;
     private final String hostId;
 
-    LaunchEnvironment(String launcher, int rank, int size, String masterAddress, int masterPort, int rendezvousPort,
-                      String rendezvousPortSource, String jobId, byte[] secret, boolean secretIsPrivate, String hostId) {
-        this.launcher = launcher;
-        this.rank = rank;
-        this.size = size;
-        this.masterAddress = masterAddress;
-        this.masterPort = masterPort;
-        this.rendezvousPort = rendezvousPort;
-        this.rendezvousPortSource = rendezvousPortSource;
-        this.jobId = jobId;
-        this.secret = secret.clone();
-        this.secretIsPrivate = secretIsPrivate;
+    /** What a launcher's variables say: who this rank is and where rank 0 is. */
+    private record Variables(String launcher, int rank, int size, String masterAddress, int masterPort, String masterPortSource,
+                     String jobId) {
+    }
+
+    /** The rendezvous port and where it came from, for messages. */
+    private record Port(int port, String source) {
+    }
+
+    /** The key that authenticates the job's connections, and whether only the job knows it. */
+    private record Key(byte[] bytes, boolean isPrivate) {
+    }
+
+    private LaunchEnvironment(Variables variables, Port port, Key key, String hostId) {
+        this.launcher = variables.launcher();
+        this.rank = variables.rank();
+        this.size = variables.size();
+        this.masterAddress = variables.masterAddress();
+        this.masterPort = variables.masterPort();
+        this.rendezvousPort = port.port();
+        this.rendezvousPortSource = port.source();
+        this.jobId = variables.jobId();
+        this.secret = key.bytes().clone();
+        this.secretIsPrivate = key.isPrivate();
         this.hostId = hostId;
     }
 
@@ -103,15 +115,14 @@ public final class LaunchEnvironment {
         String hostId = Optional.ofNullable(env.get(HOST_ID_VAR)).orElseGet(LaunchEnvironment::detectHostId);
         if (env.containsKey("RANK") || env.containsKey("WORLD_SIZE")) {
             String jobId = first(env, JOB_ID_VAR, "TORCHELASTIC_RUN_ID").orElse("");
-            return create("torchrun-style environment", integer(env, "RANK"), integer(env, "WORLD_SIZE"),
-                    required(env, "MASTER_ADDR"), integer(env, "MASTER_PORT"), "MASTER_PORT", jobId, env, authProperty,
-                    hostId);
+            return create(new Variables("torchrun-style environment", integer(env, "RANK"), integer(env, "WORLD_SIZE"),
+                    required(env, "MASTER_ADDR"), integer(env, "MASTER_PORT"), "MASTER_PORT", jobId), env, authProperty, hostId);
         }
         if (env.containsKey("OMPI_COMM_WORLD_RANK")) {
             String jobId = first(env, JOB_ID_VAR, "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid").orElse("");
-            return create("Open MPI", integer(env, "OMPI_COMM_WORLD_RANK"), integer(env, "OMPI_COMM_WORLD_SIZE"),
+            return create(new Variables("Open MPI", integer(env, "OMPI_COMM_WORLD_RANK"), integer(env, "OMPI_COMM_WORLD_SIZE"),
                     required(env, "MASTER_ADDR", "(pass it with mpirun -x MASTER_ADDR -x MASTER_PORT)"),
-                    integer(env, "MASTER_PORT"), "MASTER_PORT", jobId, env, authProperty, hostId);
+                    integer(env, "MASTER_PORT"), "MASTER_PORT", jobId), env, authProperty, hostId);
         }
         if (env.containsKey("SLURM_PROCID")) {
             String slurmJob = required(env, "SLURM_JOB_ID");
@@ -122,65 +133,76 @@ public final class LaunchEnvironment {
             boolean given = env.containsKey("MASTER_PORT");
             int port = given ? integer(env, "MASTER_PORT")
                     : 20_000 + (int) (Long.parseLong(slurmJob.replaceAll("\\D", "0")) % 20_000);
-            return create("Slurm", integer(env, "SLURM_PROCID"), integer(env, "SLURM_NTASKS"), master, port,
-                    given ? "MASTER_PORT" : "20000 + SLURM_JOB_ID mod 20000", jobId, env, authProperty, hostId);
+            return create(new Variables("Slurm", integer(env, "SLURM_PROCID"), integer(env, "SLURM_NTASKS"), master, port,
+                    given ? "MASTER_PORT" : "20000 + SLURM_JOB_ID mod 20000", jobId), env, authProperty, hostId);
         }
         throw new IllegalArgumentException("no launcher environment found: set RANK, WORLD_SIZE, MASTER_ADDR and "
                 + "MASTER_PORT (torchrun, gradsync-run), or run under mpirun (OMPI_COMM_WORLD_RANK) or srun "
                 + "(SLURM_PROCID)");
     }
 
-    private static LaunchEnvironment create(String launcher, int rank, int size, String master, int masterPort,
-                                            String masterPortSource, String jobId, Map<String, String> env,
-                                            String authProperty, String hostId) {
-        if (size < 1) {
-            throw new IllegalArgumentException(launcher + ": world size must be >= 1, was " + size);
+    private static LaunchEnvironment create(Variables variables, Map<String, String> env, String authProperty, String hostId) {
+        String launcher = variables.launcher();
+        if (variables.size() < 1) {
+            throw new IllegalArgumentException(launcher + ": world size must be >= 1, was " + variables.size());
         }
-        if (rank < 0 || rank >= size) {
-            throw new IllegalArgumentException(launcher + ": rank " + rank + " is outside 0.." + (size - 1));
+        if (variables.rank() < 0 || variables.rank() >= variables.size()) {
+            throw new IllegalArgumentException(launcher + ": rank " + variables.rank() + " is outside 0.."
+                    + (variables.size() - 1));
         }
-        if (masterPort < 1 || masterPort > 65535) {
-            throw new IllegalArgumentException(launcher + ": " + masterPortSource + " = " + masterPort
+        if (variables.masterPort() < 1 || variables.masterPort() > 65535) {
+            throw new IllegalArgumentException(launcher + ": " + variables.masterPortSource() + " = " + variables.masterPort()
                     + " is outside 1..65535");
         }
-        int port = masterPort;
-        String portSource = masterPortSource;
+        Port port = rendezvousPort(variables, env);
+        return new LaunchEnvironment(variables, port, key(variables, port, env, authProperty), hostId);
+    }
+
+    /** {@value #RENDEZVOUS_PORT_VAR}; under torchrun with its agent store, the port after {@code MASTER_PORT}; else it. */
+    private static Port rendezvousPort(Variables variables, Map<String, String> env) {
+        Port port = new Port(variables.masterPort(), variables.masterPortSource());
         if (first(env, RENDEZVOUS_PORT_VAR).isPresent()) {
-            port = integer(env, RENDEZVOUS_PORT_VAR);
-            portSource = RENDEZVOUS_PORT_VAR;
-        } else if (launcher.startsWith("torchrun") && first(env, AGENT_STORE_VAR).filter("True"::equalsIgnoreCase).isPresent()) {
+            port = new Port(integer(env, RENDEZVOUS_PORT_VAR), RENDEZVOUS_PORT_VAR);
+        } else if (variables.launcher().startsWith("torchrun")
+                && first(env, AGENT_STORE_VAR).filter("True"::equalsIgnoreCase).isPresent()) {
             // torchrun's agent already serves its TCPStore on MASTER_PORT; the next port is the rendezvous's.
-            port = masterPort + 1;
-            portSource = "MASTER_PORT + 1, as " + AGENT_STORE_VAR + "=True: torchrun's agent store holds MASTER_PORT";
+            port = new Port(variables.masterPort() + 1,
+                    "MASTER_PORT + 1, as " + AGENT_STORE_VAR + "=True: torchrun's agent store holds MASTER_PORT");
         }
-        if (port < 1 || port > 65535) {
-            throw new IllegalArgumentException(launcher + ": rendezvous port " + port + " (" + portSource
-                    + ") is outside 1..65535; set " + RENDEZVOUS_PORT_VAR);
+        if (port.port() < 1 || port.port() > 65535) {
+            throw new IllegalArgumentException(variables.launcher() + ": rendezvous port " + port.port() + " ("
+                    + port.source() + ") is outside 1..65535; set " + RENDEZVOUS_PORT_VAR);
         }
+        return port;
+    }
+
+    /**
+     * The job's key: {@value #JOB_SECRET_VAR} (which wins: gradsync-run sets a fresh one for its ranks whatever they
+     * inherit), else the file {@value #JOB_SECRET_FILE_VAR} names; with {@code gradsync.auth=none} and neither, one
+     * derived from the public job id.
+     */
+    private static Key key(Variables variables, Port port, Map<String, String> env, String authProperty) {
         String auth = AUTH.get(authProperty, env);
-        // The variable wins over the file: gradsync-run sets a fresh one for its ranks whatever they inherit.
         Optional<String> secret = first(env, JOB_SECRET_VAR);
         Optional<String> secretFile = first(env, JOB_SECRET_FILE_VAR);
-        byte[] key;
-        boolean isPrivate = true;
         if (secret.isPresent()) {
-            key = secret.get().getBytes(StandardCharsets.UTF_8);
+            byte[] key = secret.get().getBytes(StandardCharsets.UTF_8);
             JobSecret.requireStrong(JOB_SECRET_VAR, key);
-        } else if (secretFile.isPresent()) {
-            key = readSecretFile(Path.of(secretFile.get()));
-            JobSecret.requireStrong(JOB_SECRET_FILE_VAR + "=" + secretFile.get(), key);
-        } else if (auth.equals("none")) {
-            LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": " + AUTH_PROP + "=none: this job is UNAUTHENTICATED. "
-                    + "Any process that can reach the rendezvous at " + master + ":" + port + " can join it or disturb it, "
-                    + "and the keys of its transports derive from the job id '" + jobId + "', which is public. Use this on "
-                    + "a trusted network only.");
-            key = ("job:" + jobId).getBytes(StandardCharsets.UTF_8);
-            isPrivate = false;
-        } else {
-            throw new IllegalArgumentException(missingSecret(launcher));
+            return new Key(key, true);
         }
-        return new LaunchEnvironment(launcher, rank, size, master, masterPort, port, portSource, jobId, key, isPrivate,
-                hostId);
+        if (secretFile.isPresent()) {
+            byte[] key = readSecretFile(Path.of(secretFile.get()));
+            JobSecret.requireStrong(JOB_SECRET_FILE_VAR + "=" + secretFile.get(), key);
+            return new Key(key, true);
+        }
+        if (auth.equals("none")) {
+            LOG.log(System.Logger.Level.WARNING, "rank " + variables.rank() + ": " + AUTH_PROP + "=none: this job is "
+                    + "UNAUTHENTICATED. Any process that can reach the rendezvous at " + variables.masterAddress() + ":"
+                    + port.port() + " can join it or disturb it, and the keys of its transports derive from the job id '"
+                    + variables.jobId() + "', which is public. Use this on a trusted network only.");
+            return new Key(("job:" + variables.jobId()).getBytes(StandardCharsets.UTF_8), false);
+        }
+        throw new IllegalArgumentException(missingSecret(variables.launcher()));
     }
 
     /** What to do when no secret is set: the ways that fit {@code launcher}, then the others. */
@@ -364,8 +386,8 @@ public final class LaunchEnvironment {
 
     /** A copy with another host id (tests, explicit layouts). */
     public LaunchEnvironment withHostId(String id) {
-        return new LaunchEnvironment(launcher, rank, size, masterAddress, masterPort, rendezvousPort, rendezvousPortSource,
-                jobId, secret, secretIsPrivate, id);
+        return new LaunchEnvironment(new Variables(launcher, rank, size, masterAddress, masterPort, rendezvousPortSource, jobId),
+                new Port(rendezvousPort, rendezvousPortSource), new Key(secret, secretIsPrivate), id);
     }
 
     @Override

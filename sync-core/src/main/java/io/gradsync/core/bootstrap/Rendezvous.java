@@ -9,6 +9,7 @@ import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ProtocolException;
 import java.net.Socket;
@@ -20,9 +21,11 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Queue;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -66,7 +69,7 @@ public final class Rendezvous implements JobContext {
     private final AtomicReference<PeerAbort> abort = new AtomicReference<>();
     /** Whether this rank aborted the job (its own abort is not a {@link #pendingAbort()}). */
     private volatile boolean abortedHere;
-    private final java.util.Queue<StreamEnd> streamEnds = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final Queue<StreamEnd> streamEnds = new ConcurrentLinkedQueue<>();
     private final CompletableFuture<Void> farewell = new CompletableFuture<>();
     private final Thread reader;
     private final Thread writer;
@@ -172,30 +175,16 @@ public final class Rendezvous implements JobContext {
         int evictions = 0;
         while (deadline - System.nanoTime() > 0) {
             Socket socket = new Socket();
-            try {
-                long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
-                socket.connect(new InetSocketAddress(env.masterAddress(), env.rendezvousPort()), (int) Math.min(left, 2000));
-                socket.setTcpNoDelay(true);
-            } catch (IOException e) {
-                last = e;
-                closeQuietly(socket);
-                sleepMillis(CONNECT_RETRY_MS);
-                continue;
-            }
             long handshakeDeadline = System.nanoTime() + handshakeTimeout.toNanos();
             InputStream in;
             Wire.Message challenge;
             try {
+                long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
+                socket.connect(new InetSocketAddress(env.masterAddress(), env.rendezvousPort()), (int) Math.min(left, 2000));
+                socket.setTcpNoDelay(true);
+                handshakeDeadline = System.nanoTime() + handshakeTimeout.toNanos();
                 in = new BufferedInputStream(socket.getInputStream());
-                challenge = Wire.read(socket, in, Wire.MAX_HANDSHAKE_BYTES, handshakeDeadline);
-            } catch (SocketTimeoutException e) {
-                closeQuietly(socket);
-                throw new RendezvousException("rank " + env.rank() + ": " + where(env) + " accepted the connection but sent "
-                        + "no rendezvous challenge within " + handshakeTimeout.toMillis() + " ms: is another program "
-                        + "listening on " + env.rendezvousPortSource() + "?", e);
-            } catch (ProtocolException e) {
-                closeQuietly(socket);
-                throw notARendezvous(env, e.getMessage());
+                challenge = readChallenge(env, socket, in, handshakeTimeout, handshakeDeadline);
             } catch (IOException e) {
                 last = e;
                 closeQuietly(socket);
@@ -229,6 +218,25 @@ public final class Rendezvous implements JobContext {
                 + "a flood of connections to the rendezvous port?)" : ""), last);
     }
 
+    /**
+     * Rank 0's first message on a new connection; a listener that sends none in time, or something else, is not a
+     * rendezvous (the socket is closed and the rank gives up); a connection that breaks is tried again.
+     */
+    private static Wire.Message readChallenge(LaunchEnvironment env, Socket socket, InputStream in, Duration handshakeTimeout,
+                                              long handshakeDeadline) throws IOException {
+        try {
+            return Wire.read(socket, in, Wire.MAX_HANDSHAKE_BYTES, handshakeDeadline);
+        } catch (SocketTimeoutException e) {
+            closeQuietly(socket);
+            throw new RendezvousException("rank " + env.rank() + ": " + where(env) + " accepted the connection but sent "
+                    + "no rendezvous challenge within " + handshakeTimeout.toMillis() + " ms: is another program "
+                    + "listening on " + env.rendezvousPortSource() + "?", e);
+        } catch (ProtocolException e) {
+            closeQuietly(socket);
+            throw notARendezvous(env, e.getMessage());
+        }
+    }
+
     /** Rank 0 evicted this connection before it authenticated, or it broke then: connect again. */
     private static final class ConnectAgain extends Exception {
         private static final long serialVersionUID = 1L;
@@ -258,17 +266,7 @@ public final class Rendezvous implements JobContext {
             byte[] clientNonce = new byte[Wire.NONCE_BYTES];
             new SecureRandom().nextBytes(clientNonce);
             byte[] secret = env.secret();
-            byte[] proof = Wire.clientProof(secret, serverNonce, env.rank(), env.size(), env.jobId());
-            OutputStream out = socket.getOutputStream();
-            out.write(Wire.frame(Wire.HELLO, o -> {
-                o.writeInt(env.rank());
-                o.writeInt(env.size());
-                o.writeUTF(env.jobId());
-                o.writeUTF(env.hostId());
-                o.write(proof);
-                o.write(clientNonce);
-            }));
-            out.flush();
+            sendHello(env, socket, Wire.clientProof(secret, serverNonce, env.rank(), env.size(), env.jobId()), clientNonce);
             Wire.Message answer = Wire.read(socket, in, Wire.MAX_HANDSHAKE_BYTES, handshakeDeadline);
             if (answer.type() == Wire.BUSY) {
                 throw new ConnectAgain("rank 0 said: " + Wire.printable(answer.body().readUtf(), 2000), true, null);
@@ -277,31 +275,9 @@ public final class Rendezvous implements JobContext {
                 throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + where(env) + " refused this "
                         + "process: " + Wire.printable(answer.body().readUtf(), 2000), null);
             }
-            byte[] expected = Wire.serverProof(secret, clientNonce, serverNonce, env.rank(), env.size(), env.jobId());
-            if (answer.type() != Wire.PROOF || answer.body().remaining() != Wire.MAC_BYTES
-                    || !Wire.sameMac(answer.body().readBytes(Wire.MAC_BYTES), expected)) {
-                throw new RendezvousException("rank " + env.rank() + ": the server at " + where(env) + " could not prove "
-                        + "that it knows the job secret (it answered with a message of type " + answer.type() + " instead "
-                        + "of a valid proof), so this rank does not trust it and leaves. Another process is listening on "
-                        + "port " + env.rendezvousPort() + " (from " + env.rendezvousPortSource() + "): one started "
-                        + "before rank 0, which then reports that it cannot serve the rendezvous", null);
-            }
+            requireProof(env, answer, Wire.serverProof(secret, clientNonce, serverNonce, env.rank(), env.size(), env.jobId()));
             proven = true;
-            Wire.Message verdict = Wire.read(socket, in, Wire.MAX_MESSAGE_BYTES, welcomeDeadline);
-            Wire.Payload v = verdict.body();
-            switch (verdict.type()) {
-                case Wire.WELCOME -> {
-                    String instanceId = v.readUtf();
-                    String[] hostIds = new String[env.size()];
-                    for (int r = 0; r < hostIds.length; r++) {
-                        hostIds[r] = v.readUtf();
-                    }
-                    return new Meeting(socket, in, instanceId, hostIds);
-                }
-                case Wire.FAILED -> throw new RendezvousException("rank " + env.rank() + ": " + v.readUtf(), null);
-                default -> throw new RendezvousException("rank " + env.rank() + ": unexpected rendezvous message "
-                        + verdict.type() + " from " + where(env) + " while waiting for every rank", null);
-            }
+            return welcome(env, socket, in, Wire.read(socket, in, Wire.MAX_MESSAGE_BYTES, welcomeDeadline));
         } catch (IOException e) {
             String stage = proven ? "the wait for every rank" : "the handshake";
             if (e instanceof SocketTimeoutException) {
@@ -314,6 +290,51 @@ public final class Rendezvous implements JobContext {
             throw new RendezvousException("rank " + env.rank() + ": rendezvous at " + where(env) + " failed during " + stage
                     + ": " + e, e);
         }
+    }
+
+    /** This rank's hello: who it is, its proof that it knows the secret, and its nonce for rank 0's proof. */
+    private static void sendHello(LaunchEnvironment env, Socket socket, byte[] proof, byte[] clientNonce) throws IOException {
+        OutputStream out = socket.getOutputStream();
+        out.write(Wire.frame(Wire.HELLO, o -> {
+            o.writeInt(env.rank());
+            o.writeInt(env.size());
+            o.writeUTF(env.jobId());
+            o.writeUTF(env.hostId());
+            o.write(proof);
+            o.write(clientNonce);
+        }));
+        out.flush();
+    }
+
+    /** Trusts rank 0 only if {@code answer} proves it knows the job secret. */
+    private static void requireProof(LaunchEnvironment env, Wire.Message answer, byte[] expected) throws IOException {
+        if (answer.type() != Wire.PROOF || answer.body().remaining() != Wire.MAC_BYTES
+                || !Wire.sameMac(answer.body().readBytes(Wire.MAC_BYTES), expected)) {
+            throw new RendezvousException("rank " + env.rank() + ": the server at " + where(env) + " could not prove "
+                    + "that it knows the job secret (it answered with a message of type " + answer.type() + " instead "
+                    + "of a valid proof), so this rank does not trust it and leaves. Another process is listening on "
+                    + "port " + env.rendezvousPort() + " (from " + env.rendezvousPortSource() + "): one started "
+                    + "before rank 0, which then reports that it cannot serve the rendezvous", null);
+        }
+    }
+
+    /** The meeting rank 0's welcome (once every rank has come) describes, or its failure. */
+    private static Meeting welcome(LaunchEnvironment env, Socket socket, InputStream in, Wire.Message verdict)
+            throws IOException {
+        Wire.Payload v = verdict.body();
+        return switch (verdict.type()) {
+            case Wire.WELCOME -> {
+                String instanceId = v.readUtf();
+                String[] hostIds = new String[env.size()];
+                for (int r = 0; r < hostIds.length; r++) {
+                    hostIds[r] = v.readUtf();
+                }
+                yield new Meeting(socket, in, instanceId, hostIds);
+            }
+            case Wire.FAILED -> throw new RendezvousException("rank " + env.rank() + ": " + v.readUtf(), null);
+            default -> throw new RendezvousException("rank " + env.rank() + ": unexpected rendezvous message "
+                    + verdict.type() + " from " + where(env) + " while waiting for every rank", null);
+        };
     }
 
     private static RendezvousException notARendezvous(LaunchEnvironment env, String detail) {
@@ -344,7 +365,7 @@ public final class Rendezvous implements JobContext {
 
     /** The address this rank reaches rank 0 from: the interface to advertise to peers by default. */
     @Override
-    public java.net.InetAddress localAddress() {
+    public InetAddress localAddress() {
         return socket.getLocalAddress();
     }
 

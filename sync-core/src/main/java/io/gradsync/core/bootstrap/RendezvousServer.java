@@ -22,6 +22,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
@@ -154,7 +155,7 @@ final class RendezvousServer implements AutoCloseable {
         this.announced = new long[size][];
         byte[] instance = new byte[16];
         random.nextBytes(instance);
-        this.instanceId = java.util.HexFormat.of().formatHex(instance);
+        this.instanceId = HexFormat.of().formatHex(instance);
         this.lastGather = new int[size];
         Arrays.fill(lastGather, -1);
         this.gone = new boolean[size];

@@ -5,6 +5,7 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.trace.Timeline;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -202,7 +203,7 @@ public final class GradientBuckets implements AutoCloseable {
             try {
                 check(last.checkCall, last.checkValues, 0, encode(null, false), "its first step was never subscribed")
                         .toFuture().get();
-            } catch (java.util.concurrent.ExecutionException e) {
+            } catch (ExecutionException e) {
                 firstStepFailure = e.getCause();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
@@ -334,7 +335,7 @@ public final class GradientBuckets implements AutoCloseable {
     }
 
     /** Waits until no bucket is in use by a collective (after a cancelled step). */
-    public void awaitIdle(java.time.Duration timeout) {
+    public void awaitIdle(Duration timeout) {
         try {
             idle.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
         } catch (ExecutionException | TimeoutException e) {

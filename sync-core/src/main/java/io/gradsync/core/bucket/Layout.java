@@ -9,11 +9,13 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.function.IntFunction;
+import java.util.stream.IntStream;
 
 /**
  * The gradients of a step (types and counts in arrival order) and the buckets they are packed into.
@@ -74,13 +76,29 @@ final class Layout {
         bucketOf = new int[n];
         offsetOf = new long[n];
         views = new GradientBuffer[n];
-        // assign
+        buckets = allocate(assign(), allocator);
+        readyOrder = readyOrder(buckets);
+        int[] nonEmpty = IntStream.range(0, n).filter(p -> counts[p] > 0).boxed()
+                .sorted(Comparator.comparingLong(p -> views[p].region().address())).mapToInt(Integer::intValue).toArray();
+        viewAtStart = nonEmpty;
+        viewStarts = Arrays.stream(nonEmpty).mapToLong(p -> views[p].region().address()).toArray();
+    }
+
+    /** Which gradients share a bucket, and its type. */
+    private record Members(List<List<Integer>> gradients, List<DataType> types) {
+    }
+
+    /**
+     * Puts each gradient, in order, into the open bucket of its type, or a new one when it would overflow the cap (a
+     * type's first bucket {@code firstBucketBytes}, later ones {@code bucketBytes}); fills {@link #bucketOf} and
+     * {@link #offsetOf}.
+     */
+    private Members assign() {
         Map<DataType, Integer> open = new EnumMap<>(DataType.class);
         Map<DataType, Long> openBytes = new EnumMap<>(DataType.class);
-        List<List<Integer>> members = new ArrayList<>();
-        List<DataType> bucketTypes = new ArrayList<>();
+        Members members = new Members(new ArrayList<>(), new ArrayList<>());
         List<Long> caps = new ArrayList<>();
-        for (int p = 0; p < n; p++) {
+        for (int p = 0; p < types.length; p++) {
             DataType t = types[p];
             long bytes = (long) counts[p] * t.bytes();
             Integer b = open.get(t);
@@ -88,59 +106,48 @@ final class Layout {
                 b = null;
             }
             if (b == null) {
-                b = members.size();
-                caps.add(open.containsKey(t) || hasBucketOf(bucketTypes, t) ? bucketBytes : firstBucketBytes);
-                members.add(new ArrayList<>());
-                bucketTypes.add(t);
+                b = members.gradients().size();
+                caps.add(open.containsKey(t) || hasBucketOf(members.types(), t) ? bucketBytes : firstBucketBytes);
+                members.gradients().add(new ArrayList<>());
+                members.types().add(t);
                 open.put(t, b);
                 openBytes.put(t, 0L);
             }
             bucketOf[p] = b;
             offsetOf[p] = openBytes.get(t);
             openBytes.put(t, openBytes.get(t) + bytes);
-            members.get(b).add(p);
+            members.gradients().get(b).add(p);
         }
-        buckets = new Bucket[members.size()];
-        int[] last = new int[buckets.length];
-        for (int b = 0; b < buckets.length; b++) {
-            DataType t = bucketTypes.get(b);
-            List<Integer> m = members.get(b);
+        return members;
+    }
+
+    /** Each bucket's memory, and each gradient's view of its place in it ({@link #views}). */
+    private Bucket[] allocate(Members members, IntFunction<ByteBuffer> allocator) {
+        Bucket[] made = new Bucket[members.gradients().size()];
+        for (int b = 0; b < made.length; b++) {
+            DataType t = members.types().get(b);
+            int[] g = members.gradients().get(b).stream().mapToInt(Integer::intValue).toArray();
             long total = 0;
-            for (int p : m) {
+            for (int p : g) {
                 total += (long) counts[p] * t.bytes();
             }
             if (total > Integer.MAX_VALUE) {
                 throw new IllegalArgumentException("bucket of " + total + " bytes exceeds 2 GiB");
             }
             ByteBuffer memory = allocator.apply((int) total);
-            int[] g = m.stream().mapToInt(Integer::intValue).toArray();
-            buckets[b] = new Bucket(b, t, g, GradientBuffer.wrap(memory, t));
+            made[b] = new Bucket(b, t, g, GradientBuffer.wrap(memory, t));
             for (int p : g) {
                 ByteBuffer slice = memory.slice((int) offsetOf[p], counts[p] * t.bytes()).order(ByteOrder.nativeOrder());
                 views[p] = GradientBuffer.wrap(slice, t);
             }
-            last[b] = g[g.length - 1];
         }
-        Integer[] byStart = new Integer[n];
-        int nonEmpty = 0;
-        for (int p = 0; p < n; p++) {
-            if (counts[p] > 0) {
-                byStart[nonEmpty++] = p;
-            }
-        }
-        Arrays.sort(byStart, 0, nonEmpty, (x, y) -> Long.compare(views[x].region().address(), views[y].region().address()));
-        viewStarts = new long[nonEmpty];
-        viewAtStart = new int[nonEmpty];
-        for (int i = 0; i < nonEmpty; i++) {
-            viewAtStart[i] = byStart[i];
-            viewStarts[i] = views[byStart[i]].region().address();
-        }
-        Integer[] order = new Integer[buckets.length];
-        for (int b = 0; b < order.length; b++) {
-            order[b] = b;
-        }
-        Arrays.sort(order, (x, y) -> Integer.compare(last[x], last[y]));
-        readyOrder = Arrays.stream(order).mapToInt(Integer::intValue).toArray();
+        return made;
+    }
+
+    /** Bucket ids in the order of their last gradient: the order they become full when gradients come in order. */
+    private static int[] readyOrder(Bucket[] buckets) {
+        return Arrays.stream(buckets).sorted(Comparator.comparingInt(b -> b.gradients[b.gradients.length - 1]))
+                .mapToInt(b -> b.id).toArray();
     }
 
     private static boolean hasBucketOf(List<DataType> bucketTypes, DataType t) {

@@ -1,16 +1,21 @@
 package io.gradsync.core.bucket;
 
 import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
 import io.gradsync.core.trace.Timeline;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import org.reactivestreams.Subscription;
 import reactor.core.CoreSubscriber;
 import reactor.core.publisher.BaseSubscriber;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.FluxSink;
+import reactor.core.publisher.Mono;
 import reactor.core.publisher.Sinks;
 
 /**
@@ -46,7 +51,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
     private BaseSubscriber<Layout.Bucket> bucketSubscriber;
     /** Buckets handed to the operator this step, and those reduced or dropped since. */
     private volatile int handed;
-    private final java.util.concurrent.atomic.AtomicInteger settled = new java.util.concurrent.atomic.AtomicInteger();
+    private final AtomicInteger settled = new AtomicInteger();
     private volatile boolean aborted;
     private volatile boolean upstreamDone;
     private volatile Throwable failure;
@@ -56,7 +61,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
     final boolean first;
     /** The layout check's values and call (first step only), and the bucket stream: numbered at assembly. */
     final long[] checkValues;
-    final reactor.core.publisher.Mono<GradientBuffer> checkCall;
+    final Mono<GradientBuffer> checkCall;
     private final Flux<Layout.Bucket> bucketFlux;
     /** Subscribed (started) or retired unstarted: guarded by the owner. */
     boolean started;
@@ -76,7 +81,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
         this.first = first;
         if (first) {
             checkValues = new long[2];
-            checkCall = owner.comm.allReduce(GradientBuffer.wrap(checkValues), io.gradsync.core.ReduceOp.MAX);
+            checkCall = owner.comm.allReduce(GradientBuffer.wrap(checkValues), ReduceOp.MAX);
         } else {
             checkValues = null;
             checkCall = null;
@@ -121,7 +126,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
             for (Layout.Bucket b : layout.buckets) {
                 b.arrived = 0;
             }
-            java.util.Arrays.fill(owner.fed, false);
+            Arrays.fill(owner.fed, false);
         }
         if (layout == null || !checked) {
             firstItems = new ArrayList<>();
@@ -401,7 +406,7 @@ final class ReduceStep<T> implements CoreSubscriber<T> {
         settle();
     }
 
-    private final java.util.concurrent.atomic.AtomicBoolean terminated = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicBoolean terminated = new AtomicBoolean();
 
     private void terminate(Throwable streamError) {
         if (!terminated.compareAndSet(false, true)) {

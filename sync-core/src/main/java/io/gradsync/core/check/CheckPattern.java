@@ -69,39 +69,38 @@ public final class CheckPattern {
         for (int m = 1; m < ranks.length; m++) {
             long v = value(op, ranks[m], index);
             switch (op) {
-                case SUM:
-                case AVG: acc += v; break;
-                case PROD: acc *= v; break;
-                case MAX: acc = Math.max(acc, v); break;
-                case MIN: acc = Math.min(acc, v); break;
-                default: throw new IllegalArgumentException("unsupported op " + op);
+                case SUM, AVG -> acc += v;
+                case PROD -> acc *= v;
+                case MAX -> acc = Math.max(acc, v);
+                case MIN -> acc = Math.min(acc, v);
+                default -> throw new IllegalArgumentException("unsupported op " + op);
             }
         }
         if (op != ReduceOp.AVG) {
             return bitsOf(type, acc);
         }
-        switch (type) {
-            case FLOAT32: return Float.floatToRawIntBits((float) acc / (float) divisor);
-            case FLOAT64: return Double.doubleToRawLongBits((double) acc / (double) divisor);
-            case INT32: return (int) acc / divisor;
-            case INT64: return acc / divisor;
-            case BFLOAT16: return HalfFloats.floatToBfloat16((float) acc / divisor) & 0xFFFF;
-            case FLOAT16: return HalfFloats.floatToFloat16((float) acc / divisor) & 0xFFFF;
-            default: throw new IllegalArgumentException("unsupported type " + type);
-        }
+        return switch (type) {
+            case FLOAT32 -> Float.floatToRawIntBits((float) acc / (float) divisor);
+            case FLOAT64 -> Double.doubleToRawLongBits((double) acc / (double) divisor);
+            case INT32 -> (int) acc / divisor;
+            case INT64 -> acc / divisor;
+            case BFLOAT16 -> HalfFloats.floatToBfloat16((float) acc / divisor) & 0xFFFF;
+            case FLOAT16 -> HalfFloats.floatToFloat16((float) acc / divisor) & 0xFFFF;
+            default -> throw new IllegalArgumentException("unsupported type " + type);
+        };
     }
 
     /** The bits ({@link GradientBuffer#getBits}) of the integer {@code value} stored as {@code type}. */
     public static long bitsOf(DataType type, long value) {
-        switch (type) {
-            case FLOAT32: return Float.floatToRawIntBits((float) value);
-            case FLOAT64: return Double.doubleToRawLongBits((double) value);
-            case INT32: return (int) value;
-            case INT64: return value;
-            case BFLOAT16: return HalfFloats.floatToBfloat16(value) & 0xFFFF;
-            case FLOAT16: return HalfFloats.floatToFloat16(value) & 0xFFFF;
-            default: throw new IllegalArgumentException("unsupported type " + type);
-        }
+        return switch (type) {
+            case FLOAT32 -> Float.floatToRawIntBits((float) value);
+            case FLOAT64 -> Double.doubleToRawLongBits((double) value);
+            case INT32 -> (int) value;
+            case INT64 -> value;
+            case BFLOAT16 -> HalfFloats.floatToBfloat16(value) & 0xFFFF;
+            case FLOAT16 -> HalfFloats.floatToFloat16(value) & 0xFFFF;
+            default -> throw new IllegalArgumentException("unsupported type " + type);
+        };
     }
 
     /** How many elements of an input filled by {@link #fill} no longer hold their value. */

@@ -61,92 +61,120 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
 
     /** Parses {@code args}; a {@link UsageException} names the first problem found. */
     static LaunchOptions parse(String[] args) throws UsageException {
-        Integer nproc = null;
-        int nnodes = 1;
-        List<String> nodePrefix = List.of();
-        String masterAddr = DEFAULT_MASTER_ADDR;
-        int masterPort = 0;
-        Duration grace = DEFAULT_GRACE;
-        Duration stopDelay = DEFAULT_STOP_DELAY;
-        Duration deadline = Duration.ZERO;
-        boolean prefixOutput = true;
-        boolean bindToCore = false;
+        return new Parser(args).parse();
+    }
 
-        int i = 0;
-        for (; i < args.length; i++) {
-            String arg = args[i];
-            if (arg.equals("--")) {
-                i++;
-                break;
+    /** The options read so far, and where in the arguments. */
+    private static final class Parser {
+        private final String[] args;
+        private int i;
+        private Integer nproc;
+        private int nnodes = 1;
+        private List<String> nodePrefix = List.of();
+        private String masterAddr = DEFAULT_MASTER_ADDR;
+        private int masterPort;
+        private Duration grace = DEFAULT_GRACE;
+        private Duration stopDelay = DEFAULT_STOP_DELAY;
+        private Duration deadline = Duration.ZERO;
+        private boolean prefixOutput = true;
+        private boolean bindToCore;
+        private boolean help;
+
+        Parser(String[] args) {
+            this.args = args;
+        }
+
+        LaunchOptions parse() throws UsageException {
+            for (; i < args.length && !help; i++) {
+                String arg = args[i];
+                if (arg.equals("--")) {
+                    i++;
+                    break;
+                }
+                if (!arg.startsWith("-") || arg.equals("-")) {
+                    break;
+                }
+                option(arg);
             }
-            if (!arg.startsWith("-") || arg.equals("-")) {
-                break;
+            if (help) {
+                return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, DEFAULT_STOP_DELAY,
+                        Duration.ZERO, false, true, true, List.of());
             }
+            List<String> command = Arrays.asList(args).subList(i, args.length);
+            if (nproc == null) {
+                throw new UsageException("-n/--nproc is required");
+            }
+            if (nproc % nnodes != 0) {
+                throw new UsageException("--nproc " + nproc + " is not divisible by --nnodes " + nnodes);
+            }
+            if (command.isEmpty()) {
+                throw new UsageException("no command to run (give it after --)");
+            }
+            return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, stopDelay, deadline,
+                    bindToCore, prefixOutput, false, command);
+        }
+
+        /** One option: {@code --name value}, {@code --name=value}, {@code -nN} or a switch. */
+        private void option(String arg) throws UsageException {
             String name = arg;
-            String value = null;
+            String inline = null;
             int equals = arg.indexOf('=');
             if (arg.startsWith("--") && equals > 0) {
                 name = arg.substring(0, equals);
-                value = arg.substring(equals + 1);
+                inline = arg.substring(equals + 1);
             } else if (arg.startsWith("-n") && !arg.startsWith("--") && arg.length() > 2) {
                 name = "-n";
-                value = arg.substring(2);
+                inline = arg.substring(2);
             }
             switch (name) {
-                case "-h", "--help" -> {
-                    return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, DEFAULT_STOP_DELAY, Duration.ZERO,
-                            false, true, true, List.of());
-                }
+                case "-h", "--help" -> help = true;
                 case "--no-prefix" -> {
-                    if (value != null) {
+                    if (inline != null) {
                         throw new UsageException("--no-prefix takes no value");
                     }
                     prefixOutput = false;
                 }
-                case "-n", "--nproc" -> nproc = positiveInt(name, value != null ? value : valueAfter(args, ++i, name));
-                case "--nnodes" -> nnodes = positiveInt(name, value != null ? value : valueAfter(args, ++i, name));
+                case "-n", "--nproc" -> nproc = positiveInt(name, value(name, inline));
+                case "--nnodes" -> nnodes = positiveInt(name, value(name, inline));
                 case "--node-prefix" -> {
-                    String template = (value != null ? value : valueAfter(args, ++i, name)).trim();
+                    String template = value(name, inline).trim();
                     nodePrefix = template.isEmpty() ? List.of() : Arrays.asList(template.split("\\s+"));
                 }
-                case "--master-addr" -> {
-                    masterAddr = value != null ? value : valueAfter(args, ++i, name);
-                    if (masterAddr.isBlank()) {
-                        throw new UsageException("--master-addr is empty");
-                    }
-                }
-                case "--master-port" -> {
-                    masterPort = positiveInt(name, value != null ? value : valueAfter(args, ++i, name));
-                    if (masterPort > 65_535) {
-                        throw new UsageException("--master-port must be a TCP port (1 to 65535), got " + masterPort);
-                    }
-                }
-                case "--grace" -> grace = seconds(name, value != null ? value : valueAfter(args, ++i, name));
-                case "--stop-delay" -> stopDelay = seconds(name, value != null ? value : valueAfter(args, ++i, name));
-                case "--deadline" -> deadline = seconds(name, value != null ? value : valueAfter(args, ++i, name));
-                case "--bind-to" -> {
-                    String binding = value != null ? value : valueAfter(args, ++i, name);
-                    if (!binding.equals("core") && !binding.equals("none")) {
-                        throw new UsageException("--bind-to must be core or none, got '" + binding + "'");
-                    }
-                    bindToCore = binding.equals("core");
-                }
+                case "--master-addr" -> masterAddr = masterAddress(value(name, inline));
+                case "--master-port" -> masterPort = port(positiveInt(name, value(name, inline)));
+                case "--grace" -> grace = seconds(name, value(name, inline));
+                case "--stop-delay" -> stopDelay = seconds(name, value(name, inline));
+                case "--deadline" -> deadline = seconds(name, value(name, inline));
+                case "--bind-to" -> bindToCore = bindToCore(value(name, inline));
                 default -> throw new UsageException("unknown option " + arg);
             }
         }
-        List<String> command = Arrays.asList(args).subList(i, args.length);
 
-        if (nproc == null) {
-            throw new UsageException("-n/--nproc is required");
+        /** The option's value: given inline, or the next argument. */
+        private String value(String name, String inline) throws UsageException {
+            return inline != null ? inline : valueAfter(args, ++i, name);
         }
-        if (nproc % nnodes != 0) {
-            throw new UsageException("--nproc " + nproc + " is not divisible by --nnodes " + nnodes);
+
+        private static String masterAddress(String address) throws UsageException {
+            if (address.isBlank()) {
+                throw new UsageException("--master-addr is empty");
+            }
+            return address;
         }
-        if (command.isEmpty()) {
-            throw new UsageException("no command to run (give it after --)");
+
+        private static int port(int port) throws UsageException {
+            if (port > 65_535) {
+                throw new UsageException("--master-port must be a TCP port (1 to 65535), got " + port);
+            }
+            return port;
         }
-        return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, stopDelay, deadline,
-                bindToCore, prefixOutput, false, command);
+
+        private static boolean bindToCore(String binding) throws UsageException {
+            if (!binding.equals("core") && !binding.equals("none")) {
+                throw new UsageException("--bind-to must be core or none, got '" + binding + "'");
+            }
+            return binding.equals("core");
+        }
     }
 
     private static String valueAfter(String[] args, int index, String name) throws UsageException {

@@ -25,19 +25,22 @@ public final class Kernels {
     }
 
     /** {@code dst[i] = a[i] op b[i]} for {@code count} elements; {@code dst} may be {@code a} or {@code b}. */
+    // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
+    // Region per chunk; the Region-level API is one level up.
+    @SuppressWarnings("checkstyle:ParameterNumber")
     public static void reduce(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
         if (MemoryAccess.reducedOnSegments(type, op, a, aOff, b, bOff, dst, dstOff, count)) {
             return;
         }
         switch (type) {
-            case FLOAT32: reduceFloat32(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case FLOAT64: reduceFloat64(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case INT32: reduceInt32(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case INT64: reduceInt64(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case BFLOAT16: reduceBfloat16(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case FLOAT16: reduceFloat16(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            default: throw new IllegalArgumentException("unsupported type " + type);
+            case FLOAT32 -> reduceFloat32(op, a, aOff, b, bOff, dst, dstOff, count);
+            case FLOAT64 -> reduceFloat64(op, a, aOff, b, bOff, dst, dstOff, count);
+            case INT32 -> reduceInt32(op, a, aOff, b, bOff, dst, dstOff, count);
+            case INT64 -> reduceInt64(op, a, aOff, b, bOff, dst, dstOff, count);
+            case BFLOAT16 -> reduceBfloat16(op, a, aOff, b, bOff, dst, dstOff, count);
+            case FLOAT16 -> reduceFloat16(op, a, aOff, b, bOff, dst, dstOff, count);
+            default -> throw new IllegalArgumentException("unsupported type " + type);
         }
     }
 
@@ -47,48 +50,45 @@ public final class Kernels {
             return;
         }
         switch (type) {
-            case FLOAT32: {
+            case FLOAT32 -> {
                 float d = divisor;
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 2);
                     putFloat(dst, o, getFloat(dst, o) / d);
                 }
-                break;
             }
-            case FLOAT64: {
+            case FLOAT64 -> {
                 double d = divisor;
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 3);
                     putDouble(dst, o, getDouble(dst, o) / d);
                 }
-                break;
             }
-            case INT32:
+            case INT32 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 2);
                     putInt(dst, o, getInt(dst, o) / divisor);
                 }
-                break;
-            case INT64:
+            }
+            case INT64 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 3);
                     putLong(dst, o, getLong(dst, o) / divisor);
                 }
-                break;
-            case BFLOAT16:
+            }
+            case BFLOAT16 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 1);
                     putShort(dst, o, HalfFloats.floatToBfloat16(HalfFloats.bfloat16ToFloat(getShort(dst, o)) / divisor));
                 }
-                break;
-            case FLOAT16:
+            }
+            case FLOAT16 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 1);
                     putShort(dst, o, HalfFloats.floatToFloat16(HalfFloats.float16ToFloat(getShort(dst, o)) / divisor));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported type " + type);
+            }
+            default -> throw new IllegalArgumentException("unsupported type " + type);
         }
     }
 
@@ -99,193 +99,181 @@ public final class Kernels {
 
     private static void reduceFloat32(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     putFloat(d, dOff + x, getFloat(a, ao + x) + getFloat(b, bo + x));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     putFloat(d, dOff + x, getFloat(a, ao + x) * getFloat(b, bo + x));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     putFloat(d, dOff + x, Math.max(getFloat(a, ao + x), getFloat(b, bo + x)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     putFloat(d, dOff + x, Math.min(getFloat(a, ao + x), getFloat(b, bo + x)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceFloat64(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     putDouble(d, dOff + x, getDouble(a, ao + x) + getDouble(b, bo + x));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     putDouble(d, dOff + x, getDouble(a, ao + x) * getDouble(b, bo + x));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     putDouble(d, dOff + x, Math.max(getDouble(a, ao + x), getDouble(b, bo + x)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     putDouble(d, dOff + x, Math.min(getDouble(a, ao + x), getDouble(b, bo + x)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceInt32(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     putInt(d, dOff + x, getInt(a, ao + x) + getInt(b, bo + x));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     putInt(d, dOff + x, getInt(a, ao + x) * getInt(b, bo + x));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     putInt(d, dOff + x, Math.max(getInt(a, ao + x), getInt(b, bo + x)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     putInt(d, dOff + x, Math.min(getInt(a, ao + x), getInt(b, bo + x)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceInt64(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     putLong(d, dOff + x, getLong(a, ao + x) + getLong(b, bo + x));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     putLong(d, dOff + x, getLong(a, ao + x) * getLong(b, bo + x));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     putLong(d, dOff + x, Math.max(getLong(a, ao + x), getLong(b, bo + x)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     putLong(d, dOff + x, Math.min(getLong(a, ao + x), getLong(b, bo + x)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceBfloat16(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     putShort(d, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) + bf16(b, bo + x)));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     putShort(d, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) * bf16(b, bo + x)));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     putShort(d, dOff + x, HalfFloats.floatToBfloat16(Math.max(bf16(a, ao + x), bf16(b, bo + x))));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     putShort(d, dOff + x, HalfFloats.floatToBfloat16(Math.min(bf16(a, ao + x), bf16(b, bo + x))));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceFloat16(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     putShort(d, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) + fp16(b, bo + x)));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     putShort(d, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) * fp16(b, bo + x)));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     putShort(d, dOff + x, HalfFloats.floatToFloat16(Math.max(fp16(a, ao + x), fp16(b, bo + x))));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     putShort(d, dOff + x, HalfFloats.floatToFloat16(Math.min(fp16(a, ao + x), fp16(b, bo + x))));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 

@@ -115,6 +115,9 @@ final class MemoryAccess {
      * here they run nothing and say so.
      */
 
+    // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
+    // Region per chunk; the Region-level API is one level up.
+    @SuppressWarnings("checkstyle:ParameterNumber")
     static boolean reducedOnSegments(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
                                      Object dst, long dstOff, int count) {
         return false;
@@ -136,6 +139,9 @@ final class MemoryAccess {
         return false;
     }
 
+    // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
+    // Region per chunk; the Region-level API is one level up.
+    @SuppressWarnings("checkstyle:ParameterNumber")
     static boolean reducedWireOnSegments(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
                                          Object dst, long dstOff, int count) {
         return false;

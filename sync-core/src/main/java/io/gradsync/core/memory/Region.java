@@ -1,5 +1,6 @@
 package io.gradsync.core.memory;
 
+import java.lang.reflect.Array;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Objects;
@@ -78,7 +79,7 @@ public final class Region {
         if (scale == 0) {
             throw new IllegalArgumentException("not a numeric primitive array: " + array.getClass().getName());
         }
-        int arrayLength = java.lang.reflect.Array.getLength(array);
+        int arrayLength = Array.getLength(array);
         Objects.checkFromIndexSize(from, length, arrayLength);
         return new Region(MemoryAccess.heapBase(array), MemoryAccess.heapOffset(array, (long) from * scale),
                 (long) length * scale, array, false);

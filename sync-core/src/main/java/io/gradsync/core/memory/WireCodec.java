@@ -63,35 +63,36 @@ public final class WireCodec {
     }
 
     /** {@code dst[i] = a[i] op float32(b[i])}, with {@code a} and {@code dst} float32 and {@code b} on the wire. */
+    // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
+    // Region per chunk; the Region-level API is one level up.
+    @SuppressWarnings("checkstyle:ParameterNumber")
     public static void reduce(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
         if (MemoryAccess.reducedWireOnSegments(wire, op, a, aOff, b, bOff, dst, dstOff, count)) {
             return;
         }
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < count; i++) {
                     putFloat(dst, dstOff + ((long) i << 2), getFloat(a, aOff + ((long) i << 2)) + wireValue(wire, b, bOff, i));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < count; i++) {
                     putFloat(dst, dstOff + ((long) i << 2), getFloat(a, aOff + ((long) i << 2)) * wireValue(wire, b, bOff, i));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < count; i++) {
                     putFloat(dst, dstOff + ((long) i << 2), Math.max(getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < count; i++) {
                     putFloat(dst, dstOff + ((long) i << 2), Math.min(getFloat(a, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 

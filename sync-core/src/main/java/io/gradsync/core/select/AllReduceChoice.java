@@ -3,14 +3,12 @@ package io.gradsync.core.select;
 import io.gradsync.core.DataType;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
-import io.gradsync.core.algorithm.CollectiveDescriptor;
 import java.util.Objects;
 
 /**
  * How one AllReduce call runs: the algorithm and the chunk size it cuts messages into (capped by the
  * transport's largest message). Every rank must run a call with the same choice; the algorithm
- * and chunk travel with every message ({@link CollectiveDescriptor#withPlan}), so a rank that chose
- * otherwise is caught.
+ * and chunk travel with every message (the engine stamps them), so a rank that chose otherwise is caught.
  */
 public final class AllReduceChoice {
     private final AllReduceAlgorithm algorithm;

@@ -169,12 +169,11 @@ public final class AllReduceOverride {
             long scale = 1;
             if (at < text.length() && Character.isLetter(text.charAt(at))) {
                 switch (Character.toUpperCase(text.charAt(at))) {
-                    case 'B': break;
-                    case 'K': scale = 1L << 10; break;
-                    case 'M': scale = 1L << 20; break;
-                    case 'G': scale = 1L << 30; break;
-                    default:
-                        throw error("unknown unit '" + text.charAt(at) + "' in the " + what + "; expected B, K, M or G", at);
+                    case 'B' -> { }
+                    case 'K' -> scale = 1L << 10;
+                    case 'M' -> scale = 1L << 20;
+                    case 'G' -> scale = 1L << 30;
+                    default -> throw error("unknown unit '" + text.charAt(at) + "' in the " + what + "; expected B, K, M or G", at);
                 }
                 at++;
             }

@@ -1,9 +1,12 @@
 package io.gradsync.core.select;
 
 import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.DirectAllReduce;
 import io.gradsync.core.algorithm.RingAllReduce;
+import io.gradsync.core.transport.SharedMemory;
 import java.lang.System.Logger.Level;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -31,35 +34,43 @@ public final class AllReduceSelector {
 
     private final String name;
     private final AllReduceChoice fixed;
-    private final CostModel model;
-    private final Topology topology;
-    private final Map<String, AllReduceAlgorithm> candidates;
-    private final int[] chunks;
-    private final AllReduceOverride override;
-    private final AllReduceChoice[] ruleChoices;
+    /** What {@code auto} decides with, or null for a fixed choice. */
+    private final Auto auto;
     private final AtomicReferenceArray<AllReduceChoice> byClass = new AtomicReferenceArray<>(64);
     /** With wire compression: the ring sending float32 as 16-bit floats, which every float32 call runs; else null. */
     private final AllReduceAlgorithm compressedRing;
     private final DataType wire;
+    /** Where buffers in shared memory are read in place ({@link #withDirect}), or null. */
+    private final Direct direct;
 
-    private AllReduceSelector(String name, AllReduceChoice fixed, CostModel model, Topology topology,
-                              Map<String, AllReduceAlgorithm> candidates, int[] chunks,
-                              AllReduceOverride override, AllReduceChoice[] ruleChoices, DataType wire) {
+    /** When {@code choice} (the direct AllReduce) runs a call instead of what the size alone would pick. */
+    private record Direct(AllReduceChoice choice, SharedMemory shared, long minBytes, boolean stagePlainBuffers) {
+        boolean takes(GradientBuffer input, GradientBuffer output) {
+            return input.byteSize() >= minBytes && DirectAllReduce.accepts(shared, input.byteSize())
+                    && (stagePlainBuffers || shared.handleOf(input.region()) >= 0 && shared.handleOf(output.region()) >= 0);
+        }
+    }
+
+    /**
+     * {@code auto}'s inputs: the model and topology it predicts with, the algorithms and chunk sizes it weighs, and
+     * the override rules (or null) with each rule's choice.
+     */
+    private record Auto(CostModel model, Topology topology, Map<String, AllReduceAlgorithm> candidates, int[] chunks,
+                        AllReduceOverride override, AllReduceChoice[] ruleChoices) {
+    }
+
+    private AllReduceSelector(String name, AllReduceChoice fixed, Auto auto, DataType wire, Direct direct) {
         this.name = name;
-        this.wire = wire;
-        this.compressedRing = wire == null ? null : new RingAllReduce(wire);
         this.fixed = fixed;
-        this.model = model;
-        this.topology = topology;
-        this.candidates = candidates;
-        this.chunks = chunks;
-        this.override = override;
-        this.ruleChoices = ruleChoices;
+        this.auto = auto;
+        this.wire = wire;
+        this.direct = direct;
+        this.compressedRing = wire == null ? null : new RingAllReduce(wire);
     }
 
     /** Always {@code choice}: a communicator configured with one algorithm. */
     public static AllReduceSelector fixed(AllReduceChoice choice) {
-        return new AllReduceSelector(choice.algorithmName(), choice, null, null, Map.of(), new int[0], null, null, null);
+        return new AllReduceSelector(choice.algorithmName(), choice, null, null, null);
     }
 
     /**
@@ -109,8 +120,8 @@ public final class AllReduceSelector {
             LOG.log(Level.DEBUG, () -> "allreduce " + ByteSizes.format(rule.lo()) + ".." + ByteSizes.format(rule.hi())
                     + ", " + topology + ": " + choice + " by override rule '" + rule.text() + "'");
         }
-        return new AllReduceSelector("auto", null, model, topology, candidates,
-                chunks.stream().mapToInt(Integer::intValue).toArray(), override, ruleChoices, null);
+        return new AllReduceSelector("auto", null, new Auto(model, topology, candidates,
+                chunks.stream().mapToInt(Integer::intValue).toArray(), override, ruleChoices), null, null);
     }
 
     /**
@@ -121,7 +132,29 @@ public final class AllReduceSelector {
         if (wire != null && !wire.isHalfFloat()) {
             throw new IllegalArgumentException("float32 travels as BFLOAT16 or FLOAT16, not " + wire);
         }
-        return new AllReduceSelector(name, fixed, model, topology, candidates, chunks, override, ruleChoices, wire);
+        return new AllReduceSelector(name, fixed, auto, wire, direct);
+    }
+
+    /**
+     * This selector reading buffers in place where every rank maps every rank's shared memory ({@code shared}: shm
+     * with the whole job on one host): an AllReduce of at least {@code minBytes} that is not compressed on the
+     * wire runs {@link DirectAllReduce} (in chunks of {@code chunkBytes}, which only its headers carry), if its
+     * buffers are in {@code shared} (from {@code Communicator.allocate}) or {@code stagePlainBuffers} lets it stage
+     * plain ones through shared windows. Below {@code minBytes} the size's choice runs: its one round of messages
+     * beats direct's three.
+     */
+    public AllReduceSelector withDirect(SharedMemory shared, long minBytes, boolean stagePlainBuffers, int chunkBytes) {
+        Direct reads = new Direct(new AllReduceChoice(new DirectAllReduce(), chunkBytes), shared, minBytes, stagePlainBuffers);
+        return new AllReduceSelector(name, fixed, auto, wire, reads);
+    }
+
+    /**
+     * The choice for an AllReduce of {@code input} into {@code output}: {@link DirectAllReduce} where
+     * {@link #withDirect} says so, else {@link #choose(int, DataType)}'s. Allocates nothing.
+     */
+    public AllReduceChoice choose(GradientBuffer input, GradientBuffer output) {
+        AllReduceChoice choice = choose(input.count(), input.dataType());
+        return direct != null && choice.wire() == null && direct.takes(input, output) ? direct.choice() : choice;
     }
 
     /** The choice for an AllReduce of {@code count} elements of {@code type}: by size, then wire compression. */
@@ -145,9 +178,9 @@ public final class AllReduceSelector {
         if (fixed != null) {
             return fixed;
         }
-        int rule = override == null ? -1 : override.indexOf(bytes);
+        int rule = auto.override() == null ? -1 : auto.override().indexOf(bytes);
         if (rule >= 0) {
-            return ruleChoices[rule];
+            return auto.ruleChoices()[rule];
         }
         int sizeClass = 64 - Long.numberOfLeadingZeros(bytes);
         AllReduceChoice choice = byClass.get(sizeClass);
@@ -164,11 +197,11 @@ public final class AllReduceSelector {
         long bytes = lo + lo / 2;
         StringBuilder costs = new StringBuilder();
         double best = Double.POSITIVE_INFINITY;
-        for (Map.Entry<String, AllReduceAlgorithm> candidate : candidates.entrySet()) {
-            int bestChunk = chunks[0];
+        for (Map.Entry<String, AllReduceAlgorithm> candidate : auto.candidates().entrySet()) {
+            int bestChunk = auto.chunks()[0];
             double seconds = Double.POSITIVE_INFINITY;
-            for (int chunk : chunks) {
-                double predicted = model.seconds(candidate.getKey(), topology, bytes, chunk);
+            for (int chunk : auto.chunks()) {
+                double predicted = auto.model().seconds(candidate.getKey(), auto.topology(), bytes, chunk);
                 if (predicted < seconds) {
                     seconds = predicted;
                     bestChunk = chunk;
@@ -182,7 +215,7 @@ public final class AllReduceSelector {
         }
         double predicted = best;
         AllReduceChoice chosen = choice;
-        LOG.log(Level.DEBUG, () -> "allreduce " + ByteSizes.format(lo) + ".." + ByteSizes.format(hi) + ", " + topology
+        LOG.log(Level.DEBUG, () -> "allreduce " + ByteSizes.format(lo) + ".." + ByteSizes.format(hi) + ", " + auto.topology()
                 + ": " + chosen + " " + ByteSizes.seconds(predicted) + "; candidates: " + costs);
         byClass.set(sizeClass, choice);
         return choice;

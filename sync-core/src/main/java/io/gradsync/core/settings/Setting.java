@@ -53,11 +53,14 @@ public final class Setting<T> {
     private final Function<String, T> parser;
     private final Function<T, String> formatter;
     /** Words accepted besides what {@link #parser} takes, and the values they stand for. */
-    private final List<String> words;
-    private final List<T> wordValues;
+    private final List<Word<T>> words;
+
+    /** A word accepted besides what the parser takes, and the value it stands for. */
+    private record Word<T>(String text, T value) {
+    }
 
     private Setting(String name, String environmentVariable, T defaultValue, String unsetMeaning, Supplier<String> accepted,
-                    Function<String, T> parser, Function<T, String> formatter, List<String> words, List<T> wordValues) {
+                    Function<String, T> parser, Function<T, String> formatter, List<Word<T>> words) {
         this.name = Objects.requireNonNull(name, "name");
         this.environmentVariable = environmentVariable;
         this.defaultValue = defaultValue;
@@ -66,12 +69,11 @@ public final class Setting<T> {
         this.parser = parser;
         this.formatter = formatter;
         this.words = words;
-        this.wordValues = wordValues;
     }
 
     private static <T> Setting<T> of(String name, T defaultValue, Supplier<String> accepted, Function<String, T> parser,
                                      Function<T, String> formatter) {
-        return new Setting<>(name, null, defaultValue, null, accepted, parser, formatter, List.of(), List.of());
+        return new Setting<>(name, null, defaultValue, null, accepted, parser, formatter, List.of());
     }
 
     /** A byte size from {@code min} to {@code max} bytes, e.g. {@code 256K}. */
@@ -135,7 +137,7 @@ public final class Setting<T> {
      */
     public Setting<T> orEnvironment(String variable) {
         return new Setting<>(name, Objects.requireNonNull(variable, "variable"), defaultValue, unsetMeaning, accepted, parser,
-                formatter, words, wordValues);
+                formatter, words);
     }
 
     /**
@@ -146,7 +148,7 @@ public final class Setting<T> {
      */
     public Setting<T> unsetMeans(String meaning) {
         return new Setting<>(name, environmentVariable, null, Objects.requireNonNull(meaning, "meaning"), accepted, parser,
-                formatter, words, wordValues);
+                formatter, words);
     }
 
     /**
@@ -163,7 +165,7 @@ public final class Setting<T> {
                 text -> {
                     T value = baseParser.apply(text);
                     return value != null && test.test(value) ? value : null;
-                }, formatter, words, wordValues);
+                }, formatter, words);
     }
 
     /**
@@ -172,12 +174,10 @@ public final class Setting<T> {
      * @return a new setting
      */
     public Setting<T> or(String word, T value) {
-        List<String> moreWords = new ArrayList<>(words);
-        moreWords.add(word);
-        List<T> moreValues = new ArrayList<>(wordValues);
-        moreValues.add(value);
+        List<Word<T>> more = new ArrayList<>(words);
+        more.add(new Word<>(Objects.requireNonNull(word, "word"), value));
         return new Setting<>(name, environmentVariable, defaultValue, unsetMeaning, accepted, parser, formatter,
-                List.copyOf(moreWords), List.copyOf(moreValues));
+                List.copyOf(more));
     }
 
     /** The property's name, e.g. {@code gradsync.timeout.ms}. */
@@ -195,7 +195,8 @@ public final class Setting<T> {
         if (words.isEmpty()) {
             return accepted.get();
         }
-        return String.join(", ", words) + (words.size() == 1 ? " or " : ", or ") + accepted.get();
+        List<String> texts = words.stream().map(Word::text).toList();
+        return String.join(", ", texts) + (texts.size() == 1 ? " or " : ", or ") + accepted.get();
     }
 
     /** The default as the documentation shows it: the value in the setting's own notation, or what unset means. */
@@ -251,17 +252,21 @@ public final class Setting<T> {
 
     /** The value {@code text} stands for, or null where the setting does not accept it. */
     private T parse(String text) {
-        for (int i = 0; i < words.size(); i++) {
-            if (words.get(i).equalsIgnoreCase(text)) {
-                return wordValues.get(i);
+        for (Word<T> word : words) {
+            if (word.text().equalsIgnoreCase(text)) {
+                return word.value();
             }
         }
         return parser.apply(text);
     }
 
     private String format(T value) {
-        int word = wordValues.indexOf(value);
-        return word >= 0 ? words.get(word) : formatter.apply(value);
+        for (Word<T> word : words) {
+            if (Objects.equals(word.value(), value)) {
+                return word.text();
+            }
+        }
+        return formatter.apply(value);
     }
 
     private static <V extends Comparable<? super V>> V within(V value, V min, V max) {

@@ -1,9 +1,9 @@
 package io.gradsync.core.trace;
 
 import io.gradsync.core.Communicator;
-import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.settings.Setting;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.io.Writer;
@@ -64,6 +64,16 @@ public final class Timeline implements AutoCloseable {
     public static final String TRACE_PROPERTY = "gradsync.trace";
     /** Barrier round trips used to estimate the clock offsets. */
     public static final int ALIGN_ROUNDS = 7;
+    /**
+     * Events a rank's timeline records, at most (later ones are counted as dropped): from 1 to 4194304. The
+     * timeline holds them in arrays made when it opens, 44 bytes per event, so the largest takes 176 MiB of heap.
+     */
+    public static final String EVENTS_PROPERTY = "gradsync.trace.events";
+    public static final int EVENTS_DEFAULT = 1 << 18;
+    private static final Setting<Integer> EVENTS = Setting.integer(EVENTS_PROPERTY, EVENTS_DEFAULT, 1, 1 << 22);
+    /** The directory each rank writes its trace into; unset, tracing is off. */
+    private static final Setting<String> DIRECTORY = Setting.text(TRACE_PROPERTY, null, "a directory")
+            .orEnvironment(TRACE_ENV).unsetMeans("no tracing");
     /** An arrival not recorded (a sequence number taken but never recorded, or never taken). */
     private static final long NO_ARRIVAL = Long.MIN_VALUE;
 
@@ -138,7 +148,7 @@ public final class Timeline implements AutoCloseable {
      * this is a collective (clock alignment): every rank must call it, and all must agree on being on.
      */
     public static Timeline fromEnvironment(Communicator comm) {
-        String dir = io.gradsync.core.GradSyncConfiguration.traceDirectory();
+        String dir = DIRECTORY.get();
         if (dir == null) {
             return OFF;
         }
@@ -159,7 +169,7 @@ public final class Timeline implements AutoCloseable {
     static Timeline open(Communicator comm, Path dir, LongSupplier epochMillis) {
         Objects.requireNonNull(comm, "comm");
         Objects.requireNonNull(dir, "dir");
-        int capacity = GradSyncConfiguration.traceEvents(); // refused before anything is made in dir
+        int capacity = EVENTS.get(); // refused before anything is made in dir
         return new Timeline(comm, createFiles(comm, dir), capacity, epochMillis);
     }
 

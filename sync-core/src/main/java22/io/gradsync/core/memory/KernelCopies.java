@@ -34,6 +34,8 @@ final class KernelCopies {
 
     /** What a copy does: the loops of {@link Kernels} and {@link WireCodec}. */
     interface Loops {
+        // Three operands as (segment, offset) pairs, as the kernels take them (see Kernels.reduce).
+        @SuppressWarnings("checkstyle:ParameterNumber")
         void reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
                     MemorySegment dst, long dstOff, int count);
 
@@ -45,6 +47,8 @@ final class KernelCopies {
 
         void round(DataType wire, MemorySegment base, long offset, int count);
 
+        // Three operands as (segment, offset) pairs, as the kernels take them (see Kernels.reduce).
+        @SuppressWarnings("checkstyle:ParameterNumber")
         void reduceWire(DataType wire, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
                         MemorySegment dst, long dstOff, int count);
     }

@@ -171,6 +171,9 @@ final class MemoryAccess {
      * SegmentKernels for their segments' classes (KernelCopies says why), and are told so.
      */
 
+    // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
+    // Region per chunk; the Region-level API is one level up.
+    @SuppressWarnings("checkstyle:ParameterNumber")
     static boolean reducedOnSegments(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
                                      Object dst, long dstOff, int count) {
         if (!FOREIGN || count == 0) {
@@ -221,6 +224,9 @@ final class MemoryAccess {
         return true;
     }
 
+    // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
+    // Region per chunk; the Region-level API is one level up.
+    @SuppressWarnings("checkstyle:ParameterNumber")
     static boolean reducedWireOnSegments(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
                                          Object dst, long dstOff, int count) {
         if (!FOREIGN || count == 0) {

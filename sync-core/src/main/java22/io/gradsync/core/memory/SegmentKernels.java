@@ -24,13 +24,13 @@ final class SegmentKernels implements KernelCopies.Loops {
     public void reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
                        MemorySegment dst, long dstOff, int count) {
         switch (type) {
-            case FLOAT32: reduceFloat32(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case FLOAT64: reduceFloat64(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case INT32: reduceInt32(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case INT64: reduceInt64(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case BFLOAT16: reduceBfloat16(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            case FLOAT16: reduceFloat16(op, a, aOff, b, bOff, dst, dstOff, count); break;
-            default: throw new IllegalArgumentException("unsupported type " + type);
+            case FLOAT32 -> reduceFloat32(op, a, aOff, b, bOff, dst, dstOff, count);
+            case FLOAT64 -> reduceFloat64(op, a, aOff, b, bOff, dst, dstOff, count);
+            case INT32 -> reduceInt32(op, a, aOff, b, bOff, dst, dstOff, count);
+            case INT64 -> reduceInt64(op, a, aOff, b, bOff, dst, dstOff, count);
+            case BFLOAT16 -> reduceBfloat16(op, a, aOff, b, bOff, dst, dstOff, count);
+            case FLOAT16 -> reduceFloat16(op, a, aOff, b, bOff, dst, dstOff, count);
+            default -> throw new IllegalArgumentException("unsupported type " + type);
         }
     }
 
@@ -38,240 +38,225 @@ final class SegmentKernels implements KernelCopies.Loops {
     @Override
     public void divide(DataType type, MemorySegment dst, long dstOff, int count, int divisor) {
         switch (type) {
-            case FLOAT32: {
+            case FLOAT32 -> {
                 float d = divisor;
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 2);
                     dst.set(FLOAT, o, dst.get(FLOAT, o) / d);
                 }
-                break;
             }
-            case FLOAT64: {
+            case FLOAT64 -> {
                 double d = divisor;
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 3);
                     dst.set(DOUBLE, o, dst.get(DOUBLE, o) / d);
                 }
-                break;
             }
-            case INT32:
+            case INT32 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 2);
                     dst.set(INT, o, dst.get(INT, o) / divisor);
                 }
-                break;
-            case INT64:
+            }
+            case INT64 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 3);
                     dst.set(LONG, o, dst.get(LONG, o) / divisor);
                 }
-                break;
-            case BFLOAT16:
+            }
+            case BFLOAT16 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 1);
                     dst.set(SHORT, o, HalfFloats.floatToBfloat16(HalfFloats.bfloat16ToFloat(dst.get(SHORT, o)) / divisor));
                 }
-                break;
-            case FLOAT16:
+            }
+            case FLOAT16 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 1);
                     dst.set(SHORT, o, HalfFloats.floatToFloat16(HalfFloats.float16ToFloat(dst.get(SHORT, o)) / divisor));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported type " + type);
+            }
+            default -> throw new IllegalArgumentException("unsupported type " + type);
         }
     }
 
     private static void reduceFloat32(ReduceOp op, MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     d.set(FLOAT, dOff + x, a.get(FLOAT, ao + x) + b.get(FLOAT, bo + x));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     d.set(FLOAT, dOff + x, a.get(FLOAT, ao + x) * b.get(FLOAT, bo + x));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     d.set(FLOAT, dOff + x, Math.max(a.get(FLOAT, ao + x), b.get(FLOAT, bo + x)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     d.set(FLOAT, dOff + x, Math.min(a.get(FLOAT, ao + x), b.get(FLOAT, bo + x)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceFloat64(ReduceOp op, MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     d.set(DOUBLE, dOff + x, a.get(DOUBLE, ao + x) + b.get(DOUBLE, bo + x));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     d.set(DOUBLE, dOff + x, a.get(DOUBLE, ao + x) * b.get(DOUBLE, bo + x));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     d.set(DOUBLE, dOff + x, Math.max(a.get(DOUBLE, ao + x), b.get(DOUBLE, bo + x)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     d.set(DOUBLE, dOff + x, Math.min(a.get(DOUBLE, ao + x), b.get(DOUBLE, bo + x)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceInt32(ReduceOp op, MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     d.set(INT, dOff + x, a.get(INT, ao + x) + b.get(INT, bo + x));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     d.set(INT, dOff + x, a.get(INT, ao + x) * b.get(INT, bo + x));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     d.set(INT, dOff + x, Math.max(a.get(INT, ao + x), b.get(INT, bo + x)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 2;
                     d.set(INT, dOff + x, Math.min(a.get(INT, ao + x), b.get(INT, bo + x)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceInt64(ReduceOp op, MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     d.set(LONG, dOff + x, a.get(LONG, ao + x) + b.get(LONG, bo + x));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     d.set(LONG, dOff + x, a.get(LONG, ao + x) * b.get(LONG, bo + x));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     d.set(LONG, dOff + x, Math.max(a.get(LONG, ao + x), b.get(LONG, bo + x)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 3;
                     d.set(LONG, dOff + x, Math.min(a.get(LONG, ao + x), b.get(LONG, bo + x)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceBfloat16(ReduceOp op, MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     d.set(SHORT, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) + bf16(b, bo + x)));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     d.set(SHORT, dOff + x, HalfFloats.floatToBfloat16(bf16(a, ao + x) * bf16(b, bo + x)));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     d.set(SHORT, dOff + x, HalfFloats.floatToBfloat16(Math.max(bf16(a, ao + x), bf16(b, bo + x))));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     d.set(SHORT, dOff + x, HalfFloats.floatToBfloat16(Math.min(bf16(a, ao + x), bf16(b, bo + x))));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
     private static void reduceFloat16(ReduceOp op, MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     d.set(SHORT, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) + fp16(b, bo + x)));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     d.set(SHORT, dOff + x, HalfFloats.floatToFloat16(fp16(a, ao + x) * fp16(b, bo + x)));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     d.set(SHORT, dOff + x, HalfFloats.floatToFloat16(Math.max(fp16(a, ao + x), fp16(b, bo + x))));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < n; i++) {
                     long x = (long) i << 1;
                     d.set(SHORT, dOff + x, HalfFloats.floatToFloat16(Math.min(fp16(a, ao + x), fp16(b, bo + x))));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 
@@ -321,29 +306,27 @@ final class SegmentKernels implements KernelCopies.Loops {
     public void reduceWire(DataType wire, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
                            MemorySegment dst, long dstOff, int count) {
         switch (op) {
-            case SUM:
-            case AVG:
+            case SUM, AVG -> {
                 for (int i = 0; i < count; i++) {
                     dst.set(FLOAT, dstOff + ((long) i << 2), a.get(FLOAT, aOff + ((long) i << 2)) + wireValue(wire, b, bOff, i));
                 }
-                break;
-            case PROD:
+            }
+            case PROD -> {
                 for (int i = 0; i < count; i++) {
                     dst.set(FLOAT, dstOff + ((long) i << 2), a.get(FLOAT, aOff + ((long) i << 2)) * wireValue(wire, b, bOff, i));
                 }
-                break;
-            case MAX:
+            }
+            case MAX -> {
                 for (int i = 0; i < count; i++) {
                     dst.set(FLOAT, dstOff + ((long) i << 2), Math.max(a.get(FLOAT, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
                 }
-                break;
-            case MIN:
+            }
+            case MIN -> {
                 for (int i = 0; i < count; i++) {
                     dst.set(FLOAT, dstOff + ((long) i << 2), Math.min(a.get(FLOAT, aOff + ((long) i << 2)), wireValue(wire, b, bOff, i)));
                 }
-                break;
-            default:
-                throw new IllegalArgumentException("unsupported op " + op);
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
         }
     }
 

@@ -1,6 +1,5 @@
 package io.gradsync.core.algorithm;
 
-import io.gradsync.core.transport.CallIds;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.CollectiveException;
@@ -9,15 +8,25 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
-import io.gradsync.core.transport.Call;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.CollectiveKind;
+import io.gradsync.core.engine.Completion;
+import io.gradsync.core.engine.Phase;
+import io.gradsync.core.engine.ProgressThread;
+import io.gradsync.core.engine.Request;
+import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -64,82 +73,89 @@ class GroupRingTest {
 
     private static List<String> runRank(Endpoint endpoint, int[] lengths) {
         int n = endpoint.job().size();
-        int rank = endpoint.job().rank();
-        int[] group = groupOf(n, rank);
-        int g = group.length;
-        int p = GroupRing.position(group, rank);
-        IdleStrategy idle = IdleStrategy.named("backoff").get();
+        int[] group = groupOf(n, endpoint.job().rank());
         List<String> problems = new ArrayList<>();
-        long sequence = 0;
-        StreamLedger ledger = new StreamLedger();
-        Inbox inbox = new Inbox(n, ledger, Inbox.STASH_CELLS);
-        Engine engine = new Engine(endpoint, inbox, ledger, 30_000_000_000L);
+        Member member = new Member(new ProgressThread(endpoint, TimeUnit.SECONDS.toNanos(30), 1,
+                ProgressThread.MAX_AHEAD_MESSAGES, IdleStrategy.named("backoff"), true), endpoint.job().rank(), n, new long[1]);
         for (int length : lengths) {
-            int from = 3;
-            int to = from + length;
+            GroupRing.Span span = new GroupRing.Span(group, 3, 3 + length);
             for (DataType type : DataType.values()) {
                 for (ReduceOp op : ReduceOp.values()) {
                     for (int mode = 0; mode < 3; mode++) { // 0 out of place, 1 in place, 2 compact
-                        if (mode == 2 && length % g != 0) {
-                            continue;
-                        }
-                        String name = length + " " + type + " " + op + " mode " + mode;
-                        GradientBuffer in = heap(type, to + 2);
-                        GradientBuffer out = mode == 1 ? in : heap(type, to + 2);
-                        for (int i = 0; i < in.count(); i++) {
-                            in.set(i, CheckPattern.value(op, rank, i));
-                            if (mode != 1) {
-                                out.set(i, SENTINEL);
-                            }
-                        }
-                        ReduceOp combine = op == ReduceOp.AVG ? ReduceOp.SUM : op;
-                        int divisor = op == ReduceOp.AVG ? n : 1;
-                        int segFrom = GroupRing.segmentStart(from, to, g, p);
-                        int segTo = GroupRing.segmentStart(from, to, g, p + 1);
-                        long es = type.bytes();
-                        Object ib = in.region().base();
-                        long io = in.region().offset();
-                        Object ob = out.region().base();
-                        long oo = out.region().offset();
-                        if (mode == 2) {
-                            // the owned segment lands at the output's start
-                            run(engine, sequence++, idle, ctx -> GroupRing.reduceScatterCompact(ctx, group, type, combine,
-                                    divisor, ib, io, ob, oo - segFrom * es, from, to));
-                        } else {
-                            run(engine, sequence++, idle, ctx -> GroupRing.reduceScatter(ctx, group, type, combine, divisor,
-                                    ib, io, ob, oo, from, to));
-                        }
-                        int shift = mode == 2 ? segFrom : 0;
-                        for (int i = segFrom; i < segTo; i++) {
-                            long want = CheckPattern.expectedBits(type, op, group, n, i);
-                            if (out.getBits(i - shift) != want) {
-                                problems.add("WRONG reduce-scatter " + name + " at " + i);
-                                break;
-                            }
-                        }
-                        if (mode != 1) {
-                            checkUntouched(problems, "reduce-scatter " + name, out,
-                                    mode == 2 ? 0 : from, mode == 2 ? segTo - segFrom : to);
-                        }
-                        if (mode == 2) {
-                            continue;
-                        }
-                        // All-gather the owned segments, in place on the reduce-scatter's output.
-                        run(engine, sequence++, idle, ctx -> GroupRing.allGather(ctx, group, type, ob, oo, ob, oo, from, to));
-                        for (int i = from; i < to; i++) {
-                            if (out.getBits(i) != CheckPattern.expectedBits(type, op, group, n, i)) {
-                                problems.add("WRONG all-gather " + name + " at " + i);
-                                break;
-                            }
-                        }
-                        if (mode == 0) {
-                            checkUntouched(problems, "all-gather " + name, out, from, to);
+                        if (mode != 2 || length % group.length == 0) {
+                            runCase(member, span, type, op, mode, problems);
                         }
                     }
                 }
             }
         }
+        member.engine().shutdown();
         return problems;
+    }
+
+    /** A rank of the job: its engine, who it is, and the number of its next call. */
+    private record Member(ProgressThread engine, int rank, int size, long[] sequence) {
+        void run(Function<CollectiveContext, Phase> phase) {
+            GroupRingTest.run(engine, sequence[0]++, phase);
+        }
+    }
+
+    /** A reduce-scatter over {@code span} in {@code mode}, then (but compact) an all-gather of its result, each checked. */
+    private static void runCase(Member member, GroupRing.Span span, DataType type, ReduceOp op, int mode,
+                                List<String> problems) {
+        int[] group = span.group();
+        int n = member.size();
+        int rank = member.rank();
+        int p = RingSchedule.position(group, rank);
+        String name = (span.to() - span.from()) + " " + type + " " + op + " mode " + mode;
+        GradientBuffer in = heap(type, span.to() + 2);
+        GradientBuffer out = mode == 1 ? in : heap(type, span.to() + 2);
+        for (int i = 0; i < in.count(); i++) {
+            in.set(i, CheckPattern.value(op, rank, i));
+            if (mode != 1) {
+                out.set(i, SENTINEL);
+            }
+        }
+        ReduceOp combine = op == ReduceOp.AVG ? ReduceOp.SUM : op;
+        int divisor = op == ReduceOp.AVG ? n : 1;
+        int segFrom = RingSchedule.segmentStart(span.from(), span.to(), group.length, p);
+        int segTo = RingSchedule.segmentStart(span.from(), span.to(), group.length, p + 1);
+        if (mode == 2) {
+            // the owned segment lands at the output's start
+            member.run(ctx -> GroupRing.reduceScatterCompact(ctx, span, type, combine, divisor, in.region(),
+                    out.region()));
+        } else {
+            member.run(ctx -> GroupRing.reduceScatter(ctx, span, type, combine, divisor, in.region(),
+                    out.region()));
+        }
+        int shift = mode == 2 ? segFrom : 0;
+        checkReduced(problems, "reduce-scatter " + name, out, op, n, new GroupRing.Span(group, segFrom, segTo), shift);
+        if (mode != 1) {
+            checkUntouched(problems, "reduce-scatter " + name, out, mode == 2 ? 0 : span.from(),
+                    mode == 2 ? segTo - segFrom : span.to());
+        }
+        if (mode == 2) {
+            return;
+        }
+        // All-gather the owned segments, in place on the reduce-scatter's output.
+        long es = type.bytes();
+        Region own = out.region().slice(segFrom * es, (segTo - segFrom) * es);
+        member.run(ctx -> GroupRing.allGather(ctx, span, type, own, out.region()));
+        checkReduced(problems, "all-gather " + name, out, op, n, span, 0);
+        if (mode == 0) {
+            checkUntouched(problems, "all-gather " + name, out, span.from(), span.to());
+        }
+    }
+
+    /** Elements {@code [from, to)} of {@code checked} hold its group's reduction over {@code n} ranks, element {@code i} at {@code i - shift}. */
+    private static void checkReduced(List<String> problems, String name, GradientBuffer out, ReduceOp op, int n,
+                                     GroupRing.Span checked, int shift) {
+        for (int i = checked.from(); i < checked.to(); i++) {
+            if (out.getBits(i - shift) != CheckPattern.expectedBits(out.dataType(), op, checked.group(), n, i)) {
+                problems.add("WRONG " + name + " at " + i);
+                return;
+            }
+        }
     }
 
     /** Elements outside {@code [writtenFrom, writtenTo)} must still hold the sentinel. */
@@ -156,24 +172,30 @@ class GroupRingTest {
     }
 
     /** Runs one phase as the rank's next call, a single call as the communicator would number it, to its end. */
-    private static void run(Engine engine, long sequence, IdleStrategy idle, Function<CollectiveContext, Phase> phase) {
-        Call header = new Call(CallIds.single(sequence), 0, CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, CHUNK));
-        CollectiveException[] error = new CollectiveException[1];
-        engine.admit("group-ring", header, ctx -> List.of(phase.apply(ctx)), new Engine.Completion() {
+    private static void run(ProgressThread engine, long sequence, Function<CollectiveContext, Phase> phase) {
+        Request request = Request.of(CollectiveKind.ALLREDUCE, 0, DataType.INT32, null, CHUNK, ctx -> List.of(phase.apply(ctx)));
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        Completion completion = new Completion() {
             @Override
             public void succeeded() {
+                done.complete(null);
             }
 
             @Override
             public void failed(CollectiveException e) {
-                error[0] = e;
+                done.completeExceptionally(e);
             }
-        });
-        while (engine.active() > 0) {
-            idle.idle(engine.doWork());
+        };
+        long id = CallIds.single(sequence);
+        if (!engine.runHere(request, id, completion)) {
+            engine.submit(request, id, completion);
         }
-        if (error[0] != null) {
-            throw error[0];
+        try {
+            done.get(2, TimeUnit.MINUTES);
+        } catch (ExecutionException e) {
+            throw (RuntimeException) e.getCause();
+        } catch (InterruptedException | TimeoutException e) {
+            throw new AssertionError(e);
         }
     }
 

@@ -17,10 +17,11 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.IntFunction;
+import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 
 /** Ranks as threads, each with its own rendezvous connection over loopback. */
@@ -102,7 +103,7 @@ class RendezvousTest {
             joins.add(CompletableFuture.supplyAsync(() -> Rendezvous.join(e, Duration.ofSeconds(2)), THREADS));
         }
         for (CompletableFuture<Rendezvous> f : joins) {
-            ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
+            ExecutionException e = Assertions.assertThrows(ExecutionException.class,
                     () -> f.get(30, TimeUnit.SECONDS));
             assertTrue(e.getCause() instanceof RendezvousException, e.toString());
             assertTrue(e.getCause().getMessage().contains("ranks that never arrived: [1, 3]"), e.getCause().getMessage());
@@ -115,7 +116,7 @@ class RendezvousTest {
         CompletableFuture<Rendezvous> rank0 = joinAll(1, r -> env(r, 2, port, RIGHT, "h"), Duration.ofSeconds(20)).get(0);
         // Rank 1's place is free: only the secret check stands between the impostor and the job.
         LaunchEnvironment impostor = env(1, 2, port, WRONG, "h");
-        RendezvousException refused = org.junit.jupiter.api.Assertions.assertThrows(RendezvousException.class,
+        RendezvousException refused = Assertions.assertThrows(RendezvousException.class,
                 () -> Rendezvous.join(impostor, Duration.ofSeconds(10)));
         assertTrue(refused.getMessage().contains("refused this process: wrong job secret or job id (claimed rank 1"),
                 refused.getMessage());

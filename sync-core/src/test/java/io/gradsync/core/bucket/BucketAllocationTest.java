@@ -3,6 +3,7 @@ package io.gradsync.core.bucket;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.sun.management.ThreadMXBean;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.trace.Timeline;
@@ -45,7 +46,7 @@ class BucketAllocationTest {
     }
 
     private static long perStepPerRank(boolean trace, Path dir) throws Exception {
-        com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        ThreadMXBean mx = (ThreadMXBean) ManagementFactory.getThreadMXBean();
         int ranks = 2;
         int gradients = 512;
         int count = 512; // floats per gradient: 1 MiB per step

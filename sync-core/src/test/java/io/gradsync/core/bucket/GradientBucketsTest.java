@@ -8,16 +8,25 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
+import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
 import io.gradsync.core.StreamEndedException;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.trace.Timeline;
 import io.gradsync.core.trace.TraceFiles;
 import io.gradsync.core.transport.local.LocalTransport;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -35,7 +44,7 @@ class GradientBucketsTest {
 
     /** Runs {@code body} on {@code n} ranks (threads) and returns each rank's result or error. */
     static <R> List<Object> job(int n, Body<R> body) throws Exception {
-        try (LocalTransport transport = LocalTransport.create(n, io.gradsync.core.GradSyncConfiguration.transportOptions())) {
+        try (LocalTransport transport = LocalTransport.create(n, GradSyncConfiguration.transportOptions())) {
             ExecutorService threads = Executors.newFixedThreadPool(n);
             try {
                 List<Communicator> comms = new ArrayList<>();
@@ -160,7 +169,7 @@ class GradientBucketsTest {
     void layoutFollowsDdpRules() {
         DataType f = DataType.FLOAT32;
         Layout l = Layout.of(new DataType[] {f, f, f, f, f}, new int[] {100, 100, 300, 10, 1000}, 400, 1600,
-                bytes -> java.nio.ByteBuffer.allocateDirect(bytes).order(java.nio.ByteOrder.nativeOrder()));
+                bytes -> ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder()));
         // first bucket: 400 B -> gradient 0 (400 B); gradient 1 starts bucket 1 (cap 1600): 1, 2 (400+1200) ; 3 -> 1640 > 1600 -> bucket 2
         assertEquals(0, l.bucketOf[0]);
         assertEquals(1, l.bucketOf[1]);
@@ -256,14 +265,14 @@ class GradientBucketsTest {
         int views = 7;
         DataType[] types = new DataType[views];
         int[] counts = new int[views];
-        java.util.Arrays.fill(types, DataType.FLOAT32);
-        java.util.Arrays.fill(counts, 64);
+        Arrays.fill(types, DataType.FLOAT32);
+        Arrays.fill(counts, 64);
         List<Object> results = job(n, comm -> {
-            GradientBuckets buckets = GradientBuckets.builder(comm).op(io.gradsync.core.ReduceOp.SUM).bucketBytes(512)
+            GradientBuckets buckets = GradientBuckets.builder(comm).op(ReduceOp.SUM).bucketBytes(512)
                     .firstBucketBytes(256).timeline(Timeline.OFF).build();
             GradientBuffer[] mine = buckets.allocate(types, counts);
             assertTrue(buckets.bucketCount() >= 4, buckets.describeLayout());
-            java.util.Random random = new java.util.Random(comm.rank());
+            Random random = new Random(comm.rank());
             for (int s = 0; s < 4; s++) {
                 for (int p = 0; p < views; p++) {
                     for (int i = 0; i < counts[p]; i++) {
@@ -272,20 +281,20 @@ class GradientBucketsTest {
                 }
                 List<GradientBuffer> order = new ArrayList<>(List.of(mine));
                 if (comm.rank() == 0) {
-                    java.util.Collections.reverse(order);
+                    Collections.reverse(order);
                 } else {
-                    java.util.Collections.shuffle(order, random);
+                    Collections.shuffle(order, random);
                 }
                 if (s == 2) {
                     // no_sync: the views already hold this micro-batch; the next reduce() reduces them
                     Flux.fromIterable(order).transform(buckets.accumulate()).blockLast(Duration.ofSeconds(30));
-                    java.util.Collections.reverse(order);
+                    Collections.reverse(order);
                 }
                 List<GradientBuffer> emitted = Flux.fromIterable(order).transform(buckets.reduce())
                         .collectList().block(Duration.ofSeconds(30));
-                java.util.Set<GradientBuffer> distinct = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+                Set<GradientBuffer> distinct = Collections.newSetFromMap(new IdentityHashMap<>());
                 distinct.addAll(emitted);
-                assertEquals(java.util.Set.of(mine).size(), distinct.size(), "every view emitted once");
+                assertEquals(Set.of(mine).size(), distinct.size(), "every view emitted once");
                 for (int p = 0; p < views; p++) {
                     for (int i = 0; i < counts[p]; i++) {
                         assertEquals(n * expectedAvg(n, s, p, i), mine[p].getDouble(i), 0,
@@ -488,7 +497,7 @@ class GradientBucketsTest {
         List<Object> results = job(n, comm -> {
             GradientBuckets buckets = GradientBuckets.builder(comm).bucketBytes(64).firstBucketBytes(64)
                     .timeline(Timeline.OFF).build();
-            java.util.Random random = new java.util.Random(seed); // same draws on every rank
+            Random random = new Random(seed); // same draws on every rank
             int ended = 0;
             int step = 0;
             for (int t = 0; t < trials; t++) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.security.SecureRandom;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -39,7 +40,7 @@ class CpuBindingTest {
             "--node-prefix", "env NODE={node}", "--", "java", "Main"});
         assertTrue(options.bindToCore());
         RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(2, 2),
-                JobIdentity.from(Map.of(), new java.security.SecureRandom()), 29500, Map.of(),
+                JobIdentity.from(Map.of(), new SecureRandom()), 29500, Map.of(),
                 new CpuBinding(List.of(0, 1, 2, 3), 2));
         assertEquals(List.of("taskset", "-c", "2,3", "env", "NODE=1", "java", "Main"), spec.command(1));
     }

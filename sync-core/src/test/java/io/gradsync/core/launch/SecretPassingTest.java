@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.security.SecureRandom;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -35,6 +36,6 @@ class SecretPassingTest {
         RankProcessSpec spec = new RankProcessSpec(LaunchOptions.parse(new String[] {"-n", "1", "sh"}), new RankLayout(1, 1),
                 identity, 29500, Map.of("GRADSYNC_JOB_SECRET", OUTER_SECRET), null);
         assertEquals(OUTER_SECRET, spec.processBuilder(0).environment().get("GRADSYNC_JOB_SECRET"));
-        assertEquals(java.util.List.of("sh"), spec.processBuilder(0).command());
+        assertEquals(List.of("sh"), spec.processBuilder(0).command());
     }
 }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import java.util.Random;
 import org.junit.jupiter.api.Test;
 
 /** Every one of the 65 536 values of each 16-bit format, and the rounding between each adjacent pair. */
@@ -31,7 +32,7 @@ class HalfFloatsTest {
 
     @Test
     void float16OfAnyFloatIsANearestValue() {
-        java.util.Random random = new java.util.Random(16);
+        Random random = new Random(16);
         for (int i = 0; i < 2_000_000; i++) {
             float f = Float.intBitsToFloat(random.nextInt() & 0x47FFFFFF | (random.nextBoolean() ? 0x80000000 : 0));
             if (Math.abs(f) >= 65520f) {

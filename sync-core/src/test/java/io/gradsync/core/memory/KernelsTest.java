@@ -43,10 +43,10 @@ class KernelsTest {
             for (int i = 0; i < n; i++) {
                 float expected;
                 switch (op) {
-                    case SUM: expected = a[i] + b[i]; break;
-                    case PROD: expected = a[i] * b[i]; break;
-                    case MAX: expected = Math.max(a[i], b[i]); break;
-                    default: expected = Math.min(a[i], b[i]); break;
+                    case SUM -> expected = a[i] + b[i];
+                    case PROD -> expected = a[i] * b[i];
+                    case MAX -> expected = Math.max(a[i], b[i]);
+                    default -> expected = Math.min(a[i], b[i]);
                 }
                 // floatToIntBits folds every NaN into one; the hardware's NaN has other bits
                 float actual = Float.intBitsToFloat((int) dst.getBits(i));
@@ -72,10 +72,10 @@ class KernelsTest {
             for (int i = 0; i < n; i++) {
                 double expected;
                 switch (op) {
-                    case SUM: expected = a[i] + b[i]; break;
-                    case PROD: expected = a[i] * b[i]; break;
-                    case MAX: expected = Math.max(a[i], b[i]); break;
-                    default: expected = Math.min(a[i], b[i]); break;
+                    case SUM -> expected = a[i] + b[i];
+                    case PROD -> expected = a[i] * b[i];
+                    case MAX -> expected = Math.max(a[i], b[i]);
+                    default -> expected = Math.min(a[i], b[i]);
                 }
                 assertEquals(Double.doubleToLongBits(expected), Double.doubleToLongBits(dst[i]), op + " " + a[i] + ", " + b[i]);
             }
@@ -179,12 +179,12 @@ class KernelsTest {
             long at = values.region().offset() + (long) i * type.bytes();
             float real = (float) (random.nextGaussian() * 10);
             switch (type) {
-                case FLOAT32: Elements.putFloat(base, at, real); break;
-                case FLOAT64: Elements.putDouble(base, at, random.nextGaussian() * 10); break;
-                case INT32: Elements.putInt(base, at, random.nextInt()); break;
-                case INT64: Elements.putLong(base, at, random.nextLong()); break;
-                case BFLOAT16: Elements.putShort(base, at, HalfFloats.floatToBfloat16(real)); break;
-                default: Elements.putShort(base, at, HalfFloats.floatToFloat16(real)); break;
+                case FLOAT32 -> Elements.putFloat(base, at, real);
+                case FLOAT64 -> Elements.putDouble(base, at, random.nextGaussian() * 10);
+                case INT32 -> Elements.putInt(base, at, random.nextInt());
+                case INT64 -> Elements.putLong(base, at, random.nextLong());
+                case BFLOAT16 -> Elements.putShort(base, at, HalfFloats.floatToBfloat16(real));
+                default -> Elements.putShort(base, at, HalfFloats.floatToFloat16(real));
             }
         }
         return values;
@@ -195,25 +195,25 @@ class KernelsTest {
         int bytes = (int) values.byteSize();
         Region region;
         switch (memory) {
-            case ARRAY_OF_THE_TYPE:
+            case ARRAY_OF_THE_TYPE -> {
                 region = values.dataType().isHalfFloat() ? Region.ofArray(new short[values.count()], 0, values.count())
                         : GradientBuffer.wrapArray(arrayOf(values.dataType(), values.count())).region();
-                break;
-            case BYTE_ARRAY: region = Region.ofArray(new byte[bytes + 1], 1, bytes); break;
-            case CHAR_ARRAY: region = Region.ofArray(new char[bytes / 2 + 1], 1, bytes / 2); break;
-            case DIRECT: region = Region.ofDirect(ByteBuffer.allocateDirect(bytes + 1).slice(1, bytes).order(ByteOrder.nativeOrder())); break;
-            default: region = Region.ofDirect(mapped.slice(slot * (mapped.capacity() / 3) + 1, bytes).order(ByteOrder.nativeOrder())); break;
+            }
+            case BYTE_ARRAY -> region = Region.ofArray(new byte[bytes + 1], 1, bytes);
+            case CHAR_ARRAY -> region = Region.ofArray(new char[bytes / 2 + 1], 1, bytes / 2);
+            case DIRECT -> region = Region.ofDirect(ByteBuffer.allocateDirect(bytes + 1).slice(1, bytes).order(ByteOrder.nativeOrder()));
+            default -> region = Region.ofDirect(mapped.slice(slot * (mapped.capacity() / 3) + 1, bytes).order(ByteOrder.nativeOrder()));
         }
         Kernels.copy(values.region().base(), values.region().offset(), region.base(), region.offset(), bytes);
         return region;
     }
 
     private static Object arrayOf(DataType type, int count) {
-        switch (type) {
-            case FLOAT32: return new float[count];
-            case FLOAT64: return new double[count];
-            case INT32: return new int[count];
-            default: return new long[count];
-        }
+        return switch (type) {
+            case FLOAT32 -> new float[count];
+            case FLOAT64 -> new double[count];
+            case INT32 -> new int[count];
+            default -> new long[count];
+        };
     }
 }

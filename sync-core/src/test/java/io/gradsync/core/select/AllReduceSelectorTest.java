@@ -8,8 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.algorithm.AllReduceAlgorithm;
-import io.gradsync.core.algorithm.CollectiveContext;
-import io.gradsync.core.algorithm.Phase;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.engine.CollectiveContext;
+import io.gradsync.core.engine.Phase;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -18,6 +19,7 @@ import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
+import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 
 class AllReduceSelectorTest {
@@ -27,7 +29,7 @@ class AllReduceSelectorTest {
     /** Stand-ins for every modelled algorithm, whether or not the registry has it yet. */
     private static Map<String, AllReduceAlgorithm> all() {
         Map<String, AllReduceAlgorithm> algorithms = new LinkedHashMap<>();
-        for (String name : io.gradsync.core.algorithm.AllReduceAlgorithms.names()) {
+        for (String name : AllReduceAlgorithms.names()) {
             algorithms.put(name, new Named(name));
         }
         return algorithms;
@@ -86,7 +88,7 @@ class AllReduceSelectorTest {
         AllReduceSelector registry = AllReduceSelector.auto(MODEL, Topology.blocks(2, 4), null, MAX_CHUNK, 256 << 10);
         for (long bytes = 1; bytes < (1L << 34); bytes *= 4) {
             String chosen = registry.choose(bytes).algorithmName();
-            assertTrue(io.gradsync.core.algorithm.AllReduceAlgorithms.names().contains(chosen), chosen);
+            assertTrue(AllReduceAlgorithms.names().contains(chosen), chosen);
         }
     }
 
@@ -101,12 +103,12 @@ class AllReduceSelectorTest {
 
     @Test
     void overrideRulesWinWhereTheyApplyAndTheModelDecidesElsewhere() {
-        AllReduceOverride override = AllReduceOverride.parse("ring@8K:0-64K", "test", io.gradsync.core.algorithm.AllReduceAlgorithms.names());
+        AllReduceOverride override = AllReduceOverride.parse("ring@8K:0-64K", "test", AllReduceAlgorithms.names());
         AllReduceSelector selector = selector(Topology.blocks(1, 8), override);
         assertEquals("ring (chunk 8 KiB)", selector.choose(4).toString());
         assertEquals("ring (chunk 8 KiB)", selector.choose(65535).toString());
         assertEquals(selector(Topology.blocks(1, 8), null).choose(65536).toString(), selector.choose(65536).toString());
-        AllReduceOverride noChunk = AllReduceOverride.parse("tree:0-max", "test", io.gradsync.core.algorithm.AllReduceAlgorithms.names());
+        AllReduceOverride noChunk = AllReduceOverride.parse("tree:0-max", "test", AllReduceAlgorithms.names());
         assertEquals("tree (chunk 256 KiB)", selector(Topology.blocks(1, 8), noChunk).choose(1 << 30).toString());
     }
 
@@ -155,8 +157,8 @@ class AllReduceSelectorTest {
 
     @Test
     void overrideNamingAnAlgorithmTheLayoutCannotRunIsRejected() {
-        AllReduceOverride hier = AllReduceOverride.parse("ring:0-1M;hier:1M-max", "test", io.gradsync.core.algorithm.AllReduceAlgorithms.names());
-        String message = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+        AllReduceOverride hier = AllReduceOverride.parse("ring:0-1M;hier:1M-max", "test", AllReduceAlgorithms.names());
+        String message = Assertions.assertThrows(IllegalArgumentException.class,
                 () -> selector(Topology.blocks(1, 8), hier)).getMessage();
         assertEquals("allreduce override \"ring:0-1M;hier:1M-max\": rule 'hier:1M-max' names hier, which cannot run on "
                 + "8 ranks on 1 host (it needs several hosts with the same number of ranks on each)", message);

@@ -1,13 +1,8 @@
-package io.gradsync.core;
+package io.gradsync.core.engine;
 
-import io.gradsync.core.algorithm.CollectiveContext;
-import io.gradsync.core.algorithm.Engine;
-import io.gradsync.core.algorithm.Inbox;
-import io.gradsync.core.algorithm.Phase;
-import io.gradsync.core.algorithm.StreamLedger;
-import io.gradsync.core.transport.Call;
+import io.gradsync.core.CollectiveException;
+import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.transport.Endpoint;
-import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -15,7 +10,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -31,7 +25,13 @@ import java.util.function.Supplier;
  * nothing in flight and nothing queued: that saves the two thread hand-offs (caller to progress thread
  * and back) that dominate a small collective, and leaves one busy thread per rank instead of two.
  */
-final class ProgressThread {
+public final class ProgressThread {
+    /**
+     * The most messages a collective may send to a peer ahead of an earlier collective's (per link): what a
+     * receiver's stash holds.
+     */
+    public static final int MAX_AHEAD_MESSAGES = Inbox.STASH_CELLS;
+
     private static final System.Logger LOG = System.getLogger("io.gradsync.core");
     private static final Object STOP = new Object();
     /** Queued by a caller that stops driving with a collective unfinished: the progress thread takes over. */
@@ -39,12 +39,8 @@ final class ProgressThread {
     /** Long enough to catch a back-to-back call, short enough not to steal a shared core for long. */
     private static final long WAIT_BEFORE_BLOCKING_NANOS = 50_000;
 
-    /** How a submitted collective reports its outcome; called on the progress thread, in submission order. */
-    interface Completion extends Engine.Completion {
-    }
-
-    /** One submitted collective: its header and how to plan it. */
-    record Task(String collective, Call call, Function<CollectiveContext, List<Phase>> plan, Completion completion) {
+    /** One submitted collective: call {@code id} of {@code request}. */
+    private record Task(Request request, long id, Completion completion) {
     }
 
     /** A request, from a user thread, to abort the job once the collectives queued before it are done. */
@@ -77,8 +73,14 @@ final class ProgressThread {
     private volatile boolean closing;
     private volatile boolean closeEndpointOnExit;
 
-    ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, int aheadMessages,
-                   Supplier<IdleStrategy> idleStrategy, boolean callerRuns) {
+    /**
+     * Starts the thread of a communicator over {@code endpoint}: collectives fail after {@code timeoutNanos} without
+     * progress, at most {@code maxInFlight} run at once, each may send up to {@code aheadMessages} messages ahead of
+     * an earlier one per link (0..{@value #MAX_AHEAD_MESSAGES}), the thread idles with a new {@code idleStrategy},
+     * and a blocking caller runs its collective itself when nothing else is in flight if {@code callerRuns}.
+     */
+    public ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, int aheadMessages,
+                          Supplier<IdleStrategy> idleStrategy, boolean callerRuns) {
         if (maxInFlight < 1) {
             throw new IllegalArgumentException("at least one collective in flight, not " + maxInFlight);
         }
@@ -95,7 +97,12 @@ final class ProgressThread {
         thread.start();
     }
 
-    void submit(Task task) {
+    /** Queues call {@code id} of {@code request}; its completion is called on this thread, in submission order. */
+    public void submit(Request request, long id, Completion completion) {
+        submit(new Task(request, id, completion));
+    }
+
+    private void submit(Task task) {
         if (closing) {
             task.completion().failed(closedError(task));
             return;
@@ -108,14 +115,15 @@ final class ProgressThread {
     }
 
     /**
-     * Runs {@code task} on the calling thread, which would otherwise block waiting for it, and returns true;
-     * or returns false at once, leaving the task to {@link #submit}, when caller-runs is off, the
+     * Runs call {@code id} of {@code request} on the calling thread, which would otherwise block waiting for it, and
+     * returns true; or returns false at once, leaving it to {@link #submit}, when caller-runs is off, the
      * communicator is closing, or anything is in flight or queued (the task must not overtake it). The
      * collective's deadline bounds the call, as it would bound the wait. A caller interrupted meanwhile
      * stops driving and returns true with the collective unfinished: the progress thread finishes it (its
      * peers may be inside it), and the caller's wait sees the interrupt as it would have before.
      */
-    boolean runHere(Task task) {
+    public boolean runHere(Request request, long id, Completion completion) {
+        Task task = new Task(request, id, completion);
         if (!callerRuns || closing || pending.get() != 0 || !driver.tryLock()) {
             return false;
         }
@@ -125,7 +133,7 @@ final class ProgressThread {
             }
             busy = true;
             heartbeat.lazySet(System.nanoTime());
-            engine.admit(task.collective(), task.call(), task.plan(), task.completion());
+            engine.admit(task.request(), task.id(), task.completion());
             callerIdle.reset();
             while (engine.active() > 0) {
                 if (Thread.currentThread().isInterrupted()) {
@@ -157,19 +165,19 @@ final class ProgressThread {
      * {@code submitted} calls. When it ended early ({@code earlyEnd} says why) peers are told at once, not
      * behind this rank's queued calls: they may be waiting in a call this rank will never run.
      */
-    void closeStream(long stream, long submitted, String earlyEnd) {
+    public void closeStream(long stream, long submitted, String earlyEnd) {
         ledger.endedHere(stream, submitted);
         if (earlyEnd != null && engine.failure() == null) {
             endpoint.job().endStream(stream, submitted, earlyEnd);
         }
     }
 
-    void abortJob(String reason) {
+    public void abortJob(String reason) {
         enqueue(new AbortRequest(reason));
     }
 
     /** Whether the caller runs on this thread (inside a collective's signal). */
-    boolean isCurrentThread() {
+    public boolean isCurrentThread() {
         return Thread.currentThread() == thread;
     }
 
@@ -177,27 +185,27 @@ final class ProgressThread {
      * How long the thread may be busy without moving before a waiter gives up on it: the collective deadline
      * (a stuck collective fails by then on its own) plus as much again, at most 5 s more.
      */
-    long stallLimitNanos() {
+    public long stallLimitNanos() {
         return timeoutNanos + Math.min(timeoutNanos, TimeUnit.SECONDS.toNanos(5));
     }
 
     /** How long the thread has been busy without moving: nonzero when a collective or a callback holds it up. */
-    long stalledNanos() {
+    public long stalledNanos() {
         return busy ? System.nanoTime() - heartbeat.get() : 0;
     }
 
     /** How many collectives their callers ran ({@link #runHere}). */
-    long ranByCallers() {
+    public long ranByCallers() {
         return ranByCallers;
     }
 
     /** Messages sent ahead of an earlier collective's, and messages sent ahead here that waited in a stash. */
-    long[] aheadCounts() {
+    public long[] aheadCounts() {
         return new long[] {inbox.sentAhead(), inbox.stashedEver()};
     }
 
     /** Messages dropped as orphans of calls that some rank abandoned. */
-    long orphansDropped() {
+    public long orphansDropped() {
         return inbox.orphans();
     }
 
@@ -206,7 +214,7 @@ final class ProgressThread {
      * closes the endpoint: here, once the thread has stopped, or else by the thread itself when its
      * collective (or a subscriber's callback) finally returns.
      */
-    void shutdown() {
+    public void shutdown() {
         closing = true;
         enqueue(STOP);
         if (isCurrentThread()) {
@@ -285,7 +293,7 @@ final class ProgressThread {
             if (next instanceof Task task && engine.active() < maxInFlight) {
                 busy = true;
                 heartbeat.lazySet(System.nanoTime());
-                engine.admit(task.collective(), task.call(), task.plan(), task.completion());
+                engine.admit(task.request(), task.id(), task.completion());
                 pending.decrementAndGet();
                 next = null;
             } else if (next != null && engine.active() == 0) {
@@ -346,7 +354,7 @@ final class ProgressThread {
     }
 
     private CollectiveException closedError(Task task) {
-        return new CollectiveException(endpoint.job().rank(), task.collective(), task.call().id(), -1,
+        return new CollectiveException(endpoint.job().rank(), task.request().collective(), task.id(), -1,
                 "communicator closed before the collective started", null);
     }
 }

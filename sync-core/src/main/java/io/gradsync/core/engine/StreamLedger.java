@@ -1,4 +1,4 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.engine;
 
 import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.StreamEnd;
@@ -15,9 +15,9 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * message is an orphan of a call that was abandoned, and is dropped), or one still ahead (so the message
  * waits). Used by the progress thread only, but for {@link #endedHere}, which any thread may call.
  */
-public final class StreamLedger {
+final class StreamLedger {
     /** How a message's call relates to this rank's progress. */
-    public enum Relation {
+    enum Relation {
         /** The call this rank is running. */
         CURRENT,
         /** A call this rank has finished or will never run: its messages are orphans. */
@@ -52,7 +52,7 @@ public final class StreamLedger {
     private final Queue<long[]> endedHere = new ConcurrentLinkedQueue<>();
 
     /** Records a peer's notice that {@code end.stream()} ended there after {@code end.calls()} calls. */
-    public void peerEnded(StreamEnd end) {
+    void peerEnded(StreamEnd end) {
         long stream = end.stream();
         if (isClosed(stream)) {
             return;
@@ -73,7 +73,7 @@ public final class StreamLedger {
      * The earliest peer end of the call's stream if it comes at or before the call's position, so that
      * the call can never complete; otherwise null.
      */
-    public StreamEnd endBefore(long call) {
+    StreamEnd endBefore(long call) {
         if (CallIds.isSingle(call)) {
             return null;
         }
@@ -86,14 +86,14 @@ public final class StreamLedger {
      * This rank starts {@code call}. A single call's stream needs no state while it runs (it ends only when
      * the call is done), so starting one allocates nothing.
      */
-    public void begin(long call) {
+    void begin(long call) {
         if (!CallIds.isSingle(call)) {
             open(CallIds.stream(call));
         }
     }
 
     /** This rank is done with {@code call}: it completed, failed or abandoned it. */
-    public void finish(long call) {
+    void finish(long call) {
         long stream = CallIds.stream(call);
         if (CallIds.isSingle(call)) {
             close(stream);
@@ -110,12 +110,12 @@ public final class StreamLedger {
      * progress thread's next {@link #applyEnds()}, which needs no queued call to run first: a stream's end
      * must be known while this rank already runs the next stream, whose messages may queue behind an orphan.
      */
-    public void endedHere(long stream, long calls) {
+    void endedHere(long stream, long calls) {
         endedHere.add(new long[] {stream, calls});
     }
 
     /** Applies the ends recorded by {@link #endedHere}. */
-    public void applyEnds() {
+    void applyEnds() {
         long[] end;
         while ((end = endedHere.poll()) != null) {
             if (!isClosed(end[0])) {
@@ -127,7 +127,7 @@ public final class StreamLedger {
     }
 
     /** How {@code call} relates to {@code current}, the call this rank is running (or -1 for none). */
-    public Relation relate(long call, long current) {
+    Relation relate(long call, long current) {
         if (call == current) {
             return Relation.CURRENT;
         }
@@ -154,7 +154,7 @@ public final class StreamLedger {
     }
 
     /** Streams this rank has started and not closed (for tests and diagnosis). */
-    public int openStreams() {
+    int openStreams() {
         return open.size();
     }
 

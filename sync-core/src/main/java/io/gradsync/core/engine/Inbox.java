@@ -1,9 +1,10 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.engine;
 
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.TransportException;
+import java.util.Arrays;
 
 /**
  * Sorts arriving messages by the call they belong to, for one rank, across calls, and keeps each link's
@@ -27,15 +28,15 @@ import io.gradsync.core.transport.TransportException;
  * room: every idle pass sweeps every link, so what was sent ahead can never block what was sent in order,
  * and link order's deadlock argument (see {@link Engine}) still holds.
  */
-public final class Inbox {
+final class Inbox {
     /** The call stamped on a message that returns ahead credits (its arguments are how many). */
     static final long CREDIT_CALL = 0xFFFF_FFFF_FFFF_FFFEL;
     /** No call: what a sweep polls for. */
     static final long NO_CALL = -1;
     /** Messages a link's stash holds, and so the most ahead credits a sender has per link. */
-    public static final int STASH_CELLS = 8;
+    static final int STASH_CELLS = 8;
     /** The longest message that may be sent ahead: one stash cell. */
-    public static final int STASH_CELL_BYTES = 64 * 1024;
+    static final int STASH_CELL_BYTES = 64 * 1024;
 
     private final StreamLedger ledger;
     private final RecvSlot[] held;
@@ -54,7 +55,7 @@ public final class Inbox {
     private long stashedEver;
 
     /** @param aheadCredits ahead credits per link for this rank's sends, {@code 0..}{@link #STASH_CELLS} (0: link order only) */
-    public Inbox(int size, StreamLedger ledger, int aheadCredits) {
+    Inbox(int size, StreamLedger ledger, int aheadCredits) {
         if (aheadCredits < 0 || aheadCredits > STASH_CELLS) {
             throw new IllegalArgumentException("ahead credits must be 0.." + STASH_CELLS + ", not " + aheadCredits);
         }
@@ -63,7 +64,7 @@ public final class Inbox {
         this.links = new Link[size];
         this.stashes = new Stash[size];
         this.credits = new int[size];
-        java.util.Arrays.fill(credits, aheadCredits);
+        Arrays.fill(credits, aheadCredits);
         this.owed = new int[size];
         this.sweepAfterPass = new boolean[size];
     }
@@ -200,17 +201,17 @@ public final class Inbox {
     }
 
     /** Messages dropped so far as orphans of abandoned calls. */
-    public long orphans() {
+    long orphans() {
         return orphans;
     }
 
     /** Messages this rank has sent ahead of an earlier collective's. */
-    public long sentAhead() {
+    long sentAhead() {
         return sentAhead;
     }
 
     /** Messages sent ahead to this rank that had to wait in a stash (their call could not take them at once). */
-    public long stashedEver() {
+    long stashedEver() {
         return stashedEver;
     }
 

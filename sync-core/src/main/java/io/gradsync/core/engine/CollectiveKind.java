@@ -1,4 +1,4 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.engine;
 
 /**
  * The collectives, one entry each: the name errors and logs use, how a call's description reads, and

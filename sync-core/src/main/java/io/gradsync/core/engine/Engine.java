@@ -1,4 +1,4 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.engine;
 
 import io.gradsync.core.CollectiveException;
 import io.gradsync.core.CollectiveMismatchException;
@@ -14,7 +14,6 @@ import io.gradsync.core.transport.StreamEnd;
 import io.gradsync.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.function.Function;
 
 /**
  * The chunk pump: drives every collective in flight on one rank, in one duty cycle, with no loop or wait
@@ -45,14 +44,7 @@ import java.util.function.Function;
  * rank ({@link StreamEndedException}) is abandoned on every rank, as soon as the notice is taken, and
  * nothing else fails. Used by the progress thread only.
  */
-public final class Engine {
-
-    /** How an admitted collective reports its outcome; called on the progress thread, in admission order. */
-    public interface Completion {
-        void succeeded();
-
-        void failed(CollectiveException error);
-    }
+final class Engine {
 
     private static final System.Logger LOG = System.getLogger("io.gradsync.core");
     /**
@@ -67,8 +59,6 @@ public final class Engine {
     private final StreamLedger ledger;
     private final long timeoutNanos;
     private final int rank;
-    /** Where the direct AllReduce stages plain buffers; null without shared memory. */
-    private final StagingWindows staging;
     /** Oldest first; indexed, not iterated, so that a duty cycle allocates nothing. */
     private final ArrayList<Run> active = new ArrayList<>();
     /** Per peer, whether an older active collective still has messages to send there this pass. */
@@ -81,7 +71,7 @@ public final class Engine {
     /** Passes in a row that moved nothing; every {@link #STALL_CHECK_EVERY}-th checks the stalled collectives. */
     private int idlePasses;
 
-    public Engine(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long timeoutNanos) {
+    Engine(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long timeoutNanos) {
         this.endpoint = endpoint;
         this.inbox = inbox;
         this.ledger = ledger;
@@ -89,25 +79,26 @@ public final class Engine {
         this.rank = endpoint.job().rank();
         int size = endpoint.job().size();
         this.sendTaken = new boolean[size];
-        this.staging = endpoint.sharedMemory() == null ? null : new StagingWindows(endpoint.sharedMemory());
     }
 
     /** Collectives admitted and not yet retired. */
-    public int active() {
+    int active() {
         return active.size();
     }
 
     /** The error that failed this communicator, or null. */
-    public CollectiveException failure() {
+    CollectiveException failure() {
         return failure;
     }
 
     /**
-     * Starts a collective: announces it, builds its plan and begins its first phase. It fails at once when
-     * the communicator has failed; the completion is called when it retires, after every earlier one.
+     * Starts call {@code id} of {@code request}: announces it, builds its plan and begins its first phase. It fails
+     * at once when the communicator has failed; the completion is called when it retires, after every earlier one.
      */
-    public void admit(String collective, Call call, Function<CollectiveContext, List<Phase>> planner, Completion completion) {
-        Run run = new Run(collective, call, completion, planner);
+    void admit(Request request, long id, Completion completion) {
+        String collective = request.collective();
+        Call call = request.header(id, endpoint.maxMessageBytes());
+        Run run = new Run(collective, call, completion, request);
         takeStreamEnds(); // the new collective checks for itself, below
         active.add(run);
         lastProgressNanos = System.nanoTime();
@@ -120,9 +111,9 @@ public final class Engine {
         ledger.begin(call.id());
         endpoint.job().announce(call);
         try {
-            run.context = new CollectiveContext(endpoint, inbox, ledger, staging, collective, call, timeoutNanos);
+            run.context = new CollectiveContext(endpoint, inbox, ledger, collective, call, timeoutNanos);
             run.context.checkPeers();
-            run.start(planner.apply(run.context));
+            run.start(request.planner().apply(run.context));
         } catch (RuntimeException | Error e) {
             fail(run, e);
         }
@@ -133,7 +124,7 @@ public final class Engine {
      * rank completed (whose messages it already has) is not failed by it, every later call is. Call it
      * with no collective active.
      */
-    public void abortJob(String reason) {
+    void abortJob(String reason) {
         if (failure == null) {
             failWith(lastRetired + 1, new CollectiveException(rank, "job", -1, -1, reason, null));
         }
@@ -144,7 +135,7 @@ public final class Engine {
      * head; returns the number of messages moved (and transport work done). What a pass throws outside any one
      * collective (a transport's own work, a sweep of the links) fails the oldest active one, and so every later one.
      */
-    public int doWork() {
+    int doWork() {
         try {
             return pass();
         } catch (RuntimeException | Error e) {
@@ -413,10 +404,10 @@ public final class Engine {
         final Call call;
         final Completion completion;
         /**
-         * What built the plan, holding the caller's buffers: a plan keeps only their addresses, and a direct
-         * buffer nobody references may be freed by the garbage collector while its collective still reads it.
+         * What the plan was built from, holding the caller's buffers: a plan keeps only their addresses, and a
+         * direct buffer nobody references may be freed by the garbage collector while its collective still reads it.
          */
-        final Object buffers;
+        final Request request;
         CollectiveContext context;
         List<Phase> plan;
         int phase;
@@ -437,11 +428,11 @@ public final class Engine {
         /** Per peer, the link's count of in-place sends as of this collective's last one; null if it sent none. */
         long[] inPlaceMarks;
 
-        Run(String collective, Call call, Completion completion, Object buffers) {
+        Run(String collective, Call call, Completion completion, Request request) {
             this.collective = collective;
             this.call = call;
             this.completion = completion;
-            this.buffers = buffers;
+            this.request = request;
         }
 
         void start(List<Phase> plan) {

@@ -1,6 +1,5 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.engine;
 
-import io.gradsync.core.transport.CallIds;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -15,12 +14,15 @@ import io.gradsync.core.StreamEndedException;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -86,7 +88,7 @@ class StreamEndCutTest {
         }
     }
 
-    private static void runUntil(Engine engine, java.util.function.BooleanSupplier done) {
+    private static void runUntil(Engine engine, BooleanSupplier done) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (!done.getAsBoolean()) {
             assertTrue(System.nanoTime() < deadline, "no progress within 20 s");
@@ -102,15 +104,20 @@ class StreamEndCutTest {
         final double[] theirs;
         final double[] out;
         CollectiveException error;
-        private Chain chain;
+        private ChunkSum sum;
+
+        final Request request;
 
         Reduction(String name, long id, int count) {
             this.name = name;
-            this.call = new Call(id, CollectiveDescriptor.of(CollectiveKind.ALLREDUCE, count, DataType.FLOAT64, ReduceOp.SUM),
-                    CollectiveDescriptor.arguments(CollectiveDescriptor.NO_ROOT, CHUNK));
             this.in = new double[count];
             this.theirs = new double[count];
             this.out = new double[count];
+            this.request = Request.of(CollectiveKind.ALLREDUCE, count, DataType.FLOAT64, ReduceOp.SUM, CHUNK, ctx -> {
+                sum = new ChunkSum(in, count, out);
+                return List.of(sum);
+            });
+            this.call = request.header(id, CHUNK);
             for (int i = 0; i < count; i++) {
                 in[i] = i + 0.25 + id % 7;
                 theirs[i] = 100 - i * 0.5;
@@ -118,13 +125,7 @@ class StreamEndCutTest {
         }
 
         void admit(Engine engine) {
-            Region inRegion = GradientBuffer.wrap(in).region();
-            Region outRegion = GradientBuffer.wrap(out).region();
-            engine.admit("allreduce", call, ctx -> {
-                chain = (Chain) Chain.reduce(ctx, new int[] {1, 0}, DataType.FLOAT64, in.length, ReduceOp.SUM, 1,
-                        inRegion.base(), inRegion.offset(), outRegion.base(), outRegion.offset());
-                return List.of(chain);
-            }, new Engine.Completion() {
+            engine.admit(request, call.id(), new Completion() {
                 @Override
                 public void succeeded() {
                     retired.add(name);
@@ -152,7 +153,7 @@ class StreamEndCutTest {
         }
 
         boolean took(int chunks) {
-            return chain != null && chain.received == chunks;
+            return sum != null && sum.received == chunks;
         }
 
         void checkExact() {
@@ -161,6 +162,75 @@ class StreamEndCutTest {
                 want[i] = theirs[i] + in[i];
             }
             assertArrayEquals(want, out, "rank 0's sum of " + CallIds.describe(call.id()));
+        }
+    }
+
+    /** Rank 0's side of the sum: {@code out = in + theirs}, {@code theirs} arriving from rank 1 in chunks of {@link #CHUNK}. */
+    private static final class ChunkSum extends Phase {
+        private static final int PEER = 1;
+        private final double[] in;
+        private final double[] out;
+        private final int chunks;
+        int received;
+
+        ChunkSum(double[] in, int count, double[] out) {
+            this.in = in;
+            this.out = out;
+            this.chunks = Math.max(1, (count * Double.BYTES + CHUNK - 1) / CHUNK);
+        }
+
+        @Override
+        public int receives(int peer) {
+            return peer == PEER ? chunks : 0;
+        }
+
+        @Override
+        public int sends(int peer) {
+            return 0;
+        }
+
+        @Override
+        public int[] receivePeers() {
+            return new int[] {PEER};
+        }
+
+        @Override
+        public int[] sendPeers() {
+            return new int[0];
+        }
+
+        @Override
+        public boolean consume(int peer, RecvSlot message) {
+            int from = received * (CHUNK / Double.BYTES);
+            double[] theirs = new double[message.length() / Double.BYTES];
+            Region payload = message.payload();
+            Region into = GradientBuffer.wrap(theirs).region();
+            Kernels.copy(payload.base(), payload.offset(), into.base(), into.offset(), message.length());
+            for (int i = 0; i < theirs.length; i++) {
+                out[from + i] = in[from + i] + theirs[i];
+            }
+            received++;
+            return true;
+        }
+
+        @Override
+        public int nextLength(int peer) {
+            return -1;
+        }
+
+        @Override
+        public int produce(int peer, Region payload) {
+            throw new IllegalStateException("rank 0 only receives");
+        }
+
+        @Override
+        public String awaiting() {
+            return "a chunk";
+        }
+
+        @Override
+        public int awaitedPeer() {
+            return PEER;
         }
     }
 }

@@ -1,4 +1,4 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.engine;
 
 import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.CollectiveException;
@@ -45,28 +45,25 @@ public final class CollectiveContext {
     private final JobContext job;
     private final Inbox inbox;
     private final StreamLedger ledger;
-    private final StagingWindows staging;
     private final String collective;
     private final long call;
     private final long descriptor;
     private final long arguments;
     private final int chunkBytes;
     private final long timeoutNanos;
-    /** The staging window this call holds, or null. */
-    private Region stagingWindow;
+    /** What the plan gives back if the call is abandoned ({@link #whenAbandoned}), or null. */
+    private Runnable release;
     /** The last progress this call's stall checks started from. */
     private long stalledSince = -1;
     private long agreementCheckGap = FIRST_AGREEMENT_CHECK_NANOS;
     private long nextAgreementCheckNanos;
 
     /** @param call the call's header; its arguments carry the chunk size in use */
-    CollectiveContext(Endpoint endpoint, Inbox inbox, StreamLedger ledger, StagingWindows staging, String collective,
-                      Call call, long timeoutNanos) {
+    CollectiveContext(Endpoint endpoint, Inbox inbox, StreamLedger ledger, String collective, Call call, long timeoutNanos) {
         this.endpoint = endpoint;
         this.job = endpoint.job();
         this.inbox = inbox;
         this.ledger = ledger;
-        this.staging = staging;
         this.collective = collective;
         this.call = call.id();
         this.descriptor = call.descriptor();
@@ -97,43 +94,31 @@ public final class CollectiveContext {
     }
 
     /** Memory every peer reads in place, or null: see {@link Endpoint#sharedMemory()}. */
-    SharedMemory sharedMemory() {
+    public SharedMemory sharedMemory() {
         return endpoint.sharedMemory();
     }
 
-    /** This endpoint's staging windows for {@link DirectAllReduce}; null when {@link #sharedMemory()} is. */
-    StagingWindows staging() {
-        return staging;
-    }
-
     /**
-     * Takes a staging window of at least {@code bytes} for this call, which holds it until {@link #giveBackStagingWindow}
-     * or until it is {@linkplain #abandoned() abandoned}; one per call.
+     * Registers what the plan gives back if the call is abandoned because a peer's stream ended before it
+     * ({@link StreamEndedException}): that peer never ran it, so no peer read what the plan would otherwise have
+     * released in its last phase (a staging window, say), and a job whose ranks end their streams unevenly keeps
+     * the memory it started with. A call that fails keeps what it holds, since a peer may still read it. One
+     * release per call; runs on the progress thread.
      */
-    Region takeStagingWindow(long bytes) {
-        if (stagingWindow != null) {
-            throw new IllegalStateException("call " + CallIds.describe(call) + " already holds a staging window");
+    public void whenAbandoned(Runnable release) {
+        if (this.release != null) {
+            throw new IllegalStateException("call " + CallIds.describe(call) + " already has a release");
         }
-        stagingWindow = staging.take(bytes);
-        return stagingWindow;
+        this.release = release;
     }
 
-    /** Gives back the staging window this call holds, if any: no peer reads it any more. */
-    void giveBackStagingWindow() {
-        if (stagingWindow != null) {
-            staging.giveBack(stagingWindow);
-            stagingWindow = null;
-        }
-    }
-
-    /**
-     * The call was abandoned because a peer's stream ended before it ({@link StreamEndedException}): that peer
-     * never ran it, and a staging window is read only once every peer has sent its handles, so no peer read what
-     * this call holds. Gives it all back, so that a job whose ranks end their streams unevenly keeps the memory
-     * it started with.
-     */
+    /** The call was abandoned after a peer's stream ended ({@link #whenAbandoned}). */
     void abandoned() {
-        giveBackStagingWindow();
+        Runnable r = release;
+        release = null;
+        if (r != null) {
+            r.run();
+        }
     }
 
     Link link(int peer) {
@@ -186,8 +171,8 @@ public final class CollectiveContext {
         slot.commit(call, ahead ? CollectiveDescriptor.sentAhead(tagged) : tagged, arguments);
     }
 
-    /** The sub-stream tag a message was {@linkplain #commit(SendSlot, int) committed} with; 0 if none. */
-    static int tag(RecvSlot slot) {
+    /** The sub-stream tag a message was committed with ({@link Phase#produce} returns it); 0 if none. */
+    public static int tag(RecvSlot slot) {
         return CollectiveDescriptor.tag(slot.descriptor());
     }
 

@@ -1,4 +1,4 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.engine;
 
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;

@@ -1,4 +1,4 @@
-package io.gradsync.core.algorithm;
+package io.gradsync.core.engine;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
@@ -17,9 +17,9 @@ import io.gradsync.core.ReduceOp;
  * <p>The <b>arguments</b>: bits 63..32 the chunk size in bytes, 31..0 the root of broadcast and reduce
  * (any rank; all ones when the collective has none).
  */
-public final class CollectiveDescriptor {
+final class CollectiveDescriptor {
     /** The root of a collective that has none. */
-    public static final int NO_ROOT = -1;
+    static final int NO_ROOT = -1;
 
     private static final int NO_OP = 0xFF;
     private static final int WIRE_BF16 = 0x40;
@@ -35,27 +35,27 @@ public final class CollectiveDescriptor {
     }
 
     /** The descriptor of a call of {@code kind}; {@code op} is null for collectives without one. */
-    public static long of(CollectiveKind kind, int count, DataType type, ReduceOp op) {
+    static long of(CollectiveKind kind, int count, DataType type, ReduceOp op) {
         return ((long) count << 32) | ((long) kind.code() << 16) | ((long) type.ordinal() << 8) | (op == null ? NO_OP : op.ordinal());
     }
 
     /** The arguments word of a call run in chunks of {@code chunkBytes} from {@code root} ({@link #NO_ROOT} for none). */
-    public static long arguments(int root, int chunkBytes) {
+    static long arguments(int root, int chunkBytes) {
         return ((long) chunkBytes << 32) | (root & 0xFFFF_FFFFL);
     }
 
     /** The root in an arguments word, or {@link #NO_ROOT}. */
-    public static int root(long arguments) {
+    static int root(long arguments) {
         return (int) arguments;
     }
 
     /** The chunk size in an arguments word. */
-    public static int chunkBytes(long arguments) {
+    static int chunkBytes(long arguments) {
         return (int) (arguments >>> 32);
     }
 
     /** {@code descriptor} with its sub-stream tag set to {@code tag} ({@code 0..15}). */
-    public static long withTag(long descriptor, int tag) {
+    static long withTag(long descriptor, int tag) {
         if ((tag & ~0xF) != 0) {
             throw new IllegalArgumentException("sub-stream tag must be 0..15, was " + tag);
         }
@@ -63,22 +63,22 @@ public final class CollectiveDescriptor {
     }
 
     /** {@code descriptor} marked as sent ahead of an earlier collective's messages on its link ({@link Inbox}). */
-    public static long sentAhead(long descriptor) {
+    static long sentAhead(long descriptor) {
         return descriptor | AHEAD;
     }
 
     /** Whether a message was {@linkplain #sentAhead sent ahead}. */
-    public static boolean isAhead(long descriptor) {
+    static boolean isAhead(long descriptor) {
         return (descriptor & AHEAD) != 0;
     }
 
     /** What the ranks must agree on in a message's descriptor: all of it but the sub-stream tag and the ahead mark. */
-    public static long agreed(long descriptor) {
+    static long agreed(long descriptor) {
         return withTag(descriptor, 0) & ~AHEAD;
     }
 
     /** The sub-stream tag of {@code descriptor}. */
-    public static int tag(long descriptor) {
+    static int tag(long descriptor) {
         return (int) ((descriptor & TAG_MASK) >>> TAG_SHIFT);
     }
 
@@ -87,8 +87,8 @@ public final class CollectiveDescriptor {
      * call (different cost-model files or override rules) fail at the first message instead of mixing
      * data, as broadcast's tree and chain do by kind.
      */
-    public static long withPlan(long descriptor, String algorithm) {
-        long code = AllReduceAlgorithms.codeOf(algorithm);
+    static long withPlan(long descriptor, String algorithm) {
+        long code = PlanCodes.codeOf(algorithm);
         return (descriptor & ~(PLAN_MASK << PLAN_SHIFT)) | code << PLAN_SHIFT;
     }
 
@@ -96,7 +96,7 @@ public final class CollectiveDescriptor {
      * {@code descriptor} of a float32 call whose payloads travel as {@code wire} (BFLOAT16 or
      * FLOAT16), marked in the type byte's top bits so that ranks that disagree on compression fail.
      */
-    public static long withWire(long descriptor, DataType wire) {
+    static long withWire(long descriptor, DataType wire) {
         long mark = wire == DataType.BFLOAT16 ? WIRE_BF16 : wire == DataType.FLOAT16 ? WIRE_FP16 : 0;
         if (mark == 0) {
             throw new IllegalArgumentException("float32 travels as BFLOAT16 or FLOAT16, not " + wire);
@@ -104,7 +104,7 @@ public final class CollectiveDescriptor {
         return descriptor | mark << 8;
     }
 
-    public static int count(long descriptor) {
+    static int count(long descriptor) {
         return (int) (descriptor >>> 32);
     }
 
@@ -112,7 +112,7 @@ public final class CollectiveDescriptor {
      * Human-readable form for error messages, e.g. {@code allreduce of 1000 FLOAT32 with SUM by ring in
      * chunks of 4096 B} or {@code broadcast (tree) of 10 INT64 from root 3}.
      */
-    public static String describe(long descriptor, long arguments) {
+    static String describe(long descriptor, long arguments) {
         CollectiveKind kind = CollectiveKind.ofCode((int) (descriptor >>> 16) & 0xF);
         int typeByte = (int) (descriptor >>> 8) & 0xFF;
         int type = typeByte & 0x3F;
@@ -136,7 +136,7 @@ public final class CollectiveDescriptor {
         }
         int code = (int) ((descriptor >>> PLAN_SHIFT) & PLAN_MASK);
         if (code != 0) {
-            what.append(" by ").append(AllReduceAlgorithms.nameOf(code));
+            what.append(" by ").append(PlanCodes.nameOf(code));
         }
         return what.append(" in chunks of ").append(chunkBytes(arguments)).append(" B").toString();
     }
