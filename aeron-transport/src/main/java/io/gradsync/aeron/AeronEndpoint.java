@@ -13,6 +13,8 @@ import io.gradsync.core.transport.SharedMemoryDirectories;
 import io.gradsync.core.transport.TransportException;
 import java.io.File;
 import java.io.IOException;
+import java.net.DatagramSocket;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -87,34 +89,60 @@ final class AeronEndpoint implements Endpoint {
         this.udpEndpoints = new String[size];
         this.links = new AeronLink[size];
 
-        AeronConfiguration.DriverLayout layout;
+        AeronConfiguration.DriverLayout layout = driverLayout();
+        boolean launches = layout.perProcess() || job.localRank() == 0;
+        File ownDir = launches ? newDriverDirectory(layout.perProcess() ? "r" + job.rank() : "h" + job.hostOf(job.rank())) : null;
         try {
-            layout = AeronConfiguration.driverLayout(mode == Mode.UDP, job.localSize(), AeronConfiguration.hostProcessors());
+            this.driver = launches ? MediaDriverHost.launch(ownDir, mtu, termLength, AeronConfiguration.socketBuffer(),
+                    layout.threading(), AeronConfiguration.driverIdle(), segmentation) : null;
+            this.invoked = layout.threading() == ThreadingMode.INVOKER ? new InvokedDriver(driver, job.rank()) : null;
+            this.driverShutdownHook = driver == null ? null : closeDriverOnExit();
+            this.aeron = connectClient(driverDirectory(ownDir, layout));
+            openSubscriptions();
+        } catch (RuntimeException | Error e) {
+            closeClientAndDriver(e);
+            throw e;
+        }
+    }
+
+    private AeronConfiguration.DriverLayout driverLayout() {
+        try {
+            return AeronConfiguration.driverLayout(mode == Mode.UDP, job.localSize(), AeronConfiguration.hostProcessors());
         } catch (IllegalArgumentException e) {
             throw new TransportException(-1, "rank " + job.rank() + ": " + e.getMessage(), e);
         }
-        boolean launches = layout.perProcess() || job.localRank() == 0;
-        File ownDir = launches ? newDriverDirectory(layout.perProcess() ? "r" + job.rank() : "h" + job.hostOf(job.rank())) : null;
-        this.driver = launches ? MediaDriverHost.launch(ownDir, mtu, termLength, AeronConfiguration.socketBuffer(),
-                layout.threading(), AeronConfiguration.driverIdle(), segmentation) : null;
-        this.invoked = layout.threading() == ThreadingMode.INVOKER ? new InvokedDriver(driver, job.rank()) : null;
-        this.driverShutdownHook = driver == null ? null : closeDriverOnExit();
+    }
+
+    /**
+     * The directory of the driver this rank's client connects to: its own, which it publishes to the others once
+     * the driver is up, or the one its host's driver rank published (the name is the choice of the rank that starts
+     * the driver).
+     */
+    private File driverDirectory(File ownDir, AeronConfiguration.DriverLayout layout) {
+        if (driver != null) {
+            LOG.log(System.Logger.Level.INFO, "rank " + job.rank() + ": media driver in " + ownDir + " ("
+                    + (layout.perProcess() ? "the rank's own" : "the host's") + ", threading "
+                    + layout.threading().name().toLowerCase(Locale.ROOT) + ": " + layout.reason() + ")");
+        }
+        byte[] mine = driver == null ? new byte[0] : ownDir.getPath().getBytes(StandardCharsets.UTF_8);
+        byte[][] published = job.allGather(mine);
+        return driver != null ? ownDir : hostDriverDirectory(published);
+    }
+
+    /**
+     * After a failed set-up: closes what it opened, the client (and with it its subscriptions) and the driver; what
+     * closing throws is added to {@code failure}.
+     */
+    private void closeClientAndDriver(Throwable failure) {
+        closed = true;
         try {
-            // Every rank that started a driver publishes its directory once the driver is up; the others attach
-            // to their host's (the directory's name is the choice of the rank that starts the driver).
-            byte[] mine = driver == null ? new byte[0] : ownDir.getPath().getBytes(StandardCharsets.UTF_8);
-            if (driver != null) {
-                LOG.log(System.Logger.Level.INFO, "rank " + job.rank() + ": media driver in " + ownDir + " ("
-                        + (layout.perProcess() ? "the rank's own" : "the host's") + ", threading "
-                        + layout.threading().name().toLowerCase(Locale.ROOT) + ": " + layout.reason() + ")");
+            if (aeron != null) {
+                aeron.close();
             }
-            byte[][] published = job.allGather(mine);
-            File dir = driver != null ? ownDir : hostDriverDirectory(published);
-            this.aeron = connectClient(dir);
-            openSubscriptions();
         } catch (RuntimeException e) {
+            failure.addSuppressed(e);
+        } finally {
             releaseDriver();
-            throw e;
         }
     }
 
@@ -256,11 +284,11 @@ final class AeronEndpoint implements Endpoint {
      * An address and a port that is free now, for this rank's one UDP socket (every peer's stream shares
      * it). Aeron's own port 0 would bind a new socket per subscription.
      */
-    private static String freeUdpEndpoint(java.net.InetAddress address) {
-        try (java.net.DatagramSocket probe = new java.net.DatagramSocket(new java.net.InetSocketAddress(address, 0))) {
+    private static String freeUdpEndpoint(InetAddress address) {
+        try (DatagramSocket probe = new DatagramSocket(new InetSocketAddress(address, 0))) {
             String host = address.getHostAddress();
             return (host.contains(":") ? "[" + host + "]" : host) + ":" + probe.getLocalPort();
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw new TransportException(-1, "no free UDP port on " + address + ": " + e, e);
         }
     }

@@ -11,6 +11,7 @@ import io.aeron.logbuffer.Header;
 import io.aeron.protocol.DataHeaderFlyweight;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.ReceivedMessage;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.TransportException;
@@ -58,7 +59,6 @@ final class AeronLink implements Link {
     private Image image;
     private boolean wasConnected;
     private boolean claimed;
-    private boolean held;
 
     /**
      * @param sessionId  the session of the peer's stream to this rank
@@ -113,7 +113,7 @@ final class AeronLink implements Link {
 
     @Override
     public RecvSlot poll() {
-        if (held) {
+        if (receiver.isHeld()) {
             throw new IllegalStateException("a received message is still held on the link from rank " + peer);
         }
         Image source = image();
@@ -139,9 +139,8 @@ final class AeronLink implements Link {
             }
             return null;
         }
-        held = true;
         receiver.next = next;
-        return receiver;
+        return receiver.hold(peeker.call, peeker.descriptor, peeker.arguments, peeker.payloadLength);
     }
 
     private Image image() {
@@ -182,6 +181,10 @@ final class AeronLink implements Link {
     /** Records the first frame at the image position and stops there. */
     private final class Peeker implements ControlledFragmentHandler {
         boolean found;
+        long call;
+        long descriptor;
+        long arguments;
+        int payloadLength;
 
         @Override
         public Action onFragment(DirectBuffer buffer, int offset, int length, Header header) {
@@ -196,19 +199,17 @@ final class AeronLink implements Link {
                         + "were lost; nothing of it was delivered");
             }
             found = true;
-            receiver.call = buffer.getLong(offset);
-            receiver.descriptor = buffer.getLong(offset + 8);
-            receiver.arguments = buffer.getLong(offset + 16);
-            terms.moveTo(receiver.payload, buffer, offset + HEADER, length - HEADER);
+            call = buffer.getLong(offset);
+            descriptor = buffer.getLong(offset + 8);
+            arguments = buffer.getLong(offset + 16);
+            payloadLength = length - HEADER;
+            terms.moveTo(receiver.payload, buffer, offset + HEADER, payloadLength);
             return Action.BREAK;
         }
     }
 
-    private final class Receiver implements RecvSlot {
+    private final class Receiver extends ReceivedMessage {
         final Region payload = Region.movable(AeronLink.this);
-        long call;
-        long descriptor;
-        long arguments;
         long next;
 
         @Override
@@ -217,31 +218,7 @@ final class AeronLink implements Link {
         }
 
         @Override
-        public int length() {
-            return (int) payload.byteLength();
-        }
-
-        @Override
-        public long call() {
-            return call;
-        }
-
-        @Override
-        public long descriptor() {
-            return descriptor;
-        }
-
-        @Override
-        public long arguments() {
-            return arguments;
-        }
-
-        @Override
-        public void release() {
-            if (!held) {
-                throw new IllegalStateException("release without poll");
-            }
-            held = false;
+        protected void onRelease() {
             received++;
             image.position(next);
         }

@@ -70,7 +70,7 @@ final class SegmentingSendChannelEndpoint extends SendChannelEndpoint {
             int pieceOffset = UdpSegments.pieceOffset(k, segmentBytes, first);
             int pieceLength = UdpSegments.pieceLength(k, count, length, segmentBytes, first);
             int at = k * HEADER_ROOM;
-            UdpSegments.writeHeader(headers, at, headerLength, k, count, length, pieceOffset, pieceLength, datagram, start);
+            UdpSegments.writeHeader(headers, at, k, length, segmentBytes, first, datagram, start);
             gather[2 * k] = headerViews[k].limit(at + headerLength).position(at);
             gather[2 * k + 1] = pieces[k].limit(start + pieceOffset + pieceLength).position(start + pieceOffset);
         }

@@ -103,11 +103,16 @@ final class UdpSegments {
     }
 
     /**
-     * Writes segment {@code index}'s header at {@code at} in {@code headers}, naming the datagram by its first
+     * Writes the header of segment {@code index} of a datagram of {@code length} bytes cut every {@code segmentBytes},
+     * the first header {@code first} bytes long, at {@code at} in {@code headers}; it names the datagram by its first
      * frame's header, which starts {@code datagram} at {@code datagramOffset}.
      */
-    static void writeHeader(MutableDirectBuffer headers, int at, int headerLength, int index, int count, int length,
-                            int pieceOffset, int pieceLength, DirectBuffer datagram, int datagramOffset) {
+    static void writeHeader(MutableDirectBuffer headers, int at, int index, int length, int segmentBytes, int first,
+                            DirectBuffer datagram, int datagramOffset) {
+        int count = count(length, segmentBytes, first);
+        int headerLength = index == 0 ? first : HEADER;
+        int pieceOffset = pieceOffset(index, segmentBytes, first);
+        int pieceLength = pieceLength(index, count, length, segmentBytes, first);
         headers.putInt(at + LENGTH_OFFSET, length);
         headers.putByte(at + MARKER_OFFSET, MARKER);
         headers.putByte(at + HEADER_LENGTH_OFFSET, (byte) headerLength);

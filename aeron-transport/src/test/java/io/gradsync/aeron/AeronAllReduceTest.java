@@ -7,12 +7,10 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.multiprocess.RankProgram;
 import io.gradsync.core.transport.TransportOptions;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -72,30 +70,7 @@ class AeronAllReduceTest {
         // the next one starts (algorithms whose sends need nothing, like a folded rank's, never go ahead)
         ThreadJob job = new ThreadJob(ranks, perHost, transport, new TransportOptions(16 * 1024, 2), Duration.ofSeconds(20),
                 "ring");
-        List<Throwable> failures = job.run(comm -> {
-            List<GradientBuffer> buffers = new ArrayList<>();
-            List<CompletableFuture<GradientBuffer>> running = new ArrayList<>();
-            for (int call = 0; call < calls; call++) {
-                ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
-                GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, call % 3 == 0 ? call : 20_000 + call);
-                CheckPattern.fill(buffer, op, comm.rank());
-                buffers.add(buffer);
-                if (comm.rank() == 0) {
-                    running.add(comm.allReduce(buffer, op).toFuture());
-                } else {
-                    Thread.sleep(1);
-                    comm.allReduceBlocking(buffer, op);
-                }
-            }
-            for (CompletableFuture<GradientBuffer> done : running) {
-                done.get(1, TimeUnit.MINUTES);
-            }
-            for (int call = 0; call < calls; call++) {
-                ReduceOp op = ReduceOp.values()[call % ReduceOp.values().length];
-                assertEquals(0, CheckPattern.countWrong(buffers.get(call), op, comm.size()),
-                        "rank " + comm.rank() + " call " + call + " " + op);
-            }
-        });
+        List<Throwable> failures = job.run(comm -> RankProgram.callsAhead(comm, calls));
         for (int r = 0; r < ranks; r++) {
             assertNull(failures.get(r), () -> "rank failed: " + failures);
         }

@@ -3,6 +3,7 @@ package io.gradsync.aeron;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.sun.management.ThreadMXBean;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
@@ -43,7 +44,7 @@ class AeronDataPathAllocationTest {
     }
 
     private static ThreadJob assertNothingAllocatedPerMessage(String transport, int count, int chunkBytes) throws Exception {
-        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        ThreadMXBean threads = (ThreadMXBean) ManagementFactory.getThreadMXBean();
         int messagesPerCollective = 2 * (count * 4 / 2 / chunkBytes); // 1024 per rank with 2 ranks
         long[] perCollective = new long[2];
         ThreadJob job = new ThreadJob(2, 2, transport, new TransportOptions(chunkBytes, 4), Duration.ofSeconds(30));

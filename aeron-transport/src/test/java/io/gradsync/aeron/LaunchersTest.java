@@ -3,7 +3,9 @@ package io.gradsync.aeron;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.multiprocess.Jobs;
 import io.gradsync.core.transport.SharedMemoryDirectories;
+import java.io.IOException;
 import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -38,13 +40,13 @@ class LaunchersTest {
         if (SharedMemoryDirectories.currentUid() == 0) {
             command.add("--allow-run-as-root");
         }
-        command.addAll(Jobs.rank(Jobs.CLASSPATH, List.of(), "check", transport));
+        command.addAll(AeronJobs.rank(Jobs.CLASSPATH, transport, List.of(), "check"));
         Map<String, String> env = jobEnvironment();
         env.put("MASTER_PORT", Integer.toString(ThreadJob.freePort()));
         Jobs.Result job = Jobs.run(command, env, LIMIT);
         assertEquals(0, job.status(), job.out());
         Jobs.assertExact(job, ranks, 120, "");
-        Jobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
+        AeronJobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
     }
 
     /**
@@ -74,11 +76,11 @@ class LaunchersTest {
             }
             List<String> command = new ArrayList<>(List.of("srun", "-n", Integer.toString(ranks), "--overcommit",
                     "--export=ALL", "--kill-on-bad-exit=1", "--time=5"));
-            command.addAll(Jobs.rank(Jobs.CLASSPATH, List.of(), "check", transport));
+            command.addAll(AeronJobs.rank(Jobs.CLASSPATH, transport, List.of(), "check"));
             Jobs.Result job = Jobs.run(command, env, LIMIT);
             assertEquals(0, job.status(), job.out());
             Jobs.assertExact(job, ranks, 120, "");
-            Jobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
+            AeronJobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
         } finally {
             Jobs.run(List.of(SLURM_SINGLE_NODE.toString(), "down", cluster.toString()), Map.of(), Duration.ofSeconds(60));
             MediaDriverHost.deleteRecursively(cluster);
@@ -95,11 +97,11 @@ class LaunchersTest {
         int storePort = ThreadJob.freePort();
         Path logDir = Files.createTempDirectory("gradsync-torchrun-");
         List<String> command = torchrun(python, logDir, 2, "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:" + storePort);
-        command.addAll(Jobs.rank(Jobs.CLASSPATH, List.of(), "check", "aeron-ipc"));
+        command.addAll(AeronJobs.rank(Jobs.CLASSPATH, "aeron-ipc", List.of(), "check"));
         Jobs.Result job = runTorchrun(logDir, command, jobEnvironment());
         assertEquals(0, job.status(), job.out());
         Jobs.assertExact(job, 2, 120, "");
-        Jobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
+        AeronJobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
     }
 
     /**
@@ -113,7 +115,7 @@ class LaunchersTest {
         Jobs.Result job = runBesideAgentStore(python, 3, Map.of("GRADSYNC_RENDEZVOUS_PORT", Integer.toString(rendezvousPort)));
         assertEquals(0, job.status(), job.out());
         Jobs.assertExact(job, 3, 120, "");
-        Jobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
+        AeronJobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
     }
 
     /** As above, relying on the default: MASTER_PORT + 1 when the agent's store holds MASTER_PORT. */
@@ -123,7 +125,7 @@ class LaunchersTest {
         Jobs.Result job = runBesideAgentStore(python, 2, Map.of());
         assertEquals(0, job.status(), job.out());
         Jobs.assertExact(job, 2, 120, "");
-        Jobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
+        AeronJobs.assertDriversGone(job, 1, MultiProcessTest.userDirectory());
     }
 
     private static Jobs.Result runBesideAgentStore(String python, int ranks, Map<String, String> extra) throws Exception {
@@ -131,7 +133,7 @@ class LaunchersTest {
         Path logDir = Files.createTempDirectory("gradsync-torchrun-");
         List<String> command = torchrun(python, logDir, ranks, "--master_addr", "127.0.0.1", "--master_port",
                 Integer.toString(masterPort));
-        command.addAll(Jobs.rank(Jobs.CLASSPATH, List.of(), "check", "aeron-ipc"));
+        command.addAll(AeronJobs.rank(Jobs.CLASSPATH, "aeron-ipc", List.of(), "check"));
         Map<String, String> env = jobEnvironment();
         env.putAll(extra);
         Jobs.Result job = runTorchrun(logDir, command, env);
@@ -180,7 +182,7 @@ class LaunchersTest {
                         .status() == 0) {
                     return python;
                 }
-            } catch (java.io.IOException notThere) {
+            } catch (IOException notThere) {
                 // try the next
             }
         }
@@ -192,7 +194,7 @@ class LaunchersTest {
         boolean present;
         try {
             present = Jobs.run(probe, Map.of(), Duration.ofSeconds(30)).status() == 0;
-        } catch (java.io.IOException notThere) {
+        } catch (IOException notThere) {
             present = false;
         }
         Jobs.skipUnless(present, what + " is not installed (scripts/setup.sh installs it)");

@@ -6,7 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gradsync.core.multiprocess.Jobs;
 import io.gradsync.core.transport.SharedMemoryDirectories;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
 import java.io.File;
 import java.io.IOException;
 import java.net.Socket;
@@ -37,15 +41,14 @@ import org.junit.jupiter.params.provider.CsvSource;
  */
 class MultiProcessTest {
     private static final String CLASSPATH = Jobs.CLASSPATH;
+    /** gradsync-run's deadline for a job. */
+    private static final long DEADLINE_SECONDS = 150;
     private static final Path NETNS_HOSTS = Path.of("..", "scripts", "netns-hosts").toAbsolutePath().normalize();
-
-    record Job(int status, String out, String jobId, long millis) {
-    }
 
     @ParameterizedTest(name = "{0} with {1} processes")
     @CsvSource({"aeron-ipc, 2", "aeron-ipc, 3", "aeron-ipc, 4", "aeron-udp, 2", "aeron-udp, 3", "aeron-udp, 4"})
     void exactResultsOnEveryRank(String transport, int ranks) throws Exception {
-        Job job = launch(List.of("-n", Integer.toString(ranks)), List.of(), "check", transport);
+        Jobs.Result job = launch(List.of("-n", Integer.toString(ranks)), transport, List.of(), "check");
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < ranks; r++) {
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
@@ -53,7 +56,7 @@ class MultiProcessTest {
         assertFalse(job.out().contains("removed"), "the transport left shared memory behind:\n" + job.out());
         boolean ownDrivers = transport.equals("aeron-udp")
                 && AeronConfiguration.driverLayout(true, ranks, AeronConfiguration.hostProcessors()).perProcess();
-        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), ownDrivers ? ranks : 1, userDirectory());
+        AeronJobs.assertDriversGone(job, ownDrivers ? ranks : 1, userDirectory());
         if (ownDrivers) {
             assertTrue(job.out().contains("(the rank's own, threading invoker: " + ranks + " ranks on this host"), job.out());
         }
@@ -63,9 +66,8 @@ class MultiProcessTest {
     @ParameterizedTest(name = "{0} {1}")
     @CsvSource({"aeron-ipc, host, 1", "aeron-udp, process, 3"})
     void aRankKilledMidCollectiveIsNamedByEveryOtherRank(String transport, String driver, int drivers) throws Exception {
-        Job job = launch(List.of("-n", "3", "--stop-delay", "10"),
-                List.of("-Dgradsync.timeout.ms=30000", "-D" + AeronConfiguration.DRIVER_PROP + "=" + driver),
-                "loop", transport, "1", "3000");
+        Jobs.Result job = launch(List.of("-n", "3", "--stop-delay", "10"), transport,
+                List.of("-Dgradsync.timeout.ms=30000", "-D" + AeronConfiguration.DRIVER_PROP + "=" + driver), "loop", "1", "3000");
         assertEquals(137, job.status(), "the launcher exits with the killed rank's status\n" + job.out());
         for (int r : new int[] {0, 2}) {
             Matcher failure = Pattern.compile("\\[" + r + "] FAILED: rank " + r + ", allreduce #\\d+: rank 1 failed: "
@@ -81,19 +83,19 @@ class MultiProcessTest {
             assertFalse(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false), "rank process " + pid + " left");
         }
         assertEquals(3, seen, job.out());
-        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), drivers, userDirectory());
+        AeronJobs.assertDriversGone(job, drivers, userDirectory());
     }
 
     @Test
     void theDirectoryOfAKilledDriverRankIsRemovedByTheLauncher() throws Exception {
         // Rank 0 runs the host's media driver; killed, it cannot delete the driver's directory.
-        Job job = launch(List.of("-n", "2", "--stop-delay", "10"), List.of(), "loop", "aeron-ipc", "0", "3000");
+        Jobs.Result job = launch(List.of("-n", "2", "--stop-delay", "10"), "aeron-ipc", List.of(), "loop", "0", "3000");
         assertEquals(137, job.status(), job.out());
         assertTrue(job.out().contains("[1] FAILED: rank 1, allreduce #"), "rank 1 reports the failure:\n" + job.out());
-        List<Path> dirs = Jobs.driverDirectories(job.out());
+        List<Path> dirs = AeronJobs.driverDirectories(job.out());
         assertEquals(1, dirs.size(), job.out());
         assertTrue(job.out().contains("gradsync-run: removed leftover " + dirs.get(0) + "\n"), job.out());
-        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), 1, userDirectory());
+        AeronJobs.assertDriversGone(job, 1, userDirectory());
     }
 
     /**
@@ -114,7 +116,7 @@ class MultiProcessTest {
                 for (int r = 0; r < 2; r++) {
                     Map<String, String> env = new HashMap<>(same);
                     env.putAll(Map.of("RANK", Integer.toString(r), "LOCAL_RANK", Integer.toString(r), "MASTER_PORT", port));
-                    ranks.add(Jobs.start(Jobs.rank(CLASSPATH, List.of(), "check", "aeron-ipc"), env));
+                    ranks.add(Jobs.start(AeronJobs.rank(CLASSPATH, "aeron-ipc", List.of(), "check"), env));
                 }
             }
         } finally {
@@ -127,7 +129,7 @@ class MultiProcessTest {
             Jobs.Result rank = results.get(i);
             assertEquals(0, rank.status(), "job " + i / 2 + " rank " + i % 2 + ":\n" + rank.out());
             assertTrue(rank.out().contains("rank " + i % 2 + ": 120 collectives exact"), rank.out());
-            dirs.addAll(Jobs.assertDriversGone(rank, i % 2 == 0 ? 1 : 0, userDirectory()));
+            dirs.addAll(AeronJobs.assertDriversGone(rank, i % 2 == 0 ? 1 : 0, userDirectory()));
         }
         assertNotEquals(dirs.get(0), dirs.get(1), "each job has its own driver directory");
     }
@@ -155,11 +157,11 @@ class MultiProcessTest {
             Path decoy = Files.createDirectory(userDir.resolve("job-decoy-h0"));
             Files.setLastModifiedTime(decoy, FileTime.fromMillis(System.currentTimeMillis() - 3_600_000));
 
-            List<String> rootJob = Jobs.gradsyncRun(CLASSPATH, List.of("-n", "2"));
-            rootJob.addAll(Jobs.rank(CLASSPATH, List.of(), "check", "aeron-ipc"));
+            List<String> rootJob = Jobs.gradsyncRun(CLASSPATH, DEADLINE_SECONDS, List.of("-n", "2"));
+            rootJob.addAll(AeronJobs.rank(CLASSPATH, "aeron-ipc", List.of(), "check"));
             List<String> userJob = new ArrayList<>(List.of("runuser", "-u", user, "--"));
-            userJob.addAll(Jobs.gradsyncRun(userClasspath, List.of("-n", "2")));
-            userJob.addAll(Jobs.rank(userClasspath, List.of(), "check", "aeron-ipc"));
+            userJob.addAll(Jobs.gradsyncRun(userClasspath, DEADLINE_SECONDS, List.of("-n", "2")));
+            userJob.addAll(AeronJobs.rank(userClasspath, "aeron-ipc", List.of(), "check"));
             Jobs.Running asRoot = Jobs.start(rootJob, Map.of());
             Jobs.Running asUser = Jobs.start(userJob, Map.of());
             Jobs.Result userResult = asUser.await(Duration.ofSeconds(170));
@@ -169,8 +171,8 @@ class MultiProcessTest {
             assertEquals(0, userResult.status(), userResult.out());
             Jobs.assertExact(rootResult, 2, 120, "[{rank}] ");
             Jobs.assertExact(userResult, 2, 120, "[{rank}] ");
-            Jobs.assertDriversGone(rootResult, 1, userDirectory());
-            Jobs.assertDriversGone(userResult, 1, userDir);
+            AeronJobs.assertDriversGone(rootResult, 1, userDirectory());
+            AeronJobs.assertDriversGone(userResult, 1, userDir);
             assertTrue(Files.isDirectory(decoy, LinkOption.NOFOLLOW_LINKS), "root's decoy in the user's directory was removed");
             assertEquals(uid, ((Number) Files.getAttribute(userDir, "unix:uid", LinkOption.NOFOLLOW_LINKS)).longValue());
             assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(userDir, LinkOption.NOFOLLOW_LINKS)));
@@ -218,10 +220,10 @@ class MultiProcessTest {
      */
     @Test
     void ranksThatForgetToCloseExitPromptlyAndLeaveNoDirectory() throws Exception {
-        Job job = launch(List.of("-n", "2", "--deadline", "60"), List.of(), "forget", "aeron-ipc");
+        Jobs.Result job = launch(List.of("-n", "2", "--deadline", "60"), "aeron-ipc", List.of(), "forget");
         long end = System.currentTimeMillis();
         assertEquals(0, job.status(), "the ranks must exit on their own:\n" + job.out());
-        Jobs.assertExact(new Jobs.Result(job.status(), job.out(), job.millis()), 2, 80, "[{rank}] ");
+        Jobs.assertExact(job, 2, 80, "[{rank}] ");
         Matcher returned = Pattern.compile("returns from main without close at (\\d+)").matcher(job.out());
         long last = 0;
         int ranks = 0;
@@ -232,22 +234,22 @@ class MultiProcessTest {
         assertEquals(2, ranks, job.out());
         assertTrue(end - last < 5_000, "the last rank's JVM took " + (end - last) + " ms to exit after main returned");
         assertFalse(job.out().contains("removed leftover"), "the shutdown hook, not the launcher, removes it:\n" + job.out());
-        Jobs.assertDriversGone(new Jobs.Result(job.status(), job.out(), job.millis()), 1, userDirectory());
+        AeronJobs.assertDriversGone(job, 1, userDirectory());
     }
 
     @Test
     void aConnectionWithoutTheJobSecretIsRefusedAndTheJobCompletes() throws Exception {
         int port = ThreadJob.freePort();
-        CompletableFuture<Job> running = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<Jobs.Result> running = CompletableFuture.supplyAsync(() -> {
             try {
-                return launch(List.of("-n", "2", "--master-port", Integer.toString(port)), List.of(), "check", "aeron-udp");
+                return launch(List.of("-n", "2", "--master-port", Integer.toString(port)), "aeron-udp", List.of(), "check");
             } catch (Exception e) {
                 throw new IllegalStateException(e);
             }
         }, task -> new Thread(task, "launch").start()); // not the common pool: one thread on JDK 25 with 2 CPUs
         // A stranger connects while the job is running and tries to join as rank 1 with a wrong MAC.
         String refusal = strangerKnocks(port);
-        Job job = running.get(120, TimeUnit.SECONDS);
+        Jobs.Result job = running.get(120, TimeUnit.SECONDS);
         assertTrue(refusal.contains("wrong job secret"), "the stranger is told why: " + refusal);
         assertEquals(0, job.status(), job.out());
         assertTrue(job.out().contains("refused connection from"), "rank 0 logs the refusal:\n" + job.out());
@@ -258,7 +260,7 @@ class MultiProcessTest {
     @Test
     void twoByTwoHostsInNetworkNamespaces() throws Exception {
         withNamespaces(2, null, () -> {
-            Job job = launch(namespaceOptions(4, 2), List.of(), "check", "aeron");
+            Jobs.Result job = launch(namespaceOptions(4, 2), "aeron", List.of(), "check");
             assertEquals(0, job.status(), job.out());
             assertTrue(job.out().contains("[3] rank 3 pid"), job.out());
             assertTrue(job.out().contains("aeron, 2 ranks on its host"), job.out());
@@ -271,8 +273,8 @@ class MultiProcessTest {
     @Test
     void aSegmentSizeLargerThanThePathTakesIsCutToThePath() throws Exception {
         withNamespaces(2, null, () -> {
-            Job job = launch(namespaceOptions(2, 2), List.of("-D" + AeronConfiguration.UDP_SEGMENT_PROP + "=8972"), "check",
-                    "aeron-udp");
+            Jobs.Result job = launch(namespaceOptions(2, 2), "aeron-udp", List.of("-D" + AeronConfiguration.UDP_SEGMENT_PROP + "=8972"),
+                    "check");
             assertEquals(0, job.status(), job.out());
             assertTrue(job.out().contains("[1] rank 1: 120 collectives exact"), job.out());
             for (int r = 0; r < 2; r++) {
@@ -290,10 +292,9 @@ class MultiProcessTest {
     @Test
     void aPathMtuThatShrinksMidJobTurnsCuttingOff() throws Exception {
         withNamespaces(2, null, () -> {
-            List<String> command = Jobs.gradsyncRun(CLASSPATH, namespaceOptions(2, 2));
-            command.addAll(Jobs.rank(CLASSPATH, List.of(), "big", "aeron-udp"));
-            String jobId = "mp" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-            Jobs.Running running = Jobs.start(command, Map.of("GRADSYNC_JOB_ID", jobId));
+            List<String> command = Jobs.gradsyncRun(CLASSPATH, DEADLINE_SECONDS, namespaceOptions(2, 2));
+            command.addAll(AeronJobs.rank(CLASSPATH, "aeron-udp", List.of(), "check", Integer.toString(16 << 20)));
+            Jobs.Running running = Jobs.start(command, Map.of("GRADSYNC_JOB_ID", Jobs.newJobId("mp")));
             // Rank 0's driver reads the path MTU right after connecting its publication's socket to host 1. Any
             // datagram from host 0 is too early a sign: its status messages for rank 1's stream can go first.
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
@@ -305,8 +306,8 @@ class MultiProcessTest {
             assertEquals(0, shrink.waitFor());
             Jobs.Result job = running.await(Duration.ofSeconds(170));
             assertEquals(0, job.status(), job.out());
-            Jobs.assertExact(job, 2, 20, "[{rank}] ");
-            assertCutForEthernet(new Job(job.status(), job.out(), jobId, job.millis()), 0, 1);
+            Jobs.assertExact(job, 2, 120, "[{rank}] ");
+            assertCutForEthernet(job, 0, 1);
             assertTrue(Pattern.compile("\\[0] WARNING: rank 0: UDP datagrams to rank 1 \\(/10\\.231\\.0\\.2:\\d+\\) are fragmented by IP "
                     + "from now on: the kernel refused to cut them into 1472-byte segments").matcher(job.out()).find(), job.out());
         });
@@ -322,7 +323,7 @@ class MultiProcessTest {
     }
 
     /** Each host's driver (started by its first rank) logs that it cuts its datagrams for the 1500-byte path. */
-    private static void assertCutForEthernet(Job job, int... driverRanks) {
+    private static void assertCutForEthernet(Jobs.Result job, int... driverRanks) {
         for (int r : driverRanks) {
             assertTrue(Pattern.compile("\\[" + r + "] INFO: rank " + r + ": UDP datagrams to rank \\d+ \\(/10\\.231\\.0\\.\\d+:\\d+\\) leave "
                     + "in 1472-byte segments \\(UDP GSO; path MTU 1500\\)").matcher(job.out()).find(), job.out());
@@ -336,16 +337,15 @@ class MultiProcessTest {
      */
     @Test
     void aRankThatCannotCutDatagramsStillTakesCutOnes() throws Exception {
-        List<String> cutting = Jobs.rank(CLASSPATH, List.of("-D" + AeronConfiguration.UDP_SEGMENT_PROP + "=1472"), "check",
-                "aeron-udp");
+        List<String> cutting = AeronJobs.rank(CLASSPATH, "aeron-udp", List.of("-D" + AeronConfiguration.UDP_SEGMENT_PROP + "=1472"),
+                "check");
         List<String> notCutting = new ArrayList<>(cutting);
         int opens = notCutting.indexOf("java.base/sun.nio.ch=ALL-UNNAMED");
         notCutting.subList(opens - 1, opens + 1).clear();
         String script = "if [ \"$RANK\" = 1 ]; then exec " + quoted(notCutting) + "; else exec " + quoted(cutting) + "; fi";
-        List<String> command = Jobs.gradsyncRun(CLASSPATH, List.of("-n", "2"));
+        List<String> command = Jobs.gradsyncRun(CLASSPATH, DEADLINE_SECONDS, List.of("-n", "2"));
         command.addAll(List.of("sh", "-c", script));
-        String jobId = "mp" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-        Jobs.Result result = Jobs.run(command, Map.of("GRADSYNC_JOB_ID", jobId), Duration.ofSeconds(170));
+        Jobs.Result result = Jobs.run(command, Map.of("GRADSYNC_JOB_ID", Jobs.newJobId("mp")), Duration.ofSeconds(170));
         assertEquals(0, result.status(), result.out());
         Jobs.assertExact(result, 2, 120, "[{rank}] ");
         assertTrue(result.out().contains("[0] INFO: rank 0: UDP datagrams to rank 1 (/127.0.0.1:"), result.out());
@@ -366,7 +366,7 @@ class MultiProcessTest {
     @Test
     void autoIsSharedMemoryInsideAHostAndUdpBetweenHosts() throws Exception {
         withNamespaces(2, null, () -> {
-            Job job = launch(namespaceOptions(4, 2), List.of(), "check", "auto");
+            Jobs.Result job = launch(namespaceOptions(4, 2), "auto", List.of(), "check");
             assertEquals(0, job.status(), job.out());
             for (int r = 0; r < 4; r++) {
                 assertTrue(job.out().contains("[" + r + "] rank " + r + " pid"), job.out());
@@ -382,8 +382,8 @@ class MultiProcessTest {
     void hierarchicalAllReduceAcrossHostsInNetworkNamespaces(String algorithm, int hosts, int perHost) throws Exception {
         withNamespaces(hosts, null, () -> {
             int ranks = hosts * perHost;
-            Job job = launch(namespaceOptions(ranks, hosts), List.of("-Dgradsync.allreduce.algorithm=" + algorithm),
-                    "check", "aeron");
+            Jobs.Result job = launch(namespaceOptions(ranks, hosts), "aeron", List.of("-Dgradsync.allreduce.algorithm=" + algorithm),
+                    "check");
             assertEquals(0, job.status(), job.out());
             for (int r = 0; r < ranks; r++) {
                 assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
@@ -400,7 +400,7 @@ class MultiProcessTest {
     @CsvSource({"-Dgradsync.aeron.mtu=1408", "-Dgradsync.aeron.udp.segment=auto"})
     void packetLossSlowsUdpButResultsStayExact(String framing) throws Exception {
         withNamespaces(2, "1", () -> {
-            Job job = launch(namespaceOptions(2, 2), List.of(framing), "check", "aeron-udp");
+            Jobs.Result job = launch(namespaceOptions(2, 2), "aeron-udp", List.of(framing), "check");
             assertEquals(0, job.status(), job.out());
             assertTrue(job.out().contains("[1] rank 1: 120 collectives exact"), job.out());
             if (framing.endsWith("auto")) {
@@ -448,33 +448,25 @@ class MultiProcessTest {
         }
     }
 
-    private static Job launch(List<String> launcherOptions, List<String> rankJvmOptions, String... programArgs)
-            throws Exception {
-        return launch(Map.of(), launcherOptions, rankJvmOptions, programArgs);
-    }
-
-    /** Runs gradsync-run with {@code env} on top of this JVM's environment (less any job variables). */
-    private static Job launch(Map<String, String> env, List<String> launcherOptions, List<String> rankJvmOptions,
-                              String... programArgs) throws Exception {
-        String jobId = "mp" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-        List<String> command = Jobs.gradsyncRun(CLASSPATH, launcherOptions);
-        command.addAll(Jobs.rank(CLASSPATH, rankJvmOptions, programArgs));
-        Map<String, String> all = new HashMap<>(Map.of("GRADSYNC_JOB_ID", jobId));
-        all.putAll(env);
-        Jobs.Result result = Jobs.run(command, all, Duration.ofSeconds(170));
+    /** Runs gradsync-run with this JVM's environment (less any job variables) and ranks over {@code transport}. */
+    private static Jobs.Result launch(List<String> launcherOptions, String transport, List<String> rankJvmOptions,
+                                      String... programArgs) throws Exception {
+        List<String> command = Jobs.gradsyncRun(CLASSPATH, DEADLINE_SECONDS, launcherOptions);
+        command.addAll(AeronJobs.rank(CLASSPATH, transport, rankJvmOptions, programArgs));
+        Jobs.Result result = Jobs.run(command, Map.of("GRADSYNC_JOB_ID", Jobs.newJobId("mp")), Duration.ofSeconds(170));
         assertNotEquals(Jobs.KILLED, result.status(), "the launcher did not finish:\n" + result.out());
-        return new Job(result.status(), result.out(), all.get("GRADSYNC_JOB_ID"), result.millis());
+        return result;
     }
 
     private static String strangerKnocks(int port) throws InterruptedException {
         for (int attempt = 0; attempt < 300; attempt++) {
             try (Socket socket = new Socket("127.0.0.1", port)) {
-                var out = new java.io.DataOutputStream(socket.getOutputStream());
-                var in = new java.io.DataInputStream(socket.getInputStream());
+                var out = new DataOutputStream(socket.getOutputStream());
+                var in = new DataInputStream(socket.getInputStream());
                 in.readInt(); // the challenge
                 in.readNBytes(in.readInt());
-                java.io.ByteArrayOutputStream body = new java.io.ByteArrayOutputStream();
-                var b = new java.io.DataOutputStream(body);
+                ByteArrayOutputStream body = new ByteArrayOutputStream();
+                var b = new DataOutputStream(body);
                 b.writeInt(1);
                 b.writeInt(2);
                 b.writeUTF("stranger");

@@ -7,12 +7,14 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.sun.management.ThreadMXBean;
 import io.aeron.protocol.DataHeaderFlyweight;
 import java.lang.management.ManagementFactory;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
@@ -192,7 +194,7 @@ class SegmentReassemblyTest {
 
     @Test
     void takingSegmentsAllocatesNothingOnceSlotsExist() {
-        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        ThreadMXBean threads = (ThreadMXBean) ManagementFactory.getThreadMXBean();
         byte[] whole = cut(datagram(63_488, 1, 1, 0), 1472);
         List<byte[]> oneByOne = split(cut(datagram(20_000, 2, 1, 0), 1472), 1472);
         ByteBuffer[] buffers = new ByteBuffer[oneByOne.size() + 1];
@@ -284,7 +286,7 @@ class SegmentReassemblyTest {
             int header = k == 0 ? first : HEADER;
             int pieceOffset = UdpSegments.pieceOffset(k, segmentBytes, first);
             int pieceLength = UdpSegments.pieceLength(k, count, length, segmentBytes, first);
-            UdpSegments.writeHeader(wire, at, header, k, count, length, pieceOffset, pieceLength, source, 0);
+            UdpSegments.writeHeader(wire, at, k, length, segmentBytes, first, source, 0);
             wire.putBytes(at + header, source, pieceOffset, pieceLength);
             at += header + pieceLength;
         }
@@ -301,11 +303,11 @@ class SegmentReassemblyTest {
     }
 
     private static byte[] slice(byte[] bytes, int from, int to) {
-        return java.util.Arrays.copyOfRange(bytes, from, to);
+        return Arrays.copyOfRange(bytes, from, to);
     }
 
     private static byte[] concat(byte[] a, byte[] b) {
-        byte[] both = java.util.Arrays.copyOf(a, a.length + b.length);
+        byte[] both = Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, both, a.length, b.length);
         return both;
     }

@@ -11,16 +11,19 @@ import java.net.ServerSocket;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /** A job of ranks as threads of this JVM, each with its own rendezvous connection and Aeron endpoint. */
 final class ThreadJob {
@@ -34,7 +37,7 @@ final class ThreadJob {
     private final TransportOptions options;
     private final Duration timeout;
     private final String algorithm;
-    private final List<Endpoint> endpoints = java.util.Collections.synchronizedList(new ArrayList<>());
+    private final List<Endpoint> endpoints = Collections.synchronizedList(new ArrayList<>());
 
     ThreadJob(int ranks, int ranksPerHost, String transport, TransportOptions options, Duration timeout) {
         this(ranks, ranksPerHost, transport, options, timeout, "auto");
@@ -108,9 +111,9 @@ final class ThreadJob {
             try {
                 f.get(120, TimeUnit.SECONDS);
                 failures.add(null);
-            } catch (java.util.concurrent.ExecutionException e) {
+            } catch (ExecutionException e) {
                 failures.add(e.getCause());
-            } catch (java.util.concurrent.TimeoutException e) {
+            } catch (TimeoutException e) {
                 failures.add(e);
             }
         }

@@ -15,6 +15,8 @@ import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * The RDMA transport's control plane on DaRPC: each rank serves one DaRPC service whose only call
@@ -33,12 +35,12 @@ final class ControlPlane implements DaRPCService<RingMessage, RingMessage> {
      * DaRPC logs every connection, stream and group at INFO through SLF4J (here java.util.logging): its
      * lines are not gradsync's output. Held so that java.util.logging keeps the level.
      */
-    private static final java.util.logging.Logger[] DARPC_LOGS = {quiet("com.ibm.darpc"), quiet("com.ibm.zac.darpc")};
+    private static final Logger[] DARPC_LOGS = {quiet("com.ibm.darpc"), quiet("com.ibm.zac.darpc")};
 
-    private static java.util.logging.Logger quiet(String name) {
-        java.util.logging.Logger logger = java.util.logging.Logger.getLogger(name);
+    private static Logger quiet(String name) {
+        Logger logger = Logger.getLogger(name);
         if (logger.getLevel() == null) {
-            logger.setLevel(java.util.logging.Level.WARNING);
+            logger.setLevel(Level.WARNING);
         }
         return logger;
     }

@@ -89,14 +89,14 @@ final class RingMessage implements DaRPCMessage {
     }
 
     static String statusText(int status) {
-        switch (status) {
-            case OK: return "ok";
-            case NOT_READY: return "its links were not ready before the deadline";
-            case WRONG_RANK: return "the request was not meant for it";
-            case WRONG_TOKEN: return "the request did not prove the job secret";
-            case MISMATCH: return "its verb, window or slot size differ (set gradsync.rdma.verb, gradsync.chunk.bytes and "
+        return switch (status) {
+            case OK -> "ok";
+            case NOT_READY -> "its links were not ready before the deadline";
+            case WRONG_RANK -> "the request was not meant for it";
+            case WRONG_TOKEN -> "the request did not prove the job secret";
+            case MISMATCH -> "its verb, window or slot size differ (set gradsync.rdma.verb, gradsync.chunk.bytes and "
                     + "gradsync.pipeline.depth alike on every rank)";
-            default: return "status " + status;
-        }
+            default -> "status " + status;
+        };
     }
 }

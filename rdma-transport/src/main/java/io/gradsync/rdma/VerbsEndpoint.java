@@ -3,6 +3,7 @@ package io.gradsync.rdma;
 import com.ibm.disni.RdmaEndpointProvider;
 import com.ibm.disni.RdmaServerEndpoint;
 import com.ibm.disni.verbs.IbvPd;
+import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.JobContext;
@@ -214,7 +215,7 @@ final class VerbsEndpoint implements Endpoint {
                 if (registrations == null && RdmaConfiguration.sendInPlace()) {
                     registrations = new Registrations(rank, qps[p].getPd(), RdmaConfiguration.registrationCacheBytes());
                 }
-                links[p] = new VerbsLink(completions, rank, p, qps[p], qps[p].getPd(), verb, window, slotBytes, registrations);
+                links[p] = new VerbsLink(completions, rank, p, qps[p], verb, window, slotBytes, registrations);
                 completions.add(links[p]);
             }
         }
@@ -367,7 +368,7 @@ final class VerbsEndpoint implements Endpoint {
 
     /** The address of a direct buffer's first byte (its position must be 0). */
     static long addressOf(ByteBuffer buffer) {
-        return io.gradsync.core.memory.Region.ofDirect(buffer).address();
+        return Region.ofDirect(buffer).address();
     }
 
     @Override

@@ -1,7 +1,6 @@
 package io.gradsync.rdma;
 
 import com.ibm.disni.verbs.IbvMr;
-import com.ibm.disni.verbs.IbvPd;
 import com.ibm.disni.verbs.IbvRecvWR;
 import com.ibm.disni.verbs.IbvSendWR;
 import com.ibm.disni.verbs.IbvSge;
@@ -10,6 +9,7 @@ import com.ibm.disni.verbs.SVCPostRecv;
 import com.ibm.disni.verbs.SVCPostSend;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.ReceivedMessage;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.TransportException;
@@ -103,13 +103,12 @@ final class VerbsLink implements Link {
     private boolean creditPending;
     private boolean claimed;
     private int claimedLength;
-    private boolean held;
     private String failure;
     private final Sender sender = new Sender();
     private final Receiver receiver = new Receiver();
 
-    VerbsLink(CompletionQueue completions, int rank, int peer, QpEndpoint qp, IbvPd pd, RdmaConfiguration.Verb verb,
-              int window, int slotBytes, Registrations registrations) throws IOException {
+    VerbsLink(CompletionQueue completions, int rank, int peer, QpEndpoint qp, RdmaConfiguration.Verb verb, int window,
+              int slotBytes, Registrations registrations) throws IOException {
         this.completions = completions;
         this.registrations = registrations;
         this.rank = rank;
@@ -137,7 +136,7 @@ final class VerbsLink implements Link {
         this.base = raw + skip;
         this.alignedView = aligned;
         this.registered = Region.ofDirect(aligned);
-        this.mr = pd.regMr(base, aligned.limit(), IbvMr.IBV_ACCESS_LOCAL_WRITE | IbvMr.IBV_ACCESS_REMOTE_WRITE)
+        this.mr = qp.getPd().regMr(base, aligned.limit(), IbvMr.IBV_ACCESS_LOCAL_WRITE | IbvMr.IBV_ACCESS_REMOTE_WRITE)
                 .execute().free().getMr();
         this.creditBatch = Math.max(1, window / 2);
         this.lengths = new int[window];
@@ -321,7 +320,7 @@ final class VerbsLink implements Link {
 
     @Override
     public RecvSlot poll() {
-        if (held) {
+        if (receiver.isHeld()) {
             throw new IllegalStateException("a received message is still held on the link from rank " + peer);
         }
         completions.checkOpen();
@@ -336,12 +335,8 @@ final class VerbsLink implements Link {
         }
         int slot = slot(consumed);
         int at = slot * stride;
-        receiver.call = alignedView.getLong(at);
-        receiver.descriptor = alignedView.getLong(at + 8);
-        receiver.arguments = alignedView.getLong(at + 16);
         receiver.payload.moveTo(registered, at + HEADER, lengths[slot]);
-        held = true;
-        return receiver;
+        return receiver.hold(alignedView.getLong(at), alignedView.getLong(at + 8), alignedView.getLong(at + 16), lengths[slot]);
     }
 
     /** One completion of this link's queue pair, from the endpoint's shared CQ. */
@@ -491,11 +486,8 @@ final class VerbsLink implements Link {
         }
     }
 
-    private final class Receiver implements RecvSlot {
+    private final class Receiver extends ReceivedMessage {
         final Region payload = Region.movable(VerbsLink.this);
-        long call;
-        long descriptor;
-        long arguments;
 
         @Override
         public Region payload() {
@@ -503,31 +495,7 @@ final class VerbsLink implements Link {
         }
 
         @Override
-        public int length() {
-            return (int) payload.byteLength();
-        }
-
-        @Override
-        public long call() {
-            return call;
-        }
-
-        @Override
-        public long descriptor() {
-            return descriptor;
-        }
-
-        @Override
-        public long arguments() {
-            return arguments;
-        }
-
-        @Override
-        public void release() {
-            if (!held) {
-                throw new IllegalStateException("release without poll");
-            }
-            held = false;
+        protected void onRelease() {
             int slot = slot(consumed);
             consumed++;
             try {

@@ -17,6 +17,8 @@ import com.ibm.disni.verbs.impl.NatIbvSendWR;
 import com.ibm.disni.verbs.impl.NatIbvSge;
 import java.io.IOException;
 import java.lang.reflect.Method;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -156,8 +158,8 @@ class NativeContractTest {
 
     /** The dynamic symbols a shared object defines, read from its ELF .dynsym (64-bit little-endian). */
     static Set<String> exportedSymbols(Path library) throws IOException {
-        java.nio.ByteBuffer elf = java.nio.ByteBuffer.wrap(Files.readAllBytes(library))
-                .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer elf = ByteBuffer.wrap(Files.readAllBytes(library))
+                .order(ByteOrder.LITTLE_ENDIAN);
         assertEquals(0x464c457f, elf.getInt(0), "not an ELF file");
         assertEquals(2, elf.get(4), "not 64-bit ELF");
         long sectionHeaders = elf.getLong(0x28);

@@ -1,6 +1,8 @@
 package io.gradsync.rdma;
 
+import com.ibm.disni.util.MemoryUtils;
 import com.ibm.disni.verbs.RdmaProvider;
+import java.nio.ByteBuffer;
 
 /**
  * A fresh JVM's view of loading, for NativeLibraryTest. Prints what happened; exits 0 when loaded, 3 with
@@ -29,9 +31,9 @@ public final class NativeLibraryChild {
         }
         System.out.println("loaded: " + NativeLibrary.loadedPath());
         System.out.println("version: " + RdmaProvider.provider().getVersion());
-        java.nio.ByteBuffer direct = java.nio.ByteBuffer.allocateDirect(64);
+        ByteBuffer direct = ByteBuffer.allocateDirect(64);
         System.out.println("direct buffer address readable: "
-                + (com.ibm.disni.util.MemoryUtils.getAddress(direct) != 0));
+                + (MemoryUtils.getAddress(direct) != 0));
         System.out.println("java.library.path: " + System.getProperty("java.library.path"));
         System.out.println("java.version: " + System.getProperty("java.version"));
     }

@@ -34,6 +34,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -47,7 +48,7 @@ import org.junit.jupiter.params.provider.MethodSource;
 @Order(1)
 class NativeLibraryTest {
 
-    @org.junit.jupiter.api.BeforeAll
+    @BeforeAll
     static void built() {
         Natives.assumeBuilt();
     }

@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.junit.jupiter.api.Assumptions;
 
 /** Test access to libdisni: loading with call counting on, DiSNI's native methods, the dispatcher instance. */
 final class Natives {
@@ -19,7 +20,7 @@ final class Natives {
 
     /** Skips the calling test class when this build has no libdisni (built without gcc or rdma-core's headers). */
     static void assumeBuilt() {
-        org.junit.jupiter.api.Assumptions.assumeTrue(NativeLibrary.class.getResource(NativeLibrary.RESOURCE) != null,
+        Assumptions.assumeTrue(NativeLibrary.class.getResource(NativeLibrary.RESOURCE) != null,
                 () -> NativeLibrary.missingLibraryMessage(NativeLibrary.buildSkipReason()));
     }
 

@@ -10,6 +10,7 @@ import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import java.io.File;
 import java.io.IOException;
+import java.lang.reflect.Field;
 import java.net.ServerSocket;
 import java.security.SecureRandom;
 import java.time.Duration;
@@ -86,7 +87,7 @@ class RdmaContractTest extends TransportContract {
             for (String name : new String[] {"sent", "sendsCompleted", "creditsSeen", "arrived", "consumed",
                 "creditWritesInFlight", "creditPending", "failure"}) {
                 try {
-                    java.lang.reflect.Field field = VerbsLink.class.getDeclaredField(name);
+                    Field field = VerbsLink.class.getDeclaredField(name);
                     field.setAccessible(true);
                     state.append(' ').append(name).append('=').append(field.get(link));
                 } catch (ReflectiveOperationException e) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gradsync.core.multiprocess.Jobs;
 import java.io.File;
 import java.util.List;
 import java.util.regex.Matcher;
@@ -40,11 +41,11 @@ class RdmaMultiProcessTest {
     void exactResultsOnEveryRankAndNothingLeftBehind(int ranks) throws Exception {
         List<String> options = ranks == 2 ? List.of()
                 : List.of("-Dgradsync.allreduce.algorithm=" + (ranks == 3 ? "ring" : "rhd"), "-Dgradsync.chunk.bytes=16384");
-        RankJob job = RankJob.launch(List.of("-n", Integer.toString(ranks)), options, "check");
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", Integer.toString(ranks)), options, RdmaJobs.CHECK);
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < ranks; r++) {
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
             if (ranks > 2) {
                 assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
@@ -54,7 +55,7 @@ class RdmaMultiProcessTest {
 
     @Test
     void sixtyFourMebibytes() throws Exception {
-        RankJob job = RankJob.launch(List.of("-n", "2"), List.of(), "big", "64");
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "2"), List.of(), "big", "64");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 2; r++) {
@@ -72,7 +73,7 @@ class RdmaMultiProcessTest {
     void collectivesSentAheadOfEachOtherStayExact() throws Exception {
         // the ring: its later sends wait for arrivals, so an earlier call still has messages for a link when
         // the next one starts (algorithms whose sends need nothing, like a folded rank's, never go ahead)
-        RankJob job = RankJob.launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384", "-Dgradsync.pipeline.depth=2",
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384", "-Dgradsync.pipeline.depth=2",
                 "-Dgradsync.allreduce.algorithm=ring"), "ahead", "24");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
@@ -89,7 +90,7 @@ class RdmaMultiProcessTest {
      */
     @Test
     void chainedBroadcastsSendInPlaceAndStayExact() throws Exception {
-        RankJob job = RankJob.launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384"), "broadcast");
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384"), "broadcast");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 3; r++) {
@@ -105,12 +106,12 @@ class RdmaMultiProcessTest {
      */
     @Test
     void theTreeSendsFinalValuesInPlaceAndStaysExact() throws Exception {
-        RankJob job = RankJob.launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=tree", "-Dgradsync.chunk.bytes=16384"),
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=tree", "-Dgradsync.chunk.bytes=16384"),
                 "check");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 3; r++) {
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
         }
         assertTrue(job.out().contains(": sending in place from registered buffers"), job.out());
@@ -118,7 +119,7 @@ class RdmaMultiProcessTest {
 
     @Test
     void theDataPathAllocatesNothingPerMessage() throws Exception {
-        RankJob job = RankJob.launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "2"), List.of("-Dgradsync.chunk.bytes=1024"), "alloc");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         Matcher m = Pattern.compile("rank (\\d): progress thread and caller allocated (\\d+) bytes per collective of (\\d+) messages")
@@ -142,13 +143,13 @@ class RdmaMultiProcessTest {
      */
     @Test
     void hierarchicalAllReduceOverSharedMemoryInsideHostsAndRdmaBetweenThem() throws Exception {
-        RankJob job = RankJob.launch(List.of("-n", "4", "--nnodes", "2"),
-                List.of("-Dgradsync.transport=auto", "-Dgradsync.allreduce.algorithm=hier"), "check");
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "4", "--nnodes", "2"),
+                List.of("-Dgradsync.transport=auto", "-Dgradsync.allreduce.algorithm=hier"), RdmaJobs.CHECK);
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 4; r++) {
             assertTrue(job.out().contains("[" + r + "] rank " + r + " pid "), job.out());
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
             // the all-gather between hosts sends final values from the callers' registered buffers
             assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
@@ -163,8 +164,8 @@ class RdmaMultiProcessTest {
 
     @Test
     void aRankKilledMidCollectiveIsNamedByEveryOtherRank() throws Exception {
-        RankJob job = RankJob.launch(List.of("-n", "3", "--stop-delay", "30"), List.of("-Dgradsync.timeout.ms=120000"),
-                "loop", "1", System.getProperty("gradsync.test.kill.delay.ms", "4000"));
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "3", "--stop-delay", "30"), List.of("-Dgradsync.timeout.ms=120000"),
+                "loop", "1", System.getProperty("gradsync.test.kill.delay.ms", "4000"), RdmaJobs.LOOP_COUNT);
         System.out.println(job.out());
         assertEquals(137, job.status(), "the launcher exits with the killed rank's status\n" + job.out());
         Matcher kill = Pattern.compile("\\[1] rank 1 kills itself").matcher(job.out());

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gradsync.core.multiprocess.Jobs;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -62,8 +63,8 @@ class RdmaNamespacesTest {
      */
     @Test
     void hierarchicalAllReduceOverSharedMemoryInsideNamespacesAndRdmaBetweenTheirDevices() throws Exception {
-        RankJob job = RankJob.launch(ADDRESS_ENV, TWO_HOSTS,
-                List.of("-Dgradsync.transport=auto", "-Dgradsync.allreduce.algorithm=hier"), "check");
+        Jobs.Result job = RdmaJobs.launch(ADDRESS_ENV, TWO_HOSTS,
+                List.of("-Dgradsync.transport=auto", "-Dgradsync.allreduce.algorithm=hier"), RdmaJobs.CHECK);
         assertEveryRankExactOver("shm+rdma", job);
         assertTrue(job.out().contains("auto: 2 hosts: shm inside a host, rdma between hosts (every rank has a usable RDMA device)"),
                 job.out());
@@ -77,8 +78,8 @@ class RdmaNamespacesTest {
     @Test
     void aNamespaceWithoutAnRdmaDeviceTurnsEveryRankToUdp() throws Exception {
         run("rdma", "link", "delete", PREFIX + "rxe1");
-        RankJob job = RankJob.launch(ADDRESS_ENV, TWO_HOSTS, List.of("-Dgradsync.transport=auto",
-                "-Dgradsync.allreduce.algorithm=hier", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED"), "check");
+        Jobs.Result job = RdmaJobs.launch(ADDRESS_ENV, TWO_HOSTS, List.of("-Dgradsync.transport=auto",
+                "-Dgradsync.allreduce.algorithm=hier", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED"), RdmaJobs.CHECK);
         assertEveryRankExactOver("shm+aeron-udp", job);
         assertTrue(job.out().contains("auto: 2 hosts: shm inside a host, aeron-udp between hosts (rank 2: this rank's address "
                 + "10.231.0.2: rdma_bind_addr: No such device (errno 19): no RDMA device has this address"), job.out());
@@ -95,8 +96,8 @@ class RdmaNamespacesTest {
         Set<Path> before = shmEntries();
         List<String> launcher = new ArrayList<>(TWO_HOSTS);
         launcher.addAll(List.of("--stop-delay", "30"));
-        RankJob job = RankJob.launch(ADDRESS_ENV, launcher, List.of("-Dgradsync.transport=auto",
-                "-Dgradsync.allreduce.algorithm=hier"), "loop", "2", System.getProperty("gradsync.test.kill.delay.ms", "4000"));
+        Jobs.Result job = RdmaJobs.launch(ADDRESS_ENV, launcher, List.of("-Dgradsync.transport=auto",
+                "-Dgradsync.allreduce.algorithm=hier"), "loop", "2", System.getProperty("gradsync.test.kill.delay.ms", "4000"), RdmaJobs.LOOP_COUNT);
         System.out.println(job.out());
         assertEquals(137, job.status(), "the launcher exits with the killed rank's status\n" + job.out());
         assertTrue(job.out().contains("[2] rank 2 kills itself"), job.out());
@@ -108,12 +109,12 @@ class RdmaNamespacesTest {
     }
 
     /** The job ended well, its 4 ranks joined over {@code transport} and were exact, and none left RDMA resources. */
-    private static void assertEveryRankExactOver(String transport, RankJob job) {
+    private static void assertEveryRankExactOver(String transport, Jobs.Result job) {
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         assertEquals(4, job.count("joined: " + Pattern.quote(transport) + ", 2 ranks on its host, allreduce hier,"), job.out());
         for (int r = 0; r < 4; r++) {
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 100 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
         }
     }

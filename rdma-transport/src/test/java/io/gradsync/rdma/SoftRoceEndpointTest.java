@@ -160,34 +160,8 @@ class SoftRoceEndpointTest {
             long remoteAddress = server.buffer.getLong(0);
             int remoteKey = server.buffer.getInt(8);
 
-            // WRITE_WITH_IMM from the server into the client's buffer
-            for (int i = 0; i < 256; i++) {
-                server.buffer.put(2048 + i, (byte) (i ^ 0x5a));
-            }
-            IbvSendWR write = send(20, IbvSendWR.IBV_WR_RDMA_WRITE_WITH_IMM, sge(server.mr, 2048, 256));
-            write.setImm_data(0x00C0FFEE);
-            write.getRdma().setRemote_addr(remoteAddress + 1024);
-            write.getRdma().setRkey(remoteKey);
-            server.postSend(List.of(write)).execute().free();
-            assertEquals(20, server.next().getWr_id());
-            IbvWC arrived = client.next();
-            assertEquals(IbvWC.IbvWcOpcode.IBV_WC_RECV_RDMA_WITH_IMM.getOpcode(), arrived.getOpcode());
-            assertEquals(0x00C0FFEE, arrived.getImm_data());
-            byte[] expected = new byte[256];
-            byte[] actual = new byte[256];
-            server.buffer.get(2048, expected);
-            client.buffer.get(1024, actual);
-            assertArrayEquals(expected, actual);
-
-            // READ by the server from the client's buffer
-            IbvSendWR read = send(30, IbvSendWR.IBV_WR_RDMA_READ, sge(server.mr, 6000, 256));
-            read.getRdma().setRemote_addr(remoteAddress + 1024);
-            read.getRdma().setRkey(remoteKey);
-            server.postSend(List.of(read)).execute().free();
-            IbvWC readDone = server.next();
-            assertEquals(IbvWC.IbvWcOpcode.IBV_WC_RDMA_READ.getOpcode(), readDone.getOpcode());
-            server.buffer.get(6000, actual);
-            assertArrayEquals(expected, actual);
+            byte[] written = writeWithImmediate(server, client, remoteAddress, remoteKey);
+            readBack(server, remoteAddress, remoteKey, written);
 
             client.deregisterMemory(client.mr);
             server.deregisterMemory(server.mr);
@@ -200,6 +174,42 @@ class SoftRoceEndpointTest {
             serverGroup.close();
         }
         SoftRoce.assertResourcesBackTo(before, DISNI_CACHED_PD);
+    }
+
+    /** WRITE_WITH_IMM of 256 bytes from the server into the client's buffer at 1024; returns the bytes written. */
+    private static byte[] writeWithImmediate(ActiveEp server, ActiveEp client, long remoteAddress, int remoteKey)
+            throws Exception {
+        for (int i = 0; i < 256; i++) {
+            server.buffer.put(2048 + i, (byte) (i ^ 0x5a));
+        }
+        IbvSendWR write = send(20, IbvSendWR.IBV_WR_RDMA_WRITE_WITH_IMM, sge(server.mr, 2048, 256));
+        write.setImm_data(0x00C0FFEE);
+        write.getRdma().setRemote_addr(remoteAddress + 1024);
+        write.getRdma().setRkey(remoteKey);
+        server.postSend(List.of(write)).execute().free();
+        assertEquals(20, server.next().getWr_id());
+        IbvWC arrived = client.next();
+        assertEquals(IbvWC.IbvWcOpcode.IBV_WC_RECV_RDMA_WITH_IMM.getOpcode(), arrived.getOpcode());
+        assertEquals(0x00C0FFEE, arrived.getImm_data());
+        byte[] expected = new byte[256];
+        byte[] actual = new byte[256];
+        server.buffer.get(2048, expected);
+        client.buffer.get(1024, actual);
+        assertArrayEquals(expected, actual);
+        return expected;
+    }
+
+    /** READ by the server of the 256 bytes at 1024 of the client's buffer, which must be {@code expected}. */
+    private static void readBack(ActiveEp server, long remoteAddress, int remoteKey, byte[] expected) throws Exception {
+        IbvSendWR read = send(30, IbvSendWR.IBV_WR_RDMA_READ, sge(server.mr, 6000, 256));
+        read.getRdma().setRemote_addr(remoteAddress + 1024);
+        read.getRdma().setRkey(remoteKey);
+        server.postSend(List.of(read)).execute().free();
+        IbvWC readDone = server.next();
+        assertEquals(IbvWC.IbvWcOpcode.IBV_WC_RDMA_READ.getOpcode(), readDone.getOpcode());
+        byte[] actual = new byte[256];
+        server.buffer.get(6000, actual);
+        assertArrayEquals(expected, actual);
     }
 
     @Test

@@ -35,6 +35,7 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedList;
 import java.util.List;
@@ -203,7 +204,7 @@ class SoftRoceVerbsTest {
         param.setRetry_count((byte) 7);
         param.setRnr_retry_count((byte) 7);
         privateData = ByteBuffer.allocateDirect(16);
-        privateData.put("gradsync-hello!!".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        privateData.put("gradsync-hello!!".getBytes(StandardCharsets.US_ASCII));
         param.setPrivate_data(MemoryUtils.getAddress(privateData));
         param.setPrivate_data_len((byte) 16);
         clientId.connect(param);

@@ -3,14 +3,15 @@ package io.gradsync.core;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.multiprocess.Jobs;
+import io.gradsync.core.multiprocess.RankProgram;
 import io.gradsync.core.transport.shm.ShmEndpoint;
-import java.io.InputStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
+import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
@@ -23,60 +24,43 @@ import org.junit.jupiter.params.provider.CsvSource;
  * under /dev/shm afterwards.
  */
 class ShmMultiProcessTest {
-    private static final String JAVA = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    private static final String CLASSPATH = System.getProperty("java.class.path");
     /** The JDK 22+ classes can read the peers' plain buffers across processes, given native access (below), when asked. */
     private static final boolean CROSS_MEMORY_READS = Runtime.version().feature() >= 22;
     private static final String READS_ACROSS = "shm reads the peers' plain off-heap buffers across processes";
+    /** The direct allreduce on plain buffers, read across processes where the JVM can. */
+    private static final List<String> PLAIN = List.of("-D" + GradSyncConfiguration.ALLREDUCE_ALGORITHM_PROP + "=direct",
+            "-D" + ShmEndpoint.CROSS_MEMORY_PROP + "=true");
 
-    private record Result(int status, String out, long millis) {
-    }
-
-    private static Result gradsyncRun(int ranks, long limitSeconds, String... programArgs) throws Exception {
-        return gradsyncRun(List.of(), ranks, limitSeconds, programArgs);
-    }
-
-    /** @param rankOptions JVM options of the ranks, on top of the usual ones */
-    private static Result gradsyncRun(List<String> rankOptions, int ranks, long limitSeconds, String... programArgs)
-            throws Exception {
-        List<String> command = new ArrayList<>(List.of(JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                "-cp", CLASSPATH, "io.gradsync.core.launch.GradSyncRun", "--deadline", Long.toString(limitSeconds),
-                "-n", Integer.toString(ranks), "--", JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-Dgradsync.timeout.ms=20000"));
-        command.addAll(rankOptions);
+    /**
+     * Runs {@code ranks} {@link RankProgram} ranks over {@code transport} through gradsync-run with a deadline of
+     * {@code limitSeconds}.
+     *
+     * @param rankOptions JVM options of the ranks, on top of the usual ones
+     */
+    private static Jobs.Result gradsyncRun(String transport, List<String> rankOptions, int ranks, long limitSeconds,
+                                           String... programArgs) throws Exception {
+        List<String> command = Jobs.gradsyncRun(Jobs.CLASSPATH, limitSeconds, List.of("-n", Integer.toString(ranks)));
+        List<String> options = new ArrayList<>(List.of("-Xmx256m", "-Dgradsync.timeout.ms=20000",
+                "-D" + GradSyncConfiguration.TRANSPORT_PROP + "=" + transport));
+        options.addAll(rankOptions);
         if (CROSS_MEMORY_READS) {
-            command.add("--enable-native-access=ALL-UNNAMED");
+            options.add("--enable-native-access=ALL-UNNAMED");
         }
-        command.addAll(List.of("-cp", CLASSPATH, ShmRankProgram.class.getName()));
-        command.addAll(List.of(programArgs));
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-        builder.environment().keySet().removeIf(k -> k.startsWith("GRADSYNC_") || k.equals("RANK") || k.equals("WORLD_SIZE"));
-        long start = System.nanoTime();
-        Process process = builder.start();
-        process.getOutputStream().close();
-        byte[] out;
-        try (InputStream in = process.getInputStream()) {
-            out = in.readAllBytes(); // ends when the launcher (and its ranks) exit; the deadline bounds it
-        }
-        boolean exited = process.waitFor(limitSeconds + 30, TimeUnit.SECONDS);
-        if (!exited) {
-            process.descendants().forEach(ProcessHandle::destroyForcibly);
-            process.destroyForcibly();
-        }
-        return new Result(exited ? process.exitValue() : -1, new String(out, StandardCharsets.UTF_8),
-                (System.nanoTime() - start) / 1_000_000);
+        command.addAll(Jobs.rank(Jobs.CLASSPATH, options, RankProgram.class, programArgs));
+        return Jobs.run(command, Map.of(), Duration.ofSeconds(limitSeconds + 30));
     }
 
     @ParameterizedTest(name = "{0}, {1} ranks, {2}")
     @CsvSource({"shm, 2, check", "shm, 4, check", "auto, 3, check", "auto, 3, check-shared", "shm, 3, check-plain"})
     void everyRankIsExactAndNothingIsLeftInDevShm(String transport, int ranks, String mode) throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();
-        Result job = gradsyncRun(ranks, 120, mode, transport);
+        boolean plain = mode.equals("check-plain");
+        Jobs.Result job = gradsyncRun(transport, plain ? PLAIN : List.of(), ranks, 120, plain ? "check" : mode);
         assertEquals(0, job.status(), job.out());
+        Jobs.assertExact(job, ranks, 120, "");
         for (int r = 0; r < ranks; r++) {
-            assertTrue(job.out().contains("rank " + r + ": 100 collectives exact"), "rank " + r + ":\n" + job.out());
             assertTrue(job.out().contains("joined: shm, " + ranks + " ranks on its host"), job.out());
-            assertEquals(CROSS_MEMORY_READS && mode.equals("check-plain"), job.out().contains("rank " + r + ": " + READS_ACROSS),
-                    job.out());
+            assertEquals(CROSS_MEMORY_READS && plain, job.out().contains("rank " + r + ": " + READS_ACROSS), job.out());
         }
         assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
     }
@@ -91,7 +75,9 @@ class ShmMultiProcessTest {
         List<String> before = ShmAllReduceTest.leftovers();
         int ranks = 3;
         int killed = 1;
-        Result job = gradsyncRun(ranks, 90, mode, "shm", Integer.toString(killed), "2000");
+        boolean plain = mode.equals("loop-plain");
+        Jobs.Result job = gradsyncRun("shm", plain ? PLAIN : List.of(), ranks, 90, plain ? "loop" : mode,
+                Integer.toString(killed), "2000");
         assertTrue(job.out().contains("rank " + killed + " kills itself with SIGKILL"), job.out());
         Matcher failed = Pattern.compile("\\[(\\d+)] FAILED: (.*)").matcher(job.out());
         List<Integer> reporting = new ArrayList<>();
@@ -108,7 +94,7 @@ class ShmMultiProcessTest {
     @Test
     void ringFilesOfARankKilledInSetUpAreRemovedByGradsyncRun() throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();
-        Result job = gradsyncRun(2, 90, "die-in-setup", "1");
+        Jobs.Result job = gradsyncRun("shm", List.of(), 2, 90, "die-in-setup", "1");
         assertTrue(job.out().contains("rank 1 kills itself with SIGKILL in set-up"), job.out());
         assertTrue(job.status() != 0, job.out());
         Matcher removed = Pattern.compile("gradsync-run: removed leftover (\\S+-shm_h0)").matcher(job.out());
@@ -121,7 +107,8 @@ class ShmMultiProcessTest {
     void ringFilesUnderAnotherRootAreRemovedByGradsyncRunToo() throws Exception {
         Path root = Files.createTempDirectory(Path.of("/dev/shm"), "gradsync-root-");
         try {
-            Result job = gradsyncRun(List.of("-D" + ShmEndpoint.DIR_ROOT_PROP + "=" + root), 2, 90, "die-in-setup", "1");
+            Jobs.Result job = gradsyncRun("shm", List.of("-D" + ShmEndpoint.DIR_ROOT_PROP + "=" + root), 2, 90,
+                    "die-in-setup", "1");
             assertTrue(job.out().contains("rank 1 kills itself with SIGKILL in set-up"), job.out());
             Matcher removed = Pattern.compile("gradsync-run: removed leftover (\\S+-shm_h0)").matcher(job.out());
             assertTrue(removed.find() && removed.group(1).startsWith(root + "/"), "gradsync-run removes the ring directory "

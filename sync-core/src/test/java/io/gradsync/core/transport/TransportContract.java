@@ -41,7 +41,8 @@ import org.junit.jupiter.api.Timeout;
  *       message had arrived unread and credit was left;</li>
  *   <li>zero-length and largest messages arrive intact; a length outside
  *       {@code 0..maxMessageBytes()} is refused with {@link IllegalArgumentException} and leaves the link
- *       usable.</li>
+ *       usable; a poll while a message is held, and a second release of one, are refused with
+ *       {@link IllegalStateException}.</li>
  * </ol>
  *
  * <p>Every wait is bounded: {@link #DEADLINE} without progress, twice that plus 10 s for a case's ranks, and
@@ -205,9 +206,7 @@ public abstract class TransportContract {
                 }
             }
             // draining lets the sender resume, still bounded
-            while (next[1] < next[0]) {
-                receiveOne(sender, receiver, in, pattern, scratch, length, next);
-            }
+            drain(sender, receiver, in, pattern, length, next);
             int again = claimUntilSettled(sender, receiver, out, pattern, length, next, bound);
             assertTrue(again >= 1, "the sender did not resume after the receiver released everything");
             if (exactCredits()) {
@@ -215,9 +214,7 @@ public abstract class TransportContract {
             } else {
                 assertTrue(again <= bound, again + " messages ahead after a drain, bound " + bound);
             }
-            while (next[1] < next[0]) {
-                receiveOne(sender, receiver, in, pattern, scratch, length, next);
-            }
+            drain(sender, receiver, in, pattern, length, next);
             assertNull(in.poll(), "more messages than were sent");
         } finally {
             closeAll(endpoints);
@@ -236,61 +233,16 @@ public abstract class TransportContract {
             int max = endpoints[0].maxMessageBytes();
             byte[] pattern = pattern(max);
             runRanks(endpoints, (rank, endpoint) -> {
-                Link[] links = links(endpoint);
-                // per destination, the order of (call, tag) of each message; per sub-stream, a running count
-                int[][] plan = new int[ranks][];
-                int[][] receivedPerStream = new int[ranks][calls * tags];
-                int[][] sentPerStream = new int[ranks][calls * tags];
-                for (int p = 0; p < ranks; p++) {
-                    plan[p] = subStreamPlan(rank, p, perPair, calls * tags);
-                }
-                int[] sent = new int[ranks];
-                int[] received = new int[ranks];
-                byte[] scratch = new byte[max];
+                SubStreams traffic = new SubStreams(rank, links(endpoint), pattern, perPair, calls, tags);
                 long deadline = deadline();
-                int expected = (ranks - 1) * perPair;
-                int totalSent = 0;
-                int totalReceived = 0;
-                while (totalSent < expected || totalReceived < expected) {
+                while (!traffic.done()) {
                     int work = endpoint.doWork();
                     for (int p = 0; p < ranks; p++) {
-                        if (p == rank) {
-                            continue;
-                        }
-                        if (sent[p] < perPair) {
-                            int stream = plan[p][sent[p]];
-                            int length = Math.min(max, 16 + sent[p] % 97);
-                            SendSlot slot = links[p].tryClaim(length);
-                            if (slot != null) {
-                                fill(slot.payload(), pattern, rank, p, sent[p], length);
-                                slot.commit(subStreamCall(stream / tags), subStreamDescriptor(stream % tags),
-                                        ((long) sentPerStream[p][stream] << 32) | sent[p]);
-                                sentPerStream[p][stream]++;
-                                sent[p]++;
-                                totalSent++;
-                                work++;
-                            }
-                        }
-                        RecvSlot in = links[p].poll();
-                        if (in != null) {
-                            int seq = received[p];
-                            int stream = plan(p, rank, perPair, calls * tags)[seq];
-                            String where = "rank " + rank + ": message " + seq + " from rank " + p;
-                            assertEquals(subStreamCall(stream / tags), in.call(), where + ": call (FIFO broken)");
-                            assertEquals(subStreamDescriptor(stream % tags), in.descriptor(),
-                                    where + ": descriptor (FIFO broken)");
-                            assertEquals(((long) receivedPerStream[p][stream] << 32) | seq, in.arguments(),
-                                    where + ": position in its sub-stream");
-                            checkPayload(in, pattern, scratch, p, rank, seq, Math.min(max, 16 + seq % 97), where);
-                            in.release();
-                            receivedPerStream[p][stream]++;
-                            received[p]++;
-                            totalReceived++;
-                            work++;
+                        if (p != rank) {
+                            work += traffic.sendNext(p) + traffic.receiveNext(p);
                         }
                     }
-                    idle(work, deadline, () -> "rank " + rank + ": sent " + Arrays.toString(sent) + ", received "
-                            + Arrays.toString(received) + " of " + perPair + " per peer" + state(endpoint));
+                    idle(work, deadline, () -> "rank " + rank + ": " + traffic + state(endpoint));
                 }
             });
         } finally {
@@ -366,12 +318,8 @@ public abstract class TransportContract {
                 endpoint.close();
                 throw e;
             }
-            boolean[] broken = new boolean[ranks];
-            int[] sent = new int[ranks];
-            int[] received = new int[ranks];
-            byte[] scratch = new byte[max];
             try {
-                load(rank, endpoint, links, iterations[rank], broken, sent, received, pattern, scratch, max);
+                load(rank, endpoint, links, iterations[rank], pattern, max);
             } finally {
                 long start = System.nanoTime();
                 endpoint.close();
@@ -441,9 +389,12 @@ public abstract class TransportContract {
     }
 
     /** Sends to and receives from every peer for {@code iterations} rounds, whether or not there is credit; a peer that closed is left alone. */
-    private static void load(int rank, Endpoint endpoint, Link[] links, int iterations, boolean[] broken, int[] sent,
-                             int[] received, byte[] pattern, byte[] scratch, int max) {
+    private static void load(int rank, Endpoint endpoint, Link[] links, int iterations, byte[] pattern, int max) {
         int ranks = links.length;
+        boolean[] broken = new boolean[ranks];
+        int[] sent = new int[ranks];
+        int[] received = new int[ranks];
+        byte[] scratch = new byte[max];
         for (int i = 0; i < iterations; i++) {
             endpoint.doWork();
             for (int p = 0; p < ranks; p++) {
@@ -514,7 +465,13 @@ public abstract class TransportContract {
                 RecvSlot slot = in.poll();
                 if (slot != null) {
                     check(slot, pattern, scratch, 0, 1, received, lengths[received]);
+                    if (received == 0) {
+                        assertThrows(IllegalStateException.class, in::poll, "a poll while a message is held");
+                    }
                     slot.release();
+                    if (received == 0) {
+                        assertThrows(IllegalStateException.class, slot::release, "a second release of one message");
+                    }
                     received++;
                     work++;
                 }
@@ -765,10 +722,6 @@ public abstract class TransportContract {
         return plan;
     }
 
-    private static int[] plan(int from, int to, int messages, int streams) {
-        return subStreamPlan(from, to, messages, streams);
-    }
-
     /** Call identities as the engine numbers them: stream in the high word, position in the low (high bit set too). */
     private static long subStreamCall(int call) {
         return Long.MIN_VALUE | ((long) (call + 1) << 32) | (0x7fff_fff0L + call);
@@ -811,6 +764,109 @@ public abstract class TransportContract {
         check(slot, pattern, scratch, 0, 1, next[1], length);
         slot.release();
         next[1]++;
+    }
+
+    /**
+     * One rank's messages of {@link #interleavedCallsAndSubStreamTagsKeepTheLinksOrder}: to every peer, {@code perPair}
+     * messages of {@code calls} calls and {@code tags} sub-stream tags interleaved by a plan; each carries its
+     * position in its sub-stream and must arrive in the link's order.
+     */
+    private static final class SubStreams {
+        private final int rank;
+        private final Link[] links;
+        private final byte[] pattern;
+        private final byte[] scratch;
+        private final int max;
+        private final int perPair;
+        private final int tags;
+        /** Per peer, the sub-stream of each message to it, and the same from it; per sub-stream, a running count. */
+        private final int[][] toPlan;
+        private final int[][] fromPlan;
+        private final int[][] sentPerStream;
+        private final int[][] receivedPerStream;
+        private final int[] sent;
+        private final int[] received;
+
+        SubStreams(int rank, Link[] links, byte[] pattern, int perPair, int calls, int tags) {
+            int ranks = links.length;
+            this.rank = rank;
+            this.links = links;
+            this.pattern = pattern;
+            this.max = pattern.length - PATTERN_SPREAD;
+            this.scratch = new byte[max];
+            this.perPair = perPair;
+            this.tags = tags;
+            this.toPlan = new int[ranks][];
+            this.fromPlan = new int[ranks][];
+            for (int p = 0; p < ranks; p++) {
+                toPlan[p] = subStreamPlan(rank, p, perPair, calls * tags);
+                fromPlan[p] = subStreamPlan(p, rank, perPair, calls * tags);
+            }
+            this.sentPerStream = new int[ranks][calls * tags];
+            this.receivedPerStream = new int[ranks][calls * tags];
+            this.sent = new int[ranks];
+            this.received = new int[ranks];
+        }
+
+        boolean done() {
+            for (int p = 0; p < links.length; p++) {
+                if (p != rank && (sent[p] < perPair || received[p] < perPair)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** Sends the next message to {@code p} if there is credit; 1 if it did. */
+        int sendNext(int p) {
+            if (sent[p] == perPair) {
+                return 0;
+            }
+            int stream = toPlan[p][sent[p]];
+            int length = Math.min(max, 16 + sent[p] % 97);
+            SendSlot slot = links[p].tryClaim(length);
+            if (slot == null) {
+                return 0;
+            }
+            fill(slot.payload(), pattern, rank, p, sent[p], length);
+            slot.commit(subStreamCall(stream / tags), subStreamDescriptor(stream % tags),
+                    ((long) sentPerStream[p][stream] << 32) | sent[p]);
+            sentPerStream[p][stream]++;
+            sent[p]++;
+            return 1;
+        }
+
+        /** Receives and checks the next message from {@code p} if one has arrived; 1 if it did. */
+        int receiveNext(int p) {
+            RecvSlot in = links[p].poll();
+            if (in == null) {
+                return 0;
+            }
+            int seq = received[p];
+            int stream = fromPlan[p][seq];
+            String where = "rank " + rank + ": message " + seq + " from rank " + p;
+            assertEquals(subStreamCall(stream / tags), in.call(), where + ": call (FIFO broken)");
+            assertEquals(subStreamDescriptor(stream % tags), in.descriptor(), where + ": descriptor (FIFO broken)");
+            assertEquals(((long) receivedPerStream[p][stream] << 32) | seq, in.arguments(), where + ": position in its sub-stream");
+            checkPayload(in, pattern, scratch, p, rank, seq, Math.min(max, 16 + seq % 97), where);
+            in.release();
+            receivedPerStream[p][stream]++;
+            received[p]++;
+            return 1;
+        }
+
+        @Override
+        public String toString() {
+            return "sent " + Arrays.toString(sent) + ", received " + Arrays.toString(received) + " of " + perPair + " per peer";
+        }
+    }
+
+    /** Receives every message sent and not yet received. */
+    private static void drain(Endpoint sender, Endpoint receiver, Link in, byte[] pattern, int length, int[] next) {
+        byte[] scratch = new byte[length];
+        while (next[1] < next[0]) {
+            receiveOne(sender, receiver, in, pattern, scratch, length, next);
+        }
     }
 
     /**

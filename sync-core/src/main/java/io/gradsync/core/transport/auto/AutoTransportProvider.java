@@ -6,6 +6,7 @@ import io.gradsync.core.transport.TransportException;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.TransportProvider;
 import io.gradsync.core.transport.Transports;
+import io.gradsync.core.transport.shm.ShmEndpoint;
 import io.gradsync.core.transport.shm.ShmTransportProvider;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
@@ -43,7 +44,7 @@ public final class AutoTransportProvider implements TransportProvider {
         String between = chooseBetweenHosts(job);
         Endpoint host = null;
         try {
-            host = new io.gradsync.core.transport.shm.ShmEndpoint(new SharedJob(job), options);
+            host = new ShmEndpoint(new SharedJob(job), options);
             Endpoint remote = Transports.open(between, new SharedJob(job), options);
             return new HostSplitEndpoint(job, host, remote);
         } catch (RuntimeException e) {

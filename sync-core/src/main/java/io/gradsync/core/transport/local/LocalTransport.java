@@ -7,6 +7,7 @@ import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.TransportException;
+import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
@@ -72,7 +73,7 @@ public final class LocalTransport implements AutoCloseable {
      * network link with that one-way delay (credits come back at once): for measuring how the engine
      * overlaps collectives when latency, not copying, bounds them.
      */
-    public static LocalTransport withLatency(int size, int slotBytes, int slots, java.time.Duration latency) {
+    public static LocalTransport withLatency(int size, int slotBytes, int slots, Duration latency) {
         if (latency.isNegative()) {
             throw new IllegalArgumentException("latency must not be negative, was " + latency);
         }

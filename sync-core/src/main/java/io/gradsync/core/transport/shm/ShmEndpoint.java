@@ -12,7 +12,6 @@ import io.gradsync.core.transport.SharedMemoryDirectories;
 import io.gradsync.core.transport.TransportException;
 import io.gradsync.core.transport.TransportOptions;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryNotEmptyException;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
@@ -90,101 +89,135 @@ public final class ShmEndpoint implements Endpoint {
         this.links = new ShmLink[size];
         this.peerPids = new long[size];
         this.checkLiveness = new boolean[size];
-        long pid = ProcessHandle.current().pid();
         boolean wholeJobHere = size > 1 && job.localSize() == size;
-        Path dir = null;
-        Thread hook = null;
         String failure = null;
-        CrossMemoryProbe probe;
+        boolean crossMemory = false;
         try {
-            probe = new CrossMemoryProbe(rank, size, wholeJobHere && CROSS_MEMORY.get());
+            crossMemory = wholeJobHere && CROSS_MEMORY.get();
         } catch (IllegalArgumentException e) {
-            probe = new CrossMemoryProbe(rank, size, false);
             failure = "rank " + rank + ": " + e.getMessage();
         }
-        long ringBytes = ShmRing.fileBytes(window, slotBytes);
+        CrossMemoryProbe probe = new CrossMemoryProbe(rank, size, crossMemory);
+        Path dir = null;
         try {
-            if (job.localSize() > 1) {
-                dir = directory(root);
-                hook = new Thread(this::unlinkOwnFiles, "gradsync-shm-cleanup-rank-" + rank);
-                Runtime.getRuntime().addShutdownHook(hook);
-                ShmSpace.requireFree(dir, (job.localSize() - 1) * ringBytes);
-                for (int peer = 0; peer < size; peer++) {
-                    if (peer != rank && sameHost(peer)) {
-                        inbound[peer] = ShmRing.create(dir.resolve(fileName(rank, peer)), window, slotBytes, pid);
-                    }
-                }
-            }
-        } catch (ShmSpace.NoRoomException e) {
-            failure = ShmSpace.noRoom(root, "rank " + rank + " cannot create its shared-memory rings: " + ringsNeed(ringBytes),
-                    e.getMessage());
+            dir = job.localSize() > 1 ? ringDirectory(root) : null;
         } catch (IOException | RuntimeException e) {
-            failure = "rank " + rank + " cannot create its shared-memory rings: " + e;
+            failure = cannotCreateRings(e);
         }
         this.directory = dir;
-        this.cleanupHook = hook;
+        this.cleanupHook = dir == null ? null : unlinkOnExit();
+        String ringFailure = dir == null ? null : createInboundRings(root);
+        failure = ringFailure != null ? ringFailure : failure;
         // Every rank's rings exist once every rank has answered; then the senders map them.
-        byte[][] all = gatherOrCleanUp(identity(pid, probe, failure));
-        String mapFailure = null;
-        TransportException firstFailure = null;
-        try {
-            String ourNamespace = pidNamespace();
-            for (int peer = 0; peer < size; peer++) {
-                String theirs = new String(all[peer], StandardCharsets.UTF_8);
-                if (theirs.startsWith("!")) {
-                    throw new TransportException(peer, theirs.substring(1));
-                }
-                String[] parts = theirs.split(" ", 4);
-                peerPids[peer] = Long.parseLong(parts[0]);
-                boolean inOurNamespace = !parts[3].isEmpty() && parts[3].equals(ourNamespace);
-                probe.peerOffers(peer, Long.parseLong(parts[1]), Long.parseLong(parts[2]), inOurNamespace);
-                checkLiveness[peer] = peer != rank && sameHost(peer) && inOurNamespace;
-            }
-            probe.readPeers(peerPids);
-            for (int peer = 0; peer < size; peer++) {
-                if (peer != rank && sameHost(peer)) {
-                    Path file = directory.resolve(fileName(peer, rank));
-                    try {
-                        outbound[peer] = ShmRing.open(file, window, slotBytes, pid);
-                    } catch (NoSuchFileException e) {
-                        throw new TransportException(peer, "rank " + rank + " cannot find rank " + peer + "'s ring " + file
-                                + ": the job puts both on one host, but they do not share " + root
-                                + " (separate containers?); use another transport, e.g. aeron-udp");
-                    }
-                }
-            }
-        } catch (IOException | RuntimeException e) {
-            firstFailure = e instanceof TransportException t ? t
-                    : new TransportException(-1, "rank " + rank + " cannot map its shared-memory rings: " + e, e);
-            mapFailure = firstFailure.getMessage();
-        }
+        byte[][] made = gatherOrCleanUp(failure != null ? new SetUpMessage.Failed(failure)
+                : new SetUpMessage.RingsMade(ProcessHandle.current().pid(), probe.address(), probe.token(), pidNamespace()));
+        TransportException mapFailure = mapPeerRings(made, probe, root);
         // Once every sender has mapped its rings, no name is needed any more: the files are unlinked at once, so
         // that nothing is left in the shared-memory root however this job ends (a mapping outlives its name).
-        byte[][] mapped = gatherOrCleanUp(((probe.readEveryPeer() ? "+" : "-") + (mapFailure == null ? "" : mapFailure))
-                .getBytes(StandardCharsets.UTF_8));
+        byte[][] mapped = gatherOrCleanUp(mapFailure != null ? new SetUpMessage.Failed(mapFailure.getMessage())
+                : new SetUpMessage.RingsMapped(probe.readEveryPeer()));
         probe.close();
         unlinkOwnFiles();
         removeHook();
-        if (firstFailure != null) {
-            releaseRings();
-            throw firstFailure;
-        }
-        boolean everyRankReads = true;
-        for (int peer = 0; peer < size; peer++) {
-            String answer = new String(mapped[peer], StandardCharsets.UTF_8);
-            if (answer.length() > 1) {
-                releaseRings();
-                throw new TransportException(peer, answer.substring(1));
-            }
-            everyRankReads &= answer.equals("+");
-        }
+        boolean everyRankReads = everyRankMapped(mapped, mapFailure);
         this.windows = wholeJobHere ? new ShmWindows(rank, root, directory, probe.reader(everyRankReads)) : null;
     }
 
-    /** The job's all-gather; when it fails (a peer died in set-up), this rank's files go before the exception. */
-    private byte[][] gatherOrCleanUp(byte[] data) {
+    /**
+     * Creates the ring of every peer on this host to this rank, with every page allocated, after checking that the
+     * root has room for them all.
+     *
+     * @return null, or why this rank cannot
+     */
+    private String createInboundRings(Path root) {
+        long ringBytes = ShmRing.fileBytes(window, slotBytes);
+        long pid = ProcessHandle.current().pid();
         try {
-            return job.allGather(data);
+            ShmSpace.requireFree(directory, (job.localSize() - 1) * ringBytes);
+            for (int peer = 0; peer < job.size(); peer++) {
+                if (peer != rank && sameHost(peer)) {
+                    inbound[peer] = ShmRing.create(directory.resolve(fileName(rank, peer)), window, slotBytes, pid);
+                }
+            }
+            return null;
+        } catch (ShmSpace.NoRoomException e) {
+            return ShmSpace.noRoom(root, "rank " + rank + " cannot create its shared-memory rings: " + ringsNeed(ringBytes),
+                    e.getMessage());
+        } catch (IOException | RuntimeException e) {
+            return cannotCreateRings(e);
+        }
+    }
+
+    private String cannotCreateRings(Exception e) {
+        return "rank " + rank + " cannot create its shared-memory rings: " + e;
+    }
+
+    /**
+     * Reads what every rank said once its rings were made, and maps the ring of every peer on this host from this
+     * rank; offers the probe every peer's memory to read.
+     *
+     * @return null, or the first failure: a rank's that could not make its rings, or this rank's own
+     */
+    private TransportException mapPeerRings(byte[][] made, CrossMemoryProbe probe, Path root) {
+        try {
+            String ourNamespace = pidNamespace();
+            for (int peer = 0; peer < job.size(); peer++) {
+                SetUpMessage.RingsMade theirs = SetUpMessage.expect(SetUpMessage.RingsMade.class, peer, made[peer]);
+                peerPids[peer] = theirs.pid();
+                boolean inOurNamespace = !theirs.pidNamespace().isEmpty() && theirs.pidNamespace().equals(ourNamespace);
+                probe.peerOffers(peer, theirs.readAddress(), theirs.readToken(), inOurNamespace);
+                checkLiveness[peer] = peer != rank && sameHost(peer) && inOurNamespace;
+            }
+            probe.readPeers(peerPids);
+            for (int peer = 0; peer < job.size(); peer++) {
+                if (peer != rank && sameHost(peer)) {
+                    outbound[peer] = openOutboundRing(peer, root);
+                }
+            }
+            return null;
+        } catch (TransportException e) {
+            return e;
+        } catch (IOException | RuntimeException e) {
+            return new TransportException(-1, "rank " + rank + " cannot map its shared-memory rings: " + e, e);
+        }
+    }
+
+    private ShmRing openOutboundRing(int peer, Path root) throws IOException {
+        Path file = directory.resolve(fileName(peer, rank));
+        try {
+            return ShmRing.open(file, window, slotBytes, ProcessHandle.current().pid());
+        } catch (NoSuchFileException e) {
+            throw new TransportException(peer, "rank " + rank + " cannot find rank " + peer + "'s ring " + file
+                    + ": the job puts both on one host, but they do not share " + root
+                    + " (separate containers?); use another transport, e.g. aeron-udp");
+        }
+    }
+
+    /**
+     * Whether every rank can read every other's memory across processes, from what each said once it had mapped its
+     * rings; lets go of the rings and throws if any rank, this one included, failed to.
+     */
+    private boolean everyRankMapped(byte[][] mapped, TransportException mapFailure) {
+        if (mapFailure != null) {
+            releaseRings();
+            throw mapFailure;
+        }
+        boolean everyRankReads = true;
+        for (int peer = 0; peer < job.size(); peer++) {
+            try {
+                everyRankReads &= SetUpMessage.expect(SetUpMessage.RingsMapped.class, peer, mapped[peer]).readsEveryPeer();
+            } catch (TransportException e) {
+                releaseRings();
+                throw e;
+            }
+        }
+        return everyRankReads;
+    }
+
+    /** The job's all-gather; when it fails (a peer died in set-up), this rank's files go before the exception. */
+    private byte[][] gatherOrCleanUp(SetUpMessage message) {
+        try {
+            return job.allGather(message.encode());
         } catch (RuntimeException e) {
             unlinkOwnFiles();
             removeHook();
@@ -213,11 +246,6 @@ public final class ShmEndpoint implements Endpoint {
         }
     }
 
-    private byte[] identity(long pid, CrossMemoryProbe probe, String failure) {
-        String text = failure != null ? "!" + failure : pid + " " + probe.address() + " " + probe.token() + " " + pidNamespace();
-        return text.getBytes(StandardCharsets.UTF_8);
-    }
-
     /**
      * This process's pid namespace, or "" where it cannot be read (no /proc, a security manager): ranks compare
      * namespaces before trusting each other's pids for the liveness check, and an unreadable one turns that check
@@ -241,7 +269,7 @@ public final class ShmEndpoint implements Endpoint {
     }
 
     /** This host's ring directory of this job, created (mode 0700) if no rank of the host has made it yet. */
-    private Path directory(Path root) throws IOException {
+    private Path ringDirectory(Path root) throws IOException {
         Path userDir = SharedMemoryDirectories.userDirectory(root);
         String launchId = SharedMemoryDirectories.launchId(System.getenv());
         Path dir = userDir.resolve(SharedMemoryDirectories.jobDirectoryName(launchId, job.instanceId(),
@@ -369,6 +397,13 @@ public final class ShmEndpoint implements Endpoint {
         } finally {
             ring.release();
         }
+    }
+
+    /** Unlinks this rank's ring files if the JVM exits during set-up, while they still have names. */
+    private Thread unlinkOnExit() {
+        Thread hook = new Thread(this::unlinkOwnFiles, "gradsync-shm-cleanup-rank-" + rank);
+        Runtime.getRuntime().addShutdownHook(hook);
+        return hook;
     }
 
     private void removeHook() {

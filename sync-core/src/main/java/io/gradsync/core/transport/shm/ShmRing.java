@@ -1,6 +1,7 @@
 package io.gradsync.core.transport.shm;
 
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.ReceivedMessage;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import java.io.IOException;
@@ -69,7 +70,6 @@ final class ShmRing {
     private long consumed;
     private long producedSeen;
     private boolean claimed;
-    private boolean held;
 
     private ShmRing(Path file, FileChannel channel, MappedByteBuffer memory, int slots, int slotBytes) {
         this.file = file;
@@ -212,7 +212,7 @@ final class ShmRing {
 
     /** The oldest unreleased message, or null when none has arrived. Receiver only. */
     RecvSlot poll() {
-        if (held) {
+        if (receiver.isHeld()) {
             throw new IllegalStateException("a received message is still held on this link");
         }
         if (consumed >= producedSeen) {
@@ -221,19 +221,14 @@ final class ShmRing {
                 return null;
             }
         }
-        held = true;
         int index = (int) (consumed % slots);
-        long at = slotAt(index);
-        receiver.index = index;
-        receiver.length = (int) memory.getLong((int) at);
-        receiver.call = memory.getLong((int) at + 8);
-        receiver.descriptor = memory.getLong((int) at + 16);
-        receiver.arguments = memory.getLong((int) at + 24);
-        if (receiver.length < 0 || receiver.length > slotBytes) {
-            held = false;
-            throw new IllegalStateException("corrupt slot header in " + file + ": length " + receiver.length);
+        int at = (int) slotAt(index);
+        long length = memory.getLong(at);
+        if (length < 0 || length > slotBytes) {
+            throw new IllegalStateException("corrupt slot header in " + file + ": length " + length);
         }
-        return receiver;
+        receiver.index = index;
+        return receiver.hold(memory.getLong(at + 8), memory.getLong(at + 16), memory.getLong(at + 24), (int) length);
     }
 
     /** True when the sender has closed; read it before concluding that nothing more will come. */
@@ -294,12 +289,8 @@ final class ShmRing {
         }
     }
 
-    private final class Receiver implements RecvSlot {
+    private final class Receiver extends ReceivedMessage {
         int index;
-        int length;
-        long call;
-        long descriptor;
-        long arguments;
 
         @Override
         public Region payload() {
@@ -307,31 +298,7 @@ final class ShmRing {
         }
 
         @Override
-        public int length() {
-            return length;
-        }
-
-        @Override
-        public long call() {
-            return call;
-        }
-
-        @Override
-        public long descriptor() {
-            return descriptor;
-        }
-
-        @Override
-        public long arguments() {
-            return arguments;
-        }
-
-        @Override
-        public void release() {
-            if (!held) {
-                throw new IllegalStateException("release without poll");
-            }
-            held = false;
+        protected void onRelease() {
             consumed++;
             LONGS.setRelease(memory, CONSUMED_AT, consumed);
         }

@@ -1,5 +1,6 @@
 package io.gradsync.core.transport.shm;
 
+import io.gradsync.core.memory.Elements;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
@@ -62,7 +63,7 @@ public final class ShmPingPong {
         while ((slot = link.tryClaim(size)) == null) {
             Thread.onSpinWait();
         }
-        io.gradsync.core.memory.Elements.putLong(slot.payload().base(), slot.payload().offset(), 42);
+        Elements.putLong(slot.payload().base(), slot.payload().offset(), 42);
         slot.commit(1, 2, 3);
     }
 

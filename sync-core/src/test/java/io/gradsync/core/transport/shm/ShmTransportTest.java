@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.memory.Region;
@@ -22,6 +23,7 @@ import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.InMemoryJob;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -31,6 +33,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -156,6 +159,32 @@ class ShmTransportTest {
         }
     }
 
+    /**
+     * Rank 1 is no shm endpoint (a program of another kind or version at the same all-gathers): rank 0 fails set-up
+     * naming rank 1 and quoting what it sent, and leaves no file behind.
+     */
+    @Test
+    void aMalformedSetUpMessageFailsTheSetUpNamingItsSender() throws Exception {
+        InMemoryJob job = InMemoryJob.create(2);
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try {
+            Future<TransportException> zero = pool.submit(() -> assertThrows(TransportException.class,
+                    () -> new ShmEndpoint(job.context(0), new TransportOptions(64, 2), root)));
+            JobContext stranger = job.context(1);
+            stranger.allGather("12 hello".getBytes(StandardCharsets.UTF_8));
+            stranger.allGather("+".getBytes(StandardCharsets.UTF_8));
+            TransportException refused = zero.get(20, TimeUnit.SECONDS);
+            assertEquals(1, refused.peer(), refused.getMessage());
+            assertTrue(refused.getMessage().startsWith("rank 1 sent a malformed shm set-up message \"12 hello\""),
+                    refused.getMessage());
+            try (Stream<Path> left = Files.walk(root)) {
+                assertEquals(List.of(), left.filter(Files::isRegularFile).toList(), "files left under the root");
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
     @Test
     void ranksOfAnotherHostHaveNoShmLink() {
         List<ShmEndpoint> e = open(new int[] {0, 0, 1}, 64, 2);
@@ -235,7 +264,7 @@ class ShmTransportTest {
 
     @Test
     void aReadFromAProcessThatHasGoneNamesThePeer() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(ProcessVmReadv.unavailable() == null, ProcessVmReadv.unavailable());
+        assumeTrue(ProcessVmReadv.unavailable() == null, ProcessVmReadv.unavailable());
         Process gone = new ProcessBuilder("true").start();
         gone.waitFor();
         CrossMemoryReads reads = ProcessVmReadv.open(0, new long[] {ProcessHandle.current().pid(), gone.pid()});
