@@ -140,9 +140,13 @@ final class Engine {
             return pass();
         } catch (RuntimeException | Error e) {
             // On JDK 17 the InternalError of a fault in mapped memory is raised at the thread's next safepoint
-            // check, which can lie after the collective's own handler.
+            // check, which can lie after the collective's own handler, even after the last one has retired: then it
+            // fails the communicator, so that the next call fails with it instead of the progress thread dying.
             if (active.isEmpty()) {
-                throw e;
+                if (failure == null) {
+                    failWith(lastRetired + 1, unexpected("job", -1, e));
+                }
+                return 1;
             }
             fail(active.get(0), e);
             retire();
@@ -347,17 +351,21 @@ final class Engine {
      * internal error.
      */
     private CollectiveException unexpected(Run run, Throwable thrown) {
+        return unexpected(run.collective, run.call.id(), thrown);
+    }
+
+    private CollectiveException unexpected(String collective, long call, Throwable thrown) {
         TransportException cause = thrown instanceof InternalError ? endpoint.memoryDamage()
                 : thrown instanceof TransportException t ? t : null;
         if (cause == null) {
-            return new CollectiveException(rank, run.collective, run.call.id(), -1, "internal error: " + thrown, thrown);
+            return new CollectiveException(rank, collective, call, -1, "internal error: " + thrown, thrown);
         }
         if (cause != thrown) {
             cause.addSuppressed(thrown);
         }
         return cause.peer() >= 0 && cause.peer() != rank
-                ? new PeerFailureException(rank, run.collective, run.call.id(), cause.peer(), cause.getMessage(), cause)
-                : new CollectiveException(rank, run.collective, run.call.id(), -1, cause.getMessage(), cause);
+                ? new PeerFailureException(rank, collective, call, cause.peer(), cause.getMessage(), cause)
+                : new CollectiveException(rank, collective, call, -1, cause.getMessage(), cause);
     }
 
     private void failWith(long call, CollectiveException e) {

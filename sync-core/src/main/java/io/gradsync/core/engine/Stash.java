@@ -2,6 +2,7 @@ package io.gradsync.core.engine;
 
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.ReceivedMessage;
 import io.gradsync.core.transport.RecvSlot;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -29,7 +30,7 @@ final class Stash {
         }
         Cell first = null;
         for (Cell cell : cells) {
-            if (cell != null && cell.used && cell.call == call && (first == null || cell.arrival < first.arrival)) {
+            if (cell != null && cell.isHeld() && cell.call() == call && (first == null || cell.arrival < first.arrival)) {
                 first = cell;
             }
         }
@@ -45,7 +46,7 @@ final class Stash {
             if (cells[i] == null) {
                 cells[i] = new Cell(this);
             }
-            if (!cells[i].used) {
+            if (!cells[i].isHeld()) {
                 cells[i].fill(message, arrivals++);
                 used++;
                 return true;
@@ -58,7 +59,7 @@ final class Stash {
     int dropOrphans(StreamLedger ledger) {
         int dropped = 0;
         for (Cell cell : cells) {
-            if (cell != null && cell.used && ledger.relate(cell.call, Inbox.NO_CALL) == StreamLedger.Relation.PAST) {
+            if (cell != null && cell.isHeld() && ledger.relate(cell.call(), Inbox.NO_CALL) == StreamLedger.Relation.PAST) {
                 cell.release();
                 dropped++;
             }
@@ -67,15 +68,10 @@ final class Stash {
     }
 
     /** One stashed message; its {@link #release()} frees the cell. */
-    static final class Cell implements RecvSlot {
+    static final class Cell extends ReceivedMessage {
         private final Stash stash;
         private final Region region;
-        private boolean used;
         private long arrival;
-        private long call;
-        private long descriptor;
-        private long arguments;
-        private int length;
 
         private Cell(Stash stash) {
             this.stash = stash;
@@ -85,12 +81,8 @@ final class Stash {
         private void fill(RecvSlot message, long arrival) {
             Region from = message.payload();
             Kernels.copy(from.base(), from.offset(), region.base(), region.offset(), message.length());
-            this.length = message.length();
-            this.call = message.call();
-            this.descriptor = message.descriptor();
-            this.arguments = message.arguments();
             this.arrival = arrival;
-            this.used = true;
+            hold(message.call(), message.descriptor(), message.arguments(), message.length());
         }
 
         @Override
@@ -99,31 +91,8 @@ final class Stash {
         }
 
         @Override
-        public int length() {
-            return length;
-        }
-
-        @Override
-        public long call() {
-            return call;
-        }
-
-        @Override
-        public long descriptor() {
-            return descriptor;
-        }
-
-        @Override
-        public long arguments() {
-            return arguments;
-        }
-
-        @Override
-        public void release() {
-            if (used) {
-                used = false;
-                stash.used--;
-            }
+        protected void onRelease() {
+            stash.used--;
         }
     }
 }
