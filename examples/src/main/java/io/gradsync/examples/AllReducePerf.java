@@ -438,14 +438,15 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
      */
     private void combineTimes(Communicator comm, double[] nanos, int n) {
         switch (average) {
-            case 0: comm.broadcastBlocking(GradientBuffer.wrap(nanos), 0); break;
-            case 2: comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MIN); break;
-            case 3: comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX); break;
-            default:
+            case 0 -> comm.broadcastBlocking(GradientBuffer.wrap(nanos), 0);
+            case 2 -> comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MIN);
+            case 3 -> comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX);
+            default -> {
                 comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.SUM);
                 for (int i = 0; i < nanos.length; i++) {
                     nanos[i] /= n;
                 }
+            }
         }
     }
 
