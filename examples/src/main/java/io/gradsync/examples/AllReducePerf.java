@@ -7,15 +7,17 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.bootstrap.Bootstrap;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
-import io.gradsync.core.bootstrap.Bootstrap;
 import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.lang.management.CompilationMXBean;
 import java.lang.management.ManagementFactory;
+import java.math.BigDecimal;
+import java.math.MathContext;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -23,8 +25,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -42,7 +46,7 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "allreduce-perf", mixinStandardHelpOptions = true, sortOptions = false,
         description = "Collective bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
-public final class AllReducePerf implements java.util.concurrent.Callable<Integer> {
+public final class AllReducePerf implements Callable<Integer> {
     private static final int JIT_WARMUP_CALLS = 6_000;
     private static final int JIT_WARMUP_MAX_ROUNDS = 20;
     private static final int JIT_WARMUP_BURST = 64;
@@ -294,7 +298,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                 WarmUpLayout warm = jit.get(layout);
                 if (inBurst == 0) {
                     comm.barrierBlocking();
-                    java.util.Arrays.fill(nanos, 1_000);
+                    Arrays.fill(nanos, 1_000);
                     combineTimes(comm, nanos, n);
                     comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
                     if (rank == 0) {
@@ -528,7 +532,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         if (value == 0 || Double.isNaN(value) || Double.isInfinite(value)) {
             return value == 0 ? "0" : Double.toString(value);
         }
-        java.math.BigDecimal d = new java.math.BigDecimal(value).round(new java.math.MathContext(6));
+        BigDecimal d = new BigDecimal(value).round(new MathContext(6));
         int exponent = d.precision() - d.scale() - 1;
         if (exponent < -4 || exponent >= 6) {
             String mantissa = d.movePointLeft(exponent).stripTrailingZeros().toPlainString();

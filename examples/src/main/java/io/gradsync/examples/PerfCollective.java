@@ -7,6 +7,7 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.Arrays;
 import java.util.Locale;
 import java.util.function.IntToLongFunction;
 
@@ -177,7 +178,7 @@ enum PerfCollective {
 
     private static void poison(ByteBuffer target) {
         byte[] stripe = new byte[Math.min(target.remaining(), 1 << 16)];
-        java.util.Arrays.fill(stripe, POISON);
+        Arrays.fill(stripe, POISON);
         ByteBuffer t = target.duplicate();
         while (t.hasRemaining()) {
             t.put(stripe, 0, Math.min(stripe.length, t.remaining()));

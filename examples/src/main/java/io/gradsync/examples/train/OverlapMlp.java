@@ -5,11 +5,16 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.bucket.GradientBuckets;
 import io.gradsync.core.trace.Timeline;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import java.util.function.Function;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Sinks;
@@ -119,7 +124,7 @@ public final class OverlapMlp {
         }
 
         /** Backward, last layer first; {@code emit} gets each layer's weight then bias gradient. */
-        void backward(java.util.function.Consumer<GradientBuffer> emit) {
+        void backward(Consumer<GradientBuffer> emit) {
             float[] g = grad;
             float[] gIn = gradIn;
             for (int l = layers - 1; l >= 0; l--) {
@@ -224,7 +229,7 @@ public final class OverlapMlp {
         GradientBuckets untraced = builder.timeline(Timeline.OFF).build();
         Function<Flux<GradientBuffer>, Flux<GradientBuffer>> perGradient = comm.allReduce(ReduceOp.AVG);
         // per-gradient mode: each gradient's collective traced from its emission to its result
-        java.util.IdentityHashMap<GradientBuffer, Integer> positionOf = new java.util.IdentityHashMap<>();
+        IdentityHashMap<GradientBuffer, Integer> positionOf = new IdentityHashMap<>();
         for (int l = 0; l < layers; l++) {
             positionOf.put(model.dwBuf[l], 2 * (layers - 1 - l));
             positionOf.put(model.dbBuf[l], 2 * (layers - 1 - l) + 1);
@@ -256,7 +261,7 @@ public final class OverlapMlp {
                 case "bucket", "after", "bucket-notrace" -> grads.transform(buckets.reduce());
                 default -> throw new IllegalArgumentException("unknown mode " + current);
             };
-            java.util.concurrent.CompletableFuture<Void> done = reduced.then().toFuture();
+            CompletableFuture<Void> done = reduced.then().toFuture();
             long b0 = System.nanoTime();
             long tb0 = timeline.now();
             if (current.equals("after")) {
@@ -291,12 +296,12 @@ public final class OverlapMlp {
         comm.allReduceBlocking(GradientBuffer.wrap(sum), ReduceOp.MAX);
         boolean identical = sum[0] == ~sum[1];
         timeline.close();
-        java.util.Map<Long, Double> lastArrivals = null;
+        Map<Long, Double> lastArrivals = null;
         if (timeline.enabled()) {
             comm.barrierBlocking(); // every rank's file is written
             lastArrivals = TraceStats.lastArrivals(timeline.file().getParent());
         }
-        List<Result> results = new java.util.ArrayList<>();
+        List<Result> results = new ArrayList<>();
         for (int m = 0; m < modes.length; m++) {
             double hidden = Double.NaN;
             double hiddenAll = Double.NaN;

@@ -4,9 +4,13 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 /**
  * Reads one rank's trace file (as {@link io.gradsync.core.trace.Timeline} writes it: one event a line)
@@ -46,9 +50,9 @@ public final class TraceStats {
      * The latest arrival of any rank at each collective (by sequence number), from every
      * {@code gradsync-trace-rank*.json} in {@code dir}: a collective cannot start before it.
      */
-    public static java.util.Map<Long, Double> lastArrivals(Path dir) throws IOException {
-        java.util.Map<Long, Double> last = new java.util.HashMap<>();
-        try (java.util.stream.Stream<Path> files = Files.list(dir)) {
+    public static Map<Long, Double> lastArrivals(Path dir) throws IOException {
+        Map<Long, Double> last = new HashMap<>();
+        try (Stream<Path> files = Files.list(dir)) {
             for (Path f : (Iterable<Path>) files.filter(p -> p.getFileName().toString().startsWith("gradsync-trace-rank"))::iterator) {
                 for (String line : Files.readAllLines(f)) {
                     Matcher m = EVENT.matcher(line);
@@ -67,7 +71,7 @@ public final class TraceStats {
      * imbalance, reported by the straggler summary) is not counted as communication.
      */
     public static Overlap overlap(Path trace, String stepPrefix, String compute, int skip,
-                                  java.util.Map<Long, Double> lastArrivals) throws IOException {
+                                  Map<Long, Double> lastArrivals) throws IOException {
         List<double[]> spans = new ArrayList<>();
         List<double[]> comms = new ArrayList<>();
         for (String line : Files.readAllLines(trace)) {
@@ -138,13 +142,13 @@ public final class TraceStats {
     public static void main(String[] args) throws IOException {
         Path dir = Path.of(args[0]);
         int skip = Integer.parseInt(args[1]);
-        java.util.Map<Long, Double> last = lastArrivals(dir);
-        try (java.util.stream.Stream<Path> files = Files.list(dir)) {
+        Map<Long, Double> last = lastArrivals(dir);
+        try (Stream<Path> files = Files.list(dir)) {
             for (Path f : (Iterable<Path>) files.sorted()::iterator) {
                 for (int i = 2; i < args.length; i++) {
                     Overlap own = overlap(f, "backward", "backward " + args[i], skip);
                     Overlap all = overlap(f, "backward", "backward " + args[i], skip, last);
-                    System.out.printf(java.util.Locale.ROOT, "%s %s: %d steps, %d collectives, hidden %.1f%% (comm %.1f ms/step), "
+                    System.out.printf(Locale.ROOT, "%s %s: %d steps, %d collectives, hidden %.1f%% (comm %.1f ms/step), "
                                     + "from the last rank's arrival %.1f%% (comm %.1f ms/step)%n", f.getFileName(), args[i],
                             own.steps(), own.collectives(), 100 * own.hiddenFraction(), own.commMicros() / 1e3 / Math.max(1, own.steps()),
                             100 * all.hiddenFraction(), all.commMicros() / 1e3 / Math.max(1, all.steps()));

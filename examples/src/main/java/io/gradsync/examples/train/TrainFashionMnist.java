@@ -1,6 +1,7 @@
 package io.gradsync.examples.train;
 
 import ai.djl.Model;
+import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -26,6 +27,7 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.bucket.GradientBuckets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Random;
@@ -135,7 +137,7 @@ public final class TrainFashionMnist {
             List<Parameter> params = new ArrayList<>();
             lock(shared);
             try {
-                ai.djl.engine.Engine.getEngine("PyTorch").setRandomSeed((int) seed);
+                Engine.getEngine("PyTorch").setRandomSeed((int) seed);
                 trainer = model.newTrainer(config);
                 trainer.initialize(new Shape(local, 1, 28, 28));
                 for (Pair<String, Parameter> p : model.getBlock().getParameters()) {
@@ -214,7 +216,7 @@ public final class TrainFashionMnist {
                             if (step == 0) {
                                 try (NDArray fresh = weight.getGradient()) {
                                     float[] back = fresh.toFloatArray();
-                                    if (!java.util.Arrays.equals(back, grads[i])) {
+                                    if (!Arrays.equals(back, grads[i])) {
                                         throw new IllegalStateException("the averaged gradient of parameter " + i
                                                 + " did not reach DJL's gradient tensor");
                                     }
