@@ -7,15 +7,17 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.bootstrap.Bootstrap;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
-import io.gradsync.core.bootstrap.Bootstrap;
 import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.lang.management.CompilationMXBean;
 import java.lang.management.ManagementFactory;
+import java.math.BigDecimal;
+import java.math.MathContext;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -23,8 +25,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -42,7 +46,7 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "allreduce-perf", mixinStandardHelpOptions = true, sortOptions = false,
         description = "Collective bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
-public final class AllReducePerf implements java.util.concurrent.Callable<Integer> {
+public final class AllReducePerf implements Callable<Integer> {
     private static final int JIT_WARMUP_CALLS = 6_000;
     private static final int JIT_WARMUP_MAX_ROUNDS = 20;
     private static final int JIT_WARMUP_BURST = 64;
@@ -167,6 +171,18 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         if (calibrate) {
             return calibrate();
         }
+        checkOptions();
+        List<Long> sizes = sizes(type);
+        Row[] rows = new Row[sizes.size()];
+        if ("local".equals(transport)) {
+            runThreads(type, reduceOp, sizes, rows);
+        } else if (!runProcessRank(type, reduceOp, sizes, rows)) {
+            return 0; // rank 0 alone prints the summary
+        }
+        return summarise(rows, type, reduceOp);
+    }
+
+    private void checkOptions() {
         if (ranks < 1 || iterations < 1 || warmup < 0 || stepFactor < 1 || (stepFactor == 1 && stepBytes < 1) || minBytes < 0
                 || maxBytes < minBytes || depth < 1 || root < 0 || average < 0 || average > 3 || check < 0) {
             throw new CommandLine.ParameterException(new CommandLine(this), "need nthreads (ranks) >= 1, iters >= 1, "
@@ -180,30 +196,37 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         if ("local".equals(transport) && root >= ranks) {
             throw new CommandLine.ParameterException(new CommandLine(this), "--root " + root + " is not one of the " + ranks + " ranks");
         }
+    }
+
+    /** The rows' sizes in bytes, each a whole number of elements. */
+    private List<Long> sizes(DataType type) {
         List<Long> sizes = new ArrayList<>();
         for (long s = minBytes; s <= maxBytes; s = s == 0 && stepFactor > 1 ? type.bytes() : stepFactor > 1 ? s * stepFactor : s + stepBytes) {
             sizes.add(s / type.bytes() * type.bytes());
         }
-        Row[] rows = new Row[sizes.size()];
-        if ("local".equals(transport)) {
-            runThreads(type, reduceOp, sizes, rows);
-        } else {
-            String name = transport;
-            if (!Transports.available().contains(name)) {
-                throw new CommandLine.ParameterException(new CommandLine(this), "unknown transport '" + transport
-                        + "'; available: local, " + String.join(", ", Transports.available()));
-            }
-            // One rank per process: the launcher (gradsync-run, torchrun, srun, mpirun) says which.
-            try (Communicator comm = configure(Communicator.builder(Bootstrap.connect(name,
-                    new TransportOptions(Math.toIntExact(chunkBytes), depth)))).build()) {
-                runRank(comm, type, reduceOp, sizes, rows);
-                if (comm.rank() != 0) {
-                    return 0;
-                }
-            }
+        return sizes;
+    }
+
+    /** This process's rank of a launched job; returns whether it is rank 0. */
+    private boolean runProcessRank(DataType type, ReduceOp reduceOp, List<Long> sizes, Row[] rows) {
+        String name = transport;
+        if (!Transports.available().contains(name)) {
+            throw new CommandLine.ParameterException(new CommandLine(this), "unknown transport '" + transport
+                    + "'; available: local, " + String.join(", ", Transports.available()));
         }
-        // nccl-tests' summary: the number of checks (size, placement, rank) that found wrong elements, and busbw
-        // averaged over every row and placement timed.
+        // One rank per process: the launcher (gradsync-run, torchrun, srun, mpirun) says which.
+        try (Communicator comm = configure(Communicator.builder(Bootstrap.connect(name,
+                new TransportOptions(Math.toIntExact(chunkBytes), depth)))).build()) {
+            new RankSweep(comm, type, reduceOp).run(sizes, rows);
+            return comm.rank() == 0;
+        }
+    }
+
+    /**
+     * nccl-tests' summary: the number of checks (size, placement, rank) that found wrong elements, and busbw
+     * averaged over every row and placement timed. Returns the exit status: 1 when a check failed.
+     */
+    private int summarise(Row[] rows, DataType type, ReduceOp reduceOp) throws IOException {
         long errors = 0;
         double busSum = 0;
         int busCount = 0;
@@ -244,83 +267,6 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         return 0;
     }
 
-    /**
-     * Compiles everything a row runs before the first row is timed. With one core per rank (--bind-to core) a
-     * compilation, or a deoptimisation and recompilation, takes that core from the rank, and rows timed while one
-     * was under way ran 3-30x slower than the same rows a moment later (4 KiB out of place at 30-170 us against
-     * 4-12 us in place). So the warm-up runs what the rows run: every size of the sweep up to JIT_WARMUP_ELEMENTS
-     * (or depth + 2 chunks per ring segment, if more) in both placements, since auto picks other algorithms, and other
-     * branches run, at other sizes; the larger of these is there because a sender that finds its peer's window full
-     * takes paths (no credit, the liveness check) that smaller calls never reach: the first large row deoptimised
-     * the engine's pump and the links' claims, and ran 3-15x slower while they recompiled; bursts of one size back to back; between bursts, the barrier, the time and
-     * error reductions (a FLOAT64 reduction nobody had run before deoptimised rd's step) and, on rank 0, the
-     * formatting of a row (the first row printed queued the formatter's compilations, which then ran during the
-     * next row). It goes on, in rounds, until compilation took under 1% of a round on every rank (background
-     * threads keep a trickle going).
-     */
-    private void warmUpJit(Communicator comm, DataType type, ReduceOp reduceOp, List<Long> sizes, ByteBuffer inMemory,
-                           ByteBuffer outMemory) {
-        int n = comm.size();
-        int rank = comm.rank();
-        double[] nanos = new double[2];
-        long[] wrong = new long[4];
-        List<WarmUpLayout> jit = new ArrayList<>();
-        int previousCount = -1;
-        // depth + 2 chunks per ring segment: enough for a sender to run out of credit and wait
-        long largest = Math.max(JIT_WARMUP_ELEMENTS, (depth + 2L) * n * chunkBytes / type.bytes());
-        for (long size : sizes) {
-            int count = collective.roundCount(Math.toIntExact(Math.min(size / type.bytes(), largest)), n);
-            // bursts of JIT_WARMUP_BURST calls up to JIT_WARMUP_ELEMENTS, proportionally fewer (4 at least) above
-            int burst = Math.max(4, JIT_WARMUP_BURST * JIT_WARMUP_ELEMENTS / Math.max(JIT_WARMUP_ELEMENTS, count));
-            for (int inPlace = 0; inPlace < 2 && count != previousCount; inPlace++) {
-                if (collective.supports(inPlace == 1)) {
-                    jit.add(new WarmUpLayout(collective.layout(inMemory, outMemory, type, count, n, rank, inPlace == 1),
-                            count, burst));
-                }
-            }
-            previousCount = count;
-        }
-        CompilationMXBean compiler = ManagementFactory.getCompilationMXBean();
-        boolean compileTimed = compiler != null && compiler.isCompilationTimeMonitoringSupported();
-        long[] compiling = {1};
-        int rounds = 0;
-        long formatted = 0;
-        for (; rounds < JIT_WARMUP_MAX_ROUNDS && compiling[0] != 0; rounds++) {
-            long compiledBefore = compileTimed ? compiler.getTotalCompilationTime() : 0;
-            long roundStart = System.nanoTime();
-            int layout = 0;
-            int inBurst = 0;
-            for (int i = 0; i < JIT_WARMUP_CALLS; i++) {
-                WarmUpLayout warm = jit.get(layout);
-                if (inBurst == 0) {
-                    comm.barrierBlocking();
-                    java.util.Arrays.fill(nanos, 1_000);
-                    combineTimes(comm, nanos, n);
-                    comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
-                    if (rank == 0) {
-                        formatted += formatRow(row((long) warm.count() * type.bytes(), warm.count(), collective.busFactor(n), n,
-                                nanos, wrong, collective == PerfCollective.ALLREDUCE ? comm.allReduceChoice(warm.count(), type) : null),
-                                type, reduceOp).length();
-                    }
-                    collective.prepare(warm.call(), reduceOp, n, rank, root);
-                }
-                collective.run(comm, warm.call(), reduceOp, root);
-                if (++inBurst == warm.burst()) {
-                    inBurst = 0;
-                    layout = (layout + 1) % jit.size();
-                }
-            }
-            long compiledMillis = compileTimed ? compiler.getTotalCompilationTime() - compiledBefore : 0;
-            compiling[0] = compiledMillis * 1_000_000 * JIT_QUIET_SHARE > System.nanoTime() - roundStart ? 1 : 0;
-            comm.allReduceBlocking(GradientBuffer.wrap(compiling), ReduceOp.MAX);
-        }
-        formattedInWarmup = formatted; // kept, so that the formatting is not optimised away
-        if (rank == 0) {
-            System.out.printf(Locale.ROOT, "# JIT warm-up: %d rounds of %d calls, %s%n#%n", rounds, JIT_WARMUP_CALLS,
-                    compiling[0] == 0 ? "in the last no rank compiled for over 1% of it" : "still compiling after the last");
-        }
-    }
-
     /** One size and placement the JIT warm-up runs, and how many calls of it it runs back to back. */
     private record WarmUpLayout(PerfCollective.Call call, int count, int burst) {
     }
@@ -334,7 +280,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                 Communicator comm = configure(Communicator.builder(job.endpoint(r))).build();
                 done.add(threads.submit(() -> {
                     try (comm) {
-                        runRank(comm, type, reduceOp, sizes, rows);
+                        new RankSweep(comm, type, reduceOp).run(sizes, rows);
                     }
                     return null;
                 }));
@@ -349,32 +295,71 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         }
     }
 
+    /** The timed iterations' total time and the wrong elements their checks found. */
+    private record Timing(long nanos, long wrong) {
+    }
+
     /**
      * One rank's sweep. Ranks align and combine their timings with small collectives of their own (outside
      * the timed region), so the same code runs for threads and for processes; rank 0 prints each row.
      */
-    private void runRank(Communicator comm, DataType type, ReduceOp reduceOp, List<Long> sizes, Row[] rows) {
-        int n = comm.size();
-        int rank = comm.rank();
-        if (root >= n) {
-            throw new IllegalArgumentException("--root " + root + " is not a rank of this " + n + "-rank job");
+    private final class RankSweep {
+        private final Communicator comm;
+        private final int n;
+        private final int rank;
+        private final DataType type;
+        private final ReduceOp reduceOp;
+        private final ByteBuffer inMemory;
+        private final ByteBuffer outMemory;
+        /** Per placement (out of place, in place): the mean iteration time, negative for a placement not run. */
+        private final double[] nanos = new double[2];
+        /** Per placement: the wrong elements found, then 1 where a check found any; summed over ranks. */
+        private final long[] wrong = new long[4];
+
+        RankSweep(Communicator comm, DataType type, ReduceOp reduceOp) {
+            this.comm = comm;
+            this.n = comm.size();
+            this.rank = comm.rank();
+            this.type = type;
+            this.reduceOp = reduceOp;
+            if (root >= n) {
+                throw new IllegalArgumentException("--root " + root + " is not a rank of this " + n + "-rank job");
+            }
+            int maxCount = Math.toIntExact(maxBytes / type.bytes());
+            int bytes = Math.multiplyExact(maxCount, type.bytes());
+            inMemory = memory(bytes);
+            outMemory = memory(bytes);
         }
-        int maxCount = Math.toIntExact(maxBytes / type.bytes());
-        int bytes = Math.multiplyExact(maxCount, type.bytes());
-        ByteBuffer inMemory = register == 1 ? comm.allocate(bytes) : ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
-        ByteBuffer outMemory = register == 1 ? comm.allocate(bytes) : ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
-        double[] nanos = new double[2];
-        long[] wrong = new long[4];
-        if (rank == 0) {
-            jobSize = n;
-            jobTransport = comm.transportName();
-            printHeader(type, comm);
+
+        private ByteBuffer memory(int bytes) {
+            return register == 1 ? comm.allocate(bytes) : ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
         }
-        if (jitWarmup != 0) {
-            warmUpJit(comm, type, reduceOp, sizes, inMemory, outMemory);
+
+        void run(List<Long> sizes, Row[] rows) {
+            if (rank == 0) {
+                jobSize = n;
+                jobTransport = comm.transportName();
+                printHeader(type, comm);
+            }
+            if (jitWarmup != 0) {
+                warmUpJit(sizes);
+            }
+            for (int s = 0; s < sizes.size(); s++) {
+                int count = collective.roundCount(Math.toIntExact(sizes.get(s) / type.bytes()), n);
+                AllReduceChoice shown = timePlacements(count);
+                // Each rank's mean iteration time, combined over ranks as nccl-tests' -a says (default: the average).
+                combineTimes(comm, nanos, n);
+                comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
+                if (rank == 0) {
+                    rows[s] = row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong,
+                            shown);
+                    printRow(rows[s], type, reduceOp);
+                }
+            }
         }
-        for (int s = 0; s < sizes.size(); s++) {
-            int count = collective.roundCount(Math.toIntExact(sizes.get(s) / type.bytes()), n);
+
+        /** Times a row's placements on this rank; returns how the allreduce ran out of place, null for the others. */
+        private AllReduceChoice timePlacements(int count) {
             AllReduceChoice shown = null;
             for (int inPlace = 0; inPlace < 2; inPlace++) {
                 nanos[inPlace] = -1;
@@ -388,47 +373,140 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
                     shown = comm.allReduceChoice(call.in(), call.out());
                 }
                 collective.prepare(call, reduceOp, n, rank, root);
-                long timed = 0;
-                long wrongHere = 0;
-                if (check >= 1) {
-                    // Every iteration checked on every rank; a barrier keeps the checks out of the timing.
-                    for (int i = 0; i < warmup + iterations; i++) {
-                        if (i > 0) {
-                            collective.prepare(call, reduceOp, n, rank, root);
-                        }
-                        comm.barrierBlocking();
-                        long t0 = System.nanoTime();
-                        collective.run(comm, call, reduceOp, root);
-                        long t1 = System.nanoTime();
-                        if (i >= warmup) {
-                            timed += t1 - t0;
-                        }
-                        wrongHere += collective.countWrong(call, reduceOp, n, rank, root);
-                    }
-                } else {
-                    // nccl-tests -c 0: back to back, timed as a block.
-                    for (int i = 0; i < warmup; i++) {
-                        collective.run(comm, call, reduceOp, root);
-                    }
-                    comm.barrierBlocking();
-                    long t0 = System.nanoTime();
-                    for (int i = 0; i < iterations; i++) {
-                        collective.run(comm, call, reduceOp, root);
-                    }
-                    timed = System.nanoTime() - t0;
-                }
-                nanos[inPlace] = (double) timed / iterations;
-                wrong[inPlace] = wrongHere;
-                wrong[2 + inPlace] = wrongHere > 0 ? 1 : 0;
+                Timing timing = check >= 1 ? timeChecked(call) : timeBackToBack(call);
+                nanos[inPlace] = (double) timing.nanos() / iterations;
+                wrong[inPlace] = timing.wrong();
+                wrong[2 + inPlace] = timing.wrong() > 0 ? 1 : 0;
             }
-            // Each rank's mean iteration time, combined over ranks as nccl-tests' -a says (default: the average).
+            return shown;
+        }
+
+        /** Every iteration checked on every rank; a barrier keeps the checks out of the timing. */
+        private Timing timeChecked(PerfCollective.Call call) {
+            long timed = 0;
+            long wrongHere = 0;
+            for (int i = 0; i < warmup + iterations; i++) {
+                if (i > 0) {
+                    collective.prepare(call, reduceOp, n, rank, root);
+                }
+                comm.barrierBlocking();
+                long t0 = System.nanoTime();
+                collective.run(comm, call, reduceOp, root);
+                long t1 = System.nanoTime();
+                if (i >= warmup) {
+                    timed += t1 - t0;
+                }
+                wrongHere += collective.countWrong(call, reduceOp, n, rank, root);
+            }
+            return new Timing(timed, wrongHere);
+        }
+
+        /** nccl-tests -c 0: back to back, timed as a block. */
+        private Timing timeBackToBack(PerfCollective.Call call) {
+            for (int i = 0; i < warmup; i++) {
+                collective.run(comm, call, reduceOp, root);
+            }
+            comm.barrierBlocking();
+            long t0 = System.nanoTime();
+            for (int i = 0; i < iterations; i++) {
+                collective.run(comm, call, reduceOp, root);
+            }
+            return new Timing(System.nanoTime() - t0, 0);
+        }
+
+        /**
+         * Compiles everything a row runs before the first row is timed. With one core per rank (--bind-to core) a
+         * compilation, or a deoptimisation and recompilation, takes that core from the rank, and rows timed while one
+         * was under way ran 3-30x slower than the same rows a moment later (4 KiB out of place at 30-170 us against
+         * 4-12 us in place). So the warm-up runs what the rows run: every size of the sweep up to JIT_WARMUP_ELEMENTS
+         * (or depth + 2 chunks per ring segment, if more) in both placements, since auto picks other algorithms, and other
+         * branches run, at other sizes; the larger of these is there because a sender that finds its peer's window full
+         * takes paths (no credit, the liveness check) that smaller calls never reach: the first large row deoptimised
+         * the engine's pump and the links' claims, and ran 3-15x slower while they recompiled; bursts of one size back to back; between bursts, the barrier, the time and
+         * error reductions (a FLOAT64 reduction nobody had run before deoptimised rd's step) and, on rank 0, the
+         * formatting of a row (the first row printed queued the formatter's compilations, which then ran during the
+         * next row). It goes on, in rounds, until compilation took under 1% of a round on every rank (background
+         * threads keep a trickle going).
+         */
+        private void warmUpJit(List<Long> sizes) {
+            List<WarmUpLayout> jit = warmUpLayouts(sizes);
+            CompilationMXBean compiler = ManagementFactory.getCompilationMXBean();
+            boolean compileTimed = compiler != null && compiler.isCompilationTimeMonitoringSupported();
+            long[] compiling = {1};
+            int rounds = 0;
+            long formatted = 0;
+            for (; rounds < JIT_WARMUP_MAX_ROUNDS && compiling[0] != 0; rounds++) {
+                long compiledBefore = compileTimed ? compiler.getTotalCompilationTime() : 0;
+                long roundStart = System.nanoTime();
+                formatted += warmUpRound(jit);
+                long compiledMillis = compileTimed ? compiler.getTotalCompilationTime() - compiledBefore : 0;
+                compiling[0] = compiledMillis * 1_000_000 * JIT_QUIET_SHARE > System.nanoTime() - roundStart ? 1 : 0;
+                comm.allReduceBlocking(GradientBuffer.wrap(compiling), ReduceOp.MAX);
+            }
+            formattedInWarmup = formatted; // kept, so that the formatting is not optimised away
+            if (rank == 0) {
+                System.out.printf(Locale.ROOT, "# JIT warm-up: %d rounds of %d calls, %s%n#%n", rounds, JIT_WARMUP_CALLS,
+                        compiling[0] == 0 ? "in the last no rank compiled for over 1% of it" : "still compiling after the last");
+            }
+        }
+
+        /** The sizes (up to the largest the warm-up runs) and placements of the sweep, each with its burst length. */
+        private List<WarmUpLayout> warmUpLayouts(List<Long> sizes) {
+            List<WarmUpLayout> jit = new ArrayList<>();
+            int previousCount = -1;
+            // depth + 2 chunks per ring segment: enough for a sender to run out of credit and wait
+            long largest = Math.max(JIT_WARMUP_ELEMENTS, (depth + 2L) * n * chunkBytes / type.bytes());
+            for (long size : sizes) {
+                int count = collective.roundCount(Math.toIntExact(Math.min(size / type.bytes(), largest)), n);
+                // bursts of JIT_WARMUP_BURST calls up to JIT_WARMUP_ELEMENTS, proportionally fewer (4 at least) above
+                int burst = Math.max(4, JIT_WARMUP_BURST * JIT_WARMUP_ELEMENTS / Math.max(JIT_WARMUP_ELEMENTS, count));
+                for (int inPlace = 0; inPlace < 2 && count != previousCount; inPlace++) {
+                    if (collective.supports(inPlace == 1)) {
+                        jit.add(new WarmUpLayout(collective.layout(inMemory, outMemory, type, count, n, rank, inPlace == 1),
+                                count, burst));
+                    }
+                }
+                previousCount = count;
+            }
+            return jit;
+        }
+
+        /** JIT_WARMUP_CALLS calls, a burst of each layout in turn; returns the characters rank 0 formatted. */
+        private long warmUpRound(List<WarmUpLayout> jit) {
+            long formatted = 0;
+            int layout = 0;
+            int inBurst = 0;
+            for (int i = 0; i < JIT_WARMUP_CALLS; i++) {
+                WarmUpLayout warm = jit.get(layout);
+                if (inBurst == 0) {
+                    formatted += betweenBursts(warm);
+                }
+                collective.run(comm, warm.call(), reduceOp, root);
+                if (++inBurst == warm.burst()) {
+                    inBurst = 0;
+                    layout = (layout + 1) % jit.size();
+                }
+            }
+            return formatted;
+        }
+
+        /**
+         * What a row runs around its calls: the barrier, the time and error reductions and, on rank 0, the
+         * formatting of a row (returns its length); then the burst's inputs.
+         */
+        private int betweenBursts(WarmUpLayout warm) {
+            comm.barrierBlocking();
+            Arrays.fill(nanos, 1_000);
             combineTimes(comm, nanos, n);
             comm.allReduceBlocking(GradientBuffer.wrap(wrong), ReduceOp.SUM);
+            int formatted = 0;
             if (rank == 0) {
-                rows[s] = row((long) count * type.bytes(), count, collective.busFactor(n), n, nanos, wrong,
-                        shown);
-                printRow(rows[s], type, reduceOp);
+                formatted = formatRow(row((long) warm.count() * type.bytes(), warm.count(), collective.busFactor(n), n,
+                        nanos, wrong, collective == PerfCollective.ALLREDUCE ? comm.allReduceChoice(warm.count(), type) : null),
+                        type, reduceOp).length();
             }
+            collective.prepare(warm.call(), reduceOp, n, rank, root);
+            return formatted;
         }
     }
 
@@ -438,14 +516,15 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
      */
     private void combineTimes(Communicator comm, double[] nanos, int n) {
         switch (average) {
-            case 0: comm.broadcastBlocking(GradientBuffer.wrap(nanos), 0); break;
-            case 2: comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MIN); break;
-            case 3: comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX); break;
-            default:
+            case 0 -> comm.broadcastBlocking(GradientBuffer.wrap(nanos), 0);
+            case 2 -> comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MIN);
+            case 3 -> comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.MAX);
+            default -> {
                 comm.allReduceBlocking(GradientBuffer.wrap(nanos), ReduceOp.SUM);
                 for (int i = 0; i < nanos.length; i++) {
                     nanos[i] /= n;
                 }
+            }
         }
     }
 
@@ -527,7 +606,7 @@ public final class AllReducePerf implements java.util.concurrent.Callable<Intege
         if (value == 0 || Double.isNaN(value) || Double.isInfinite(value)) {
             return value == 0 ? "0" : Double.toString(value);
         }
-        java.math.BigDecimal d = new java.math.BigDecimal(value).round(new java.math.MathContext(6));
+        BigDecimal d = new BigDecimal(value).round(new MathContext(6));
         int exponent = d.precision() - d.scale() - 1;
         if (exponent < -4 || exponent >= 6) {
             String mantissa = d.movePointLeft(exponent).stripTrailingZeros().toPlainString();

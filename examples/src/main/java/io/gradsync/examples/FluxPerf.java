@@ -2,6 +2,7 @@ package io.gradsync.examples;
 
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
+import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.ReduceOp;
@@ -14,6 +15,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -34,7 +36,7 @@ import reactor.core.publisher.Flux;
  */
 @Command(name = "flux-perf", mixinStandardHelpOptions = true, sortOptions = false,
         description = "Gradients per second through the Flux operator vs one collective at a time.")
-public final class FluxPerf implements java.util.concurrent.Callable<Integer> {
+public final class FluxPerf implements Callable<Integer> {
 
     @Parameters(arity = "1..*", paramLabel = "COUNTxSIZE", description = "Steps to time, e.g. 200x16K 50x1M 4x64M.")
     List<String> shapes;
@@ -96,7 +98,7 @@ public final class FluxPerf implements java.util.concurrent.Callable<Integer> {
         long[] wrong = new long[1];
         if ("local".equals(transport)) {
             try (LocalTransport job = LocalTransport.withLatency(ranks, Math.toIntExact(chunkBytes), depth,
-                    java.time.Duration.ofNanos(latencyMicros * 1000))) {
+                    Duration.ofNanos(latencyMicros * 1000))) {
                 ExecutorService threads = Executors.newFixedThreadPool(ranks);
                 List<Future<Long>> done = new ArrayList<>();
                 for (int r = 0; r < ranks; r++) {
@@ -134,7 +136,7 @@ public final class FluxPerf implements java.util.concurrent.Callable<Integer> {
             System.out.printf(Locale.ROOT, "# flux-perf: %d ranks over %s%s, float32 sum, chunk %d B, depth %d, %d in flight,"
                     + " %d ahead per link, %d timed steps per mode (interleaved), check %d%n", n, comm.transportName(),
                     latencyMicros > 0 ? " (" + latencyMicros + " us one-way latency)" : "", chunkBytes, depth, inflight,
-                    io.gradsync.core.GradSyncConfiguration.aheadMessages(), iterations, check);
+                    GradSyncConfiguration.aheadMessages(), iterations, check);
             System.out.printf(Locale.ROOT, "# %-12s %-8s %10s %10s %10s %12s %9s %8s%n", "gradients", "mode", "min ms",
                     "median ms", "max ms", "grads/s", "busbw", "speedup");
         }

@@ -7,7 +7,9 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.Arrays;
 import java.util.Locale;
+import java.util.function.IntToLongFunction;
 
 /**
  * The collectives allreduce-perf can time, with nccl-tests' conventions: the size of a row is the
@@ -54,12 +56,11 @@ enum PerfCollective {
 
     /** nccl-tests' bus bandwidth factor. */
     double busFactor(int n) {
-        switch (this) {
-            case ALLREDUCE: return 2.0 * (n - 1) / n;
-            case BROADCAST:
-            case REDUCE: return 1;
-            default: return (double) (n - 1) / n;
-        }
+        return switch (this) {
+            case ALLREDUCE -> 2.0 * (n - 1) / n;
+            case BROADCAST, REDUCE -> 1;
+            default -> (double) (n - 1) / n;
+        };
     }
 
     boolean supports(boolean inPlaceCall) {
@@ -79,21 +80,21 @@ enum PerfCollective {
     Call layout(ByteBuffer inMemory, ByteBuffer outMemory, DataType type, int count, int n, int rank, boolean inPlaceCall) {
         int block = blocked ? count / n : count;
         switch (this) {
-            case REDUCESCATTER: {
+            case REDUCESCATTER -> {
                 GradientBuffer in = view(inMemory, type, 0, count);
                 return inPlaceCall ? new Call(in, view(inMemory, type, rank * block, block), null)
                         : new Call(in, view(outMemory, type, 0, block), bytes(outMemory, type, block));
             }
-            case ALLGATHER: {
+            case ALLGATHER -> {
                 GradientBuffer out = view(outMemory, type, 0, count);
                 GradientBuffer in = inPlaceCall ? view(outMemory, type, rank * block, block) : view(inMemory, type, 0, block);
                 return new Call(in, out, bytes(outMemory, type, count));
             }
-            case BROADCAST: {
+            case BROADCAST -> {
                 GradientBuffer buffer = view(inMemory, type, 0, count);
                 return new Call(buffer, buffer, null);
             }
-            default: {
+            default -> {
                 GradientBuffer in = view(inMemory, type, 0, count);
                 return inPlaceCall ? new Call(in, in, null)
                         : new Call(in, view(outMemory, type, 0, count), bytes(outMemory, type, count));
@@ -108,69 +109,59 @@ enum PerfCollective {
         }
         GradientBuffer in = call.in;
         switch (this) {
-            case ALLGATHER: {
+            case ALLGATHER -> {
                 int block = in.count();
                 for (int j = 0; j < block; j++) {
                     in.set(j, CheckPattern.sourceValue(rank, (long) rank * block + j));
                 }
-                break;
             }
-            case BROADCAST:
+            case BROADCAST -> {
                 for (int i = 0; i < in.count(); i++) {
                     in.set(i, rank == root ? CheckPattern.sourceValue(root, i) : 127);
                 }
-                break;
-            case ALLTOALL:
+            }
+            case ALLTOALL -> {
                 for (int i = 0; i < in.count(); i++) {
                     in.set(i, CheckPattern.sourceValue(rank, i));
                 }
-                break;
-            default:
-                CheckPattern.fill(in, op, rank);
+            }
+            default -> CheckPattern.fill(in, op, rank);
         }
     }
 
     void run(Communicator comm, Call call, ReduceOp op, int root) {
         switch (this) {
-            case ALLREDUCE: comm.allReduceBlocking(call.in, call.out, op); break;
-            case REDUCESCATTER: comm.reduceScatterBlocking(call.in, call.out, op); break;
-            case ALLGATHER: comm.allGatherBlocking(call.in, call.out); break;
-            case BROADCAST: comm.broadcastBlocking(call.in, root); break;
-            case REDUCE: comm.reduceBlocking(call.in, call.out, op, root); break;
-            default: comm.allToAllBlocking(call.in, call.out); break;
+            case ALLREDUCE -> comm.allReduceBlocking(call.in, call.out, op);
+            case REDUCESCATTER -> comm.reduceScatterBlocking(call.in, call.out, op);
+            case ALLGATHER -> comm.allGatherBlocking(call.in, call.out);
+            case BROADCAST -> comm.broadcastBlocking(call.in, root);
+            case REDUCE -> comm.reduceBlocking(call.in, call.out, op, root);
+            default -> comm.allToAllBlocking(call.in, call.out);
         }
     }
 
     /** Wrong elements of this rank's result; the reduce's non-root ranks have none to check. */
     long countWrong(Call call, ReduceOp op, int n, int rank, int root) {
         GradientBuffer out = call.out;
+        int block = out.count() / n;
+        return switch (this) {
+            case ALLREDUCE -> CheckPattern.countWrong(out, op, n);
+            case REDUCESCATTER -> CheckPattern.countWrong(out, op, n, (long) rank * out.count());
+            case REDUCE -> rank == root ? CheckPattern.countWrong(out, op, n) : 0;
+            case ALLGATHER -> countUnlike(out, i -> CheckPattern.sourceValue(i / block, i));
+            case BROADCAST -> countUnlike(out, i -> CheckPattern.sourceValue(root, i));
+            default -> countUnlike(out, i -> CheckPattern.sourceValue(i / block, (long) rank * block + i % block));
+        };
+    }
+
+    /** Elements of {@code out} whose bits are not those of {@code expected}'s value at their index. */
+    private static long countUnlike(GradientBuffer out, IntToLongFunction expected) {
         DataType type = out.dataType();
         long wrong = 0;
-        switch (this) {
-            case ALLREDUCE: return CheckPattern.countWrong(out, op, n);
-            case REDUCESCATTER: return CheckPattern.countWrong(out, op, n, (long) rank * out.count());
-            case REDUCE: return rank == root ? CheckPattern.countWrong(out, op, n) : 0;
-            case ALLGATHER: {
-                int block = out.count() / n;
-                for (int i = 0; i < out.count(); i++) {
-                    wrong += out.getBits(i) == CheckPattern.bitsOf(type, CheckPattern.sourceValue(i / block, i)) ? 0 : 1;
-                }
-                return wrong;
-            }
-            case BROADCAST:
-                for (int i = 0; i < out.count(); i++) {
-                    wrong += out.getBits(i) == CheckPattern.bitsOf(type, CheckPattern.sourceValue(root, i)) ? 0 : 1;
-                }
-                return wrong;
-            default: {
-                int block = out.count() / n;
-                for (int i = 0; i < out.count(); i++) {
-                    long expected = CheckPattern.sourceValue(i / block, (long) rank * block + i % block);
-                    wrong += out.getBits(i) == CheckPattern.bitsOf(type, expected) ? 0 : 1;
-                }
-                return wrong;
-            }
+        for (int i = 0; i < out.count(); i++) {
+            wrong += out.getBits(i) == CheckPattern.bitsOf(type, expected.applyAsLong(i)) ? 0 : 1;
         }
+        return wrong;
     }
 
     static GradientBuffer view(ByteBuffer memory, DataType type, int from, int count) {
@@ -187,7 +178,7 @@ enum PerfCollective {
 
     private static void poison(ByteBuffer target) {
         byte[] stripe = new byte[Math.min(target.remaining(), 1 << 16)];
-        java.util.Arrays.fill(stripe, POISON);
+        Arrays.fill(stripe, POISON);
         ByteBuffer t = target.duplicate();
         while (t.hasRemaining()) {
             t.put(stripe, 0, Math.min(stripe.length, t.remaining()));

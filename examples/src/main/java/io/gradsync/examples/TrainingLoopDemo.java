@@ -4,6 +4,7 @@ import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Elements;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -85,7 +86,7 @@ public final class TrainingLoopDemo {
     }
 
     private static void setFloat(GradientBuffer buffer, int index, float value) {
-        io.gradsync.core.memory.Elements.putFloat(buffer.region().base(), buffer.region().offset() + 4L * index, value);
+        Elements.putFloat(buffer.region().base(), buffer.region().offset() + 4L * index, value);
     }
 
     /** Trains {@code ranks} replicas for {@code steps} steps; returns each rank's final weights and losses. */

@@ -3,6 +3,8 @@ package io.gradsync.examples;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.select.CostModel;
+import io.gradsync.core.select.CostModelFile;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -11,6 +13,8 @@ import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import picocli.CommandLine;
 
 class AllReducePerfTest {
@@ -40,8 +44,8 @@ class AllReducePerfTest {
         assertEquals(11, Files.readAllLines(csv).size());
     }
 
-    @org.junit.jupiter.params.ParameterizedTest
-    @org.junit.jupiter.params.provider.ValueSource(strings = {"allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall"})
+    @ParameterizedTest
+    @ValueSource(strings = {"allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall"})
     void everyCollectiveSweepsCheckedWithNcclTestsSizes(String collective) {
         ByteArrayOutputStream captured = new ByteArrayOutputStream();
         PrintStream original = System.out;
@@ -90,8 +94,8 @@ class AllReducePerfTest {
         assertTrue(out.contains("  ring n=3         8 B"), out);
         assertTrue(out.contains("# intra: α "), out);
         assertTrue(out.contains("# rms relative residual"), out);
-        io.gradsync.core.select.CostModel model = io.gradsync.core.select.CostModelFile.load(file);
-        assertEquals(io.gradsync.core.select.CostModel.INTER_DEFAULT, model.inter());
+        CostModel model = CostModelFile.load(file);
+        assertEquals(CostModel.INTER_DEFAULT, model.inter());
     }
 
     /** nccl-tests' layout: root column, -c 0 prints N/A, summary lines, -f 1 steps by -i bytes, -a picks the time. */

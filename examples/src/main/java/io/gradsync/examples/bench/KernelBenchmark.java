@@ -113,14 +113,13 @@ public class KernelBenchmark {
         @Setup
         public void allocate(Buffers m, Kernel k) {
             int count = m.bytes / k.type.bytes();
-            Object values;
-            switch (k.type) {
-                case FLOAT32: values = new float[count]; break;
-                case FLOAT64: values = new double[count]; break;
-                case INT32: values = new int[count]; break;
-                case INT64: values = new long[count]; break;
-                default: values = new short[count]; break;
-            }
+            Object values = switch (k.type) {
+                case FLOAT32 -> new float[count];
+                case FLOAT64 -> new double[count];
+                case INT32 -> new int[count];
+                case INT64 -> new long[count];
+                default -> new short[count];
+            };
             array = Region.ofArray(values, 0, count);
             Kernels.copy(m.a.base(), m.a.offset(), array.base(), array.offset(), m.bytes);
         }

@@ -1,5 +1,6 @@
 package io.gradsync.examples.train;
 
+import java.io.BufferedInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -68,7 +69,7 @@ public final class FashionMnist {
         if (p.toString().endsWith(".gz")) {
             in = new GZIPInputStream(in, 1 << 16);
         }
-        return new DataInputStream(new java.io.BufferedInputStream(in, 1 << 16));
+        return new DataInputStream(new BufferedInputStream(in, 1 << 16));
     }
 
     static float[] images(Path p) throws IOException {

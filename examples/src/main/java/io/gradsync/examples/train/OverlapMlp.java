@@ -5,11 +5,16 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.bucket.GradientBuckets;
 import io.gradsync.core.trace.Timeline;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import java.util.function.Function;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Sinks;
@@ -119,7 +124,7 @@ public final class OverlapMlp {
         }
 
         /** Backward, last layer first; {@code emit} gets each layer's weight then bias gradient. */
-        void backward(java.util.function.Consumer<GradientBuffer> emit) {
+        void backward(Consumer<GradientBuffer> emit) {
             float[] g = grad;
             float[] gIn = gradIn;
             for (int l = layers - 1; l >= 0; l--) {
@@ -216,29 +221,56 @@ public final class OverlapMlp {
 
     List<Result> runRank(Communicator comm) throws Exception {
         String[] modes = mode.split(",");
-        Model model = new Model();
-        Timeline timeline = Timeline.fromEnvironment(comm);
-        GradientBuckets.Builder builder = GradientBuckets.builder(comm).bucketBytes((long) (bucketMb * (1 << 20)))
-                .firstBucketBytes((long) (firstBucketMb * (1 << 20)));
-        GradientBuckets traced = builder.timeline(timeline).build();
-        GradientBuckets untraced = builder.timeline(Timeline.OFF).build();
-        Function<Flux<GradientBuffer>, Flux<GradientBuffer>> perGradient = comm.allReduce(ReduceOp.AVG);
-        // per-gradient mode: each gradient's collective traced from its emission to its result
-        java.util.IdentityHashMap<GradientBuffer, Integer> positionOf = new java.util.IdentityHashMap<>();
-        for (int l = 0; l < layers; l++) {
-            positionOf.put(model.dwBuf[l], 2 * (layers - 1 - l));
-            positionOf.put(model.dbBuf[l], 2 * (layers - 1 - l) + 1);
-        }
-        long[] emittedAt = new long[2 * layers];
-        int perGradientName = timeline.name("allreduce gradient");
-        int[] backwardNames = new int[modes.length];
-        Stats[] stats = new Stats[modes.length];
-        for (int m = 0; m < modes.length; m++) {
-            backwardNames[m] = timeline.name("backward " + modes[m]);
-            stats[m] = new Stats();
-        }
+        RankRun run = new RankRun(comm, modes);
+        // modes interleaved step by step, so that a busy machine's noise hits them alike
         int total = (warmup + steps) * modes.length;
         for (int step = 0; step < total; step++) {
+            run.step(step);
+        }
+        return run.finish();
+    }
+
+    /** One rank's run in every mode: its replica, bucketers and per-gradient operator, trace names and sums. */
+    private final class RankRun {
+        private final Communicator comm;
+        private final String[] modes;
+        private final Model model;
+        private final Timeline timeline;
+        private final GradientBuckets traced;
+        private final GradientBuckets untraced;
+        private final Function<Flux<GradientBuffer>, Flux<GradientBuffer>> perGradient;
+        /** Per-gradient mode: each gradient's collective traced from its emission (by its place in backward) to its result. */
+        private final Map<GradientBuffer, Integer> positionOf = new IdentityHashMap<>();
+        private final long[] emittedAt = new long[2 * layers];
+        private final int perGradientName;
+        private final int[] backwardNames;
+        private final Stats[] stats;
+
+        RankRun(Communicator comm, String[] modes) {
+            this.comm = comm;
+            this.modes = modes;
+            model = new Model();
+            timeline = Timeline.fromEnvironment(comm);
+            GradientBuckets.Builder builder = GradientBuckets.builder(comm).bucketBytes((long) (bucketMb * (1 << 20)))
+                    .firstBucketBytes((long) (firstBucketMb * (1 << 20)));
+            traced = builder.timeline(timeline).build();
+            untraced = builder.timeline(Timeline.OFF).build();
+            perGradient = comm.allReduce(ReduceOp.AVG);
+            for (int l = 0; l < layers; l++) {
+                positionOf.put(model.dwBuf[l], 2 * (layers - 1 - l));
+                positionOf.put(model.dbBuf[l], 2 * (layers - 1 - l) + 1);
+            }
+            perGradientName = timeline.name("allreduce gradient");
+            backwardNames = new int[modes.length];
+            stats = new Stats[modes.length];
+            for (int m = 0; m < modes.length; m++) {
+                backwardNames[m] = timeline.name("backward " + modes[m]);
+                stats[m] = new Stats();
+            }
+        }
+
+        /** One training step in the step's mode; after the warm-up steps its times count in the mode's sums. */
+        void step(int step) throws Exception {
             int m = step % modes.length;
             String current = modes[m];
             GradientBuckets buckets = current.equals("bucket-notrace") ? untraced : traced;
@@ -247,30 +279,9 @@ public final class OverlapMlp {
             long t0 = System.nanoTime();
             model.forward();
             Sinks.Many<GradientBuffer> sink = Sinks.many().unicast().onBackpressureBuffer();
-            Flux<GradientBuffer> grads = sink.asFlux();
-            Flux<GradientBuffer> reduced = switch (current) {
-                case "per-gradient" -> grads.doOnNext(g -> emittedAt[positionOf.get(g)] = timeline.now())
-                        .transform(perGradient)
-                        .doOnNext(g -> timeline.collective(perGradientName, timeline.nextSeq(), emittedAt[positionOf.get(g)],
-                                timeline.now(), g.byteSize()));
-                case "bucket", "after", "bucket-notrace" -> grads.transform(buckets.reduce());
-                default -> throw new IllegalArgumentException("unknown mode " + current);
-            };
-            java.util.concurrent.CompletableFuture<Void> done = reduced.then().toFuture();
+            CompletableFuture<Void> done = reduced(sink.asFlux(), current, buckets).then().toFuture();
             long b0 = System.nanoTime();
-            long tb0 = timeline.now();
-            if (current.equals("after")) {
-                GradientBuffer[] held = new GradientBuffer[2 * layers];
-                int[] k = {0};
-                model.backward(g -> held[k[0]++] = g);
-                timeline.span(backwardNames[m], tb0, timeline.now());
-                for (GradientBuffer g : held) {
-                    sink.tryEmitNext(g).orThrow();
-                }
-            } else {
-                model.backward(g -> sink.tryEmitNext(g).orThrow());
-                timeline.span(backwardNames[m], tb0, timeline.now());
-            }
+            backward(sink, current.equals("after"), backwardNames[m]);
             long b1 = System.nanoTime();
             sink.tryEmitComplete();
             done.get(5, TimeUnit.MINUTES);
@@ -287,29 +298,62 @@ public final class OverlapMlp {
                         : buckets.collectivesSubmitted() - collectivesBefore;
             }
         }
-        long[] sum = {model.checksum(), ~model.checksum()};
-        comm.allReduceBlocking(GradientBuffer.wrap(sum), ReduceOp.MAX);
-        boolean identical = sum[0] == ~sum[1];
-        timeline.close();
-        java.util.Map<Long, Double> lastArrivals = null;
-        if (timeline.enabled()) {
-            comm.barrierBlocking(); // every rank's file is written
-            lastArrivals = TraceStats.lastArrivals(timeline.file().getParent());
+
+        /** The gradients reduced as {@code current} says: one collective each (traced), or by buckets. */
+        private Flux<GradientBuffer> reduced(Flux<GradientBuffer> grads, String current, GradientBuckets buckets) {
+            return switch (current) {
+                case "per-gradient" -> grads.doOnNext(g -> emittedAt[positionOf.get(g)] = timeline.now())
+                        .transform(perGradient)
+                        .doOnNext(g -> timeline.collective(perGradientName, timeline.nextSeq(), emittedAt[positionOf.get(g)],
+                                timeline.now(), g.byteSize()));
+                case "bucket", "after", "bucket-notrace" -> grads.transform(buckets.reduce());
+                default -> throw new IllegalArgumentException("unknown mode " + current);
+            };
         }
-        List<Result> results = new java.util.ArrayList<>();
-        for (int m = 0; m < modes.length; m++) {
-            double hidden = Double.NaN;
-            double hiddenAll = Double.NaN;
-            if (timeline.enabled() && !modes[m].equals("bucket-notrace")) {
-                hidden = TraceStats.overlap(timeline.file(), "backward", "backward " + modes[m], warmup).hiddenFraction();
-                hiddenAll = TraceStats.overlap(timeline.file(), "backward", "backward " + modes[m], warmup, lastArrivals)
-                        .hiddenFraction();
+
+        /** Backward, its span traced; {@code after} holds the gradients back until it ends, else each goes as it is computed. */
+        private void backward(Sinks.Many<GradientBuffer> sink, boolean after, int spanName) {
+            long tb0 = timeline.now();
+            if (after) {
+                GradientBuffer[] held = new GradientBuffer[2 * layers];
+                int[] k = {0};
+                model.backward(g -> held[k[0]++] = g);
+                timeline.span(spanName, tb0, timeline.now());
+                for (GradientBuffer g : held) {
+                    sink.tryEmitNext(g).orThrow();
+                }
+            } else {
+                model.backward(g -> sink.tryEmitNext(g).orThrow());
+                timeline.span(spanName, tb0, timeline.now());
             }
-            Stats st = stats[m];
-            results.add(new Result(comm.rank(), modes[m], st.steps, st.step / st.steps, st.backward / st.steps,
-                    st.exposed / st.steps, st.collectives / (double) st.steps, 2 * layers, identical, hidden, hiddenAll));
         }
-        return results;
+
+        /** Compares the replicas, closes the trace and returns each mode's result, with the hidden share where traced. */
+        List<Result> finish() throws Exception {
+            long[] sum = {model.checksum(), ~model.checksum()};
+            comm.allReduceBlocking(GradientBuffer.wrap(sum), ReduceOp.MAX);
+            boolean identical = sum[0] == ~sum[1];
+            timeline.close();
+            Map<Long, Double> lastArrivals = null;
+            if (timeline.enabled()) {
+                comm.barrierBlocking(); // every rank's file is written
+                lastArrivals = TraceStats.lastArrivals(timeline.file().getParent());
+            }
+            List<Result> results = new ArrayList<>();
+            for (int m = 0; m < modes.length; m++) {
+                double hidden = Double.NaN;
+                double hiddenAll = Double.NaN;
+                if (timeline.enabled() && !modes[m].equals("bucket-notrace")) {
+                    hidden = TraceStats.overlap(timeline.file(), "backward", "backward " + modes[m], warmup).hiddenFraction();
+                    hiddenAll = TraceStats.overlap(timeline.file(), "backward", "backward " + modes[m], warmup, lastArrivals)
+                            .hiddenFraction();
+                }
+                Stats st = stats[m];
+                results.add(new Result(comm.rank(), modes[m], st.steps, st.step / st.steps, st.backward / st.steps,
+                        st.exposed / st.steps, st.collectives / (double) st.steps, 2 * layers, identical, hidden, hiddenAll));
+            }
+            return results;
+        }
     }
 
     void print(List<Result> results, int size) {

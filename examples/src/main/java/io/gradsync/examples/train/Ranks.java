@@ -1,6 +1,7 @@
 package io.gradsync.examples.train;
 
 import io.gradsync.core.Communicator;
+import io.gradsync.core.GradSyncConfiguration;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.util.ArrayList;
 import java.util.List;
@@ -34,7 +35,7 @@ public final class Ranks {
 
     /** {@code n} ranks as threads over the in-JVM transport; returns each rank's result in rank order. */
     public static <R> List<R> threads(int n, Body<R> body) throws Exception {
-        try (LocalTransport job = LocalTransport.create(n, io.gradsync.core.GradSyncConfiguration.transportOptions())) {
+        try (LocalTransport job = LocalTransport.create(n, GradSyncConfiguration.transportOptions())) {
             ExecutorService pool = Executors.newFixedThreadPool(n);
             try {
                 List<Future<R>> futures = new ArrayList<>();

@@ -4,9 +4,14 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 /**
  * Reads one rank's trace file (as {@link io.gradsync.core.trace.Timeline} writes it: one event a line)
@@ -46,9 +51,9 @@ public final class TraceStats {
      * The latest arrival of any rank at each collective (by sequence number), from every
      * {@code gradsync-trace-rank*.json} in {@code dir}: a collective cannot start before it.
      */
-    public static java.util.Map<Long, Double> lastArrivals(Path dir) throws IOException {
-        java.util.Map<Long, Double> last = new java.util.HashMap<>();
-        try (java.util.stream.Stream<Path> files = Files.list(dir)) {
+    public static Map<Long, Double> lastArrivals(Path dir) throws IOException {
+        Map<Long, Double> last = new HashMap<>();
+        try (Stream<Path> files = Files.list(dir)) {
             for (Path f : (Iterable<Path>) files.filter(p -> p.getFileName().toString().startsWith("gradsync-trace-rank"))::iterator) {
                 for (String line : Files.readAllLines(f)) {
                     Matcher m = EVENT.matcher(line);
@@ -67,9 +72,52 @@ public final class TraceStats {
      * imbalance, reported by the straggler summary) is not counted as communication.
      */
     public static Overlap overlap(Path trace, String stepPrefix, String compute, int skip,
-                                  java.util.Map<Long, Double> lastArrivals) throws IOException {
-        List<double[]> spans = new ArrayList<>();
-        List<double[]> comms = new ArrayList<>();
+                                  Map<Long, Double> lastArrivals) throws IOException {
+        Events events = read(trace, stepPrefix, compute, lastArrivals);
+        List<StepSpan> spans = events.steps();
+        Sums sums = new Sums();
+        int seen = 0;
+        for (int s = 0; s < spans.size(); s++) {
+            if (!spans.get(s).measured() || seen++ < skip) {
+                continue;
+            }
+            double next = s + 1 < spans.size() ? spans.get(s + 1).start() : Double.MAX_VALUE;
+            measureStep(spans.get(s), next, events.collectives(), sums);
+        }
+        return new Overlap(sums.steps, sums.comm, sums.hidden, sums.collectives);
+    }
+
+    /** A span that starts a step; {@code measured} when it is the compute span asked for. */
+    private record StepSpan(double start, double end, boolean measured) {
+    }
+
+    /** A collective: its submission puts it in a step; it counts as communication from {@code start} to {@code end}. */
+    private record Collective(double submitted, double start, double end) {
+    }
+
+    /** One trace's step spans by start, and its collectives by the time they count from. */
+    private record Events(List<StepSpan> steps, List<Collective> collectives) {
+    }
+
+    /** Running sums over the steps measured (one accumulator, so the sums add up in the trace's order). */
+    private static final class Sums {
+        int steps;
+        double comm;
+        double hidden;
+        int collectives;
+
+        /** One union of collectives, {@code [from, to)}; empty (nothing yet, or from the last arrival) adds nothing. */
+        void addUnion(double from, double to, StepSpan span) {
+            if (to > from) {
+                comm += to - from;
+                hidden += overlap(from, to, span.start(), span.end());
+            }
+        }
+    }
+
+    private static Events read(Path trace, String stepPrefix, String compute, Map<Long, Double> lastArrivals) throws IOException {
+        List<StepSpan> steps = new ArrayList<>();
+        List<Collective> collectives = new ArrayList<>();
         for (String line : Files.readAllLines(trace)) {
             Matcher m = EVENT.matcher(line);
             if (!m.find()) {
@@ -82,52 +130,35 @@ public final class TraceStats {
                 if (lastArrivals != null && m.group(5) != null) {
                     start = Math.min(end, Math.max(ts, lastArrivals.getOrDefault(Long.parseLong(m.group(5)), ts)));
                 }
-                comms.add(new double[] {ts, end, start});
+                collectives.add(new Collective(ts, start, end));
             } else if (m.group(1).startsWith(stepPrefix)) {
-                spans.add(new double[] {ts, end, m.group(1).equals(compute) ? 1 : 0});
+                steps.add(new StepSpan(ts, end, m.group(1).equals(compute)));
             }
         }
-        spans.sort((a, b) -> Double.compare(a[0], b[0]));
-        comms.sort((a, b) -> Double.compare(a[2], b[2]));
-        double comm = 0;
-        double hidden = 0;
-        int steps = 0;
-        int collectives = 0;
-        int seen = 0;
-        for (int s = 0; s < spans.size(); s++) {
-            if (spans.get(s)[2] == 0 || seen++ < skip) {
+        steps.sort(Comparator.comparingDouble(StepSpan::start));
+        collectives.sort(Comparator.comparingDouble(Collective::start));
+        return new Events(steps, collectives);
+    }
+
+    /** Adds the step that {@code span} starts (up to {@code next}): the union of the collectives submitted in it. */
+    private static void measureStep(StepSpan span, double next, List<Collective> collectives, Sums sums) {
+        double unionStart = -1;
+        double unionEnd = -1;
+        for (Collective c : collectives) {
+            if (c.submitted() < span.start() || c.submitted() >= next) {
                 continue;
             }
-            double from = spans.get(s)[0];
-            double to = s + 1 < spans.size() ? spans.get(s + 1)[0] : Double.MAX_VALUE;
-            double[] span = spans.get(s);
-            // union of the collectives submitted in this step
-            double curStart = -1;
-            double curEnd = -1;
-            for (double[] c : comms) {
-                if (c[0] < from || c[0] >= to) {
-                    continue;
-                }
-                collectives++;
-                double cs = c.length > 2 ? c[2] : c[0];
-                if (cs > curEnd) {
-                    if (curEnd > curStart) {
-                        comm += curEnd - curStart;
-                        hidden += overlap(curStart, curEnd, span[0], span[1]);
-                    }
-                    curStart = cs;
-                    curEnd = c[1];
-                } else {
-                    curEnd = Math.max(curEnd, c[1]);
-                }
+            sums.collectives++;
+            if (c.start() > unionEnd) {
+                sums.addUnion(unionStart, unionEnd, span);
+                unionStart = c.start();
+                unionEnd = c.end();
+            } else {
+                unionEnd = Math.max(unionEnd, c.end());
             }
-            if (curEnd > curStart) {
-                comm += curEnd - curStart;
-                hidden += overlap(curStart, curEnd, span[0], span[1]);
-            }
-            steps++;
         }
-        return new Overlap(steps, comm, hidden, collectives);
+        sums.addUnion(unionStart, unionEnd, span);
+        sums.steps++;
     }
 
     /**
@@ -138,13 +169,13 @@ public final class TraceStats {
     public static void main(String[] args) throws IOException {
         Path dir = Path.of(args[0]);
         int skip = Integer.parseInt(args[1]);
-        java.util.Map<Long, Double> last = lastArrivals(dir);
-        try (java.util.stream.Stream<Path> files = Files.list(dir)) {
+        Map<Long, Double> last = lastArrivals(dir);
+        try (Stream<Path> files = Files.list(dir)) {
             for (Path f : (Iterable<Path>) files.sorted()::iterator) {
                 for (int i = 2; i < args.length; i++) {
                     Overlap own = overlap(f, "backward", "backward " + args[i], skip);
                     Overlap all = overlap(f, "backward", "backward " + args[i], skip, last);
-                    System.out.printf(java.util.Locale.ROOT, "%s %s: %d steps, %d collectives, hidden %.1f%% (comm %.1f ms/step), "
+                    System.out.printf(Locale.ROOT, "%s %s: %d steps, %d collectives, hidden %.1f%% (comm %.1f ms/step), "
                                     + "from the last rank's arrival %.1f%% (comm %.1f ms/step)%n", f.getFileName(), args[i],
                             own.steps(), own.collectives(), 100 * own.hiddenFraction(), own.commMicros() / 1e3 / Math.max(1, own.steps()),
                             100 * all.hiddenFraction(), all.commMicros() / 1e3 / Math.max(1, all.steps()));

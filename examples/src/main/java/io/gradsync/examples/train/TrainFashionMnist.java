@@ -1,6 +1,7 @@
 package io.gradsync.examples.train;
 
 import ai.djl.Model;
+import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -26,6 +27,7 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.bucket.GradientBuckets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Random;
@@ -118,33 +120,81 @@ public final class TrainFashionMnist {
     Result runRank(Communicator comm) throws Exception {
         load();
         int n = comm.size();
-        int rank = comm.rank();
         if (globalBatch % n != 0) {
             throw new IllegalArgumentException("global batch " + globalBatch + " is not a multiple of " + n + " ranks");
         }
-        int local = globalBatch / n;
-        boolean shared = threads > 0;
-        List<Epoch> epochList = new ArrayList<>();
-        double firstLoss = Double.NaN;
-        double lastLoss = Double.NaN;
-        try (Model model = Model.newInstance("lenet5-rank" + rank, "PyTorch")) {
+        try (Model model = Model.newInstance("lenet5-rank" + comm.rank(), "PyTorch")) {
             model.setBlock(lenet5());
+            RankTraining training = new RankTraining(comm, model);
+            List<Epoch> epochList = new ArrayList<>();
+            for (int epoch = 0; epoch < epochs; epoch++) {
+                epochList.add(training.epoch(epoch));
+            }
+            return training.finish(epochList);
+        }
+    }
+
+    /**
+     * One rank's training: its replica (trainer and parameters), the gradients' host copies and their bucketer,
+     * the batch arrays, and what the epochs count (steps, checksum collectives, first and last loss).
+     */
+    private final class RankTraining {
+        private final Communicator comm;
+        private final int rank;
+        private final int local;
+        private final boolean shared = threads > 0;
+        private final List<Parameter> params = new ArrayList<>();
+        private final Trainer trainer;
+        private final int tensors;
+        private final float[][] grads;
+        private final GradientBuffer[] gradBuffers;
+        /** The order the bucketer gets the gradients in: last layer first, as a backward pass produces them. */
+        private final Integer[] backwardOrder;
+        private final GradientBuckets buckets;
+        private final int stepsPerEpoch;
+        private final float[] xs;
+        private final float[] ys;
+        private int step;
+        private int checks;
+        private double firstLoss = Double.NaN;
+        private double lastLoss = Double.NaN;
+
+        RankTraining(Communicator comm, Model model) throws Exception {
+            this.comm = comm;
+            rank = comm.rank();
+            local = globalBatch / comm.size();
+            trainer = newTrainer(model);
+            broadcastInitialParameters();
+            tensors = params.size();
+            grads = new float[tensors][];
+            gradBuffers = new GradientBuffer[tensors];
+            backwardOrder = new Integer[tensors];
+            for (int i = 0; i < tensors; i++) {
+                backwardOrder[i] = tensors - 1 - i;
+            }
+            buckets = GradientBuckets.create(comm);
+            stepsPerEpoch = Math.min(train.count() / globalBatch, maxSteps);
+            xs = new float[local * FashionMnist.PIXELS];
+            ys = new float[local];
+        }
+
+        /** A trainer for {@code model}, its parameters initialised from the seed and listed in {@link #params}. */
+        private Trainer newTrainer(Model model) throws Exception {
             DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                     .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(lr)).optMomentum(momentum).build());
-            Trainer trainer;
-            List<Parameter> params = new ArrayList<>();
-            lock(shared);
-            try {
-                ai.djl.engine.Engine.getEngine("PyTorch").setRandomSeed((int) seed);
-                trainer = model.newTrainer(config);
-                trainer.initialize(new Shape(local, 1, 28, 28));
+            return withTorch(shared, () -> {
+                Engine.getEngine("PyTorch").setRandomSeed((int) seed);
+                Trainer created = model.newTrainer(config);
+                created.initialize(new Shape(local, 1, 28, 28));
                 for (Pair<String, Parameter> p : model.getBlock().getParameters()) {
                     params.add(p.getValue());
                 }
-            } finally {
-                unlock(shared);
-            }
-            // identical replicas from the start: rank 0's initial parameters everywhere
+                return created;
+            });
+        }
+
+        /** Identical replicas from the start: rank 0's initial parameters everywhere. */
+        private void broadcastInitialParameters() throws Exception {
             for (Parameter p : params) {
                 float[] v = withTorch(shared, () -> p.getArray().toFloatArray());
                 comm.broadcastBlocking(GradientBuffer.wrap(v), 0);
@@ -153,110 +203,123 @@ public final class TrainFashionMnist {
                     return null;
                 });
             }
-            int tensors = params.size();
-            float[][] grads = new float[tensors][];
-            GradientBuffer[] gradBuffers = new GradientBuffer[tensors];
-            Integer[] backwardOrder = new Integer[tensors];
-            for (int i = 0; i < tensors; i++) {
-                backwardOrder[i] = tensors - 1 - i;
-            }
-            GradientBuckets buckets = GradientBuckets.create(comm);
-            int stepsPerEpoch = Math.min(train.count() / globalBatch, maxSteps);
-            float[] xs = new float[local * FashionMnist.PIXELS];
-            float[] ys = new float[local];
-            int step = 0;
-            int checks = 0;
-            for (int epoch = 0; epoch < epochs; epoch++) {
-                int[] order = permutation(train.count(), new Random(seed + epoch));
-                double lossSum = 0;
-                long stepNanos = 0;
-                long exposedNanos = 0;
-                boolean identical = true;
-                for (int s = 0; s < stepsPerEpoch; s++, step++) {
-                    long t0 = System.nanoTime();
-                    int base = s * globalBatch + rank * local;
-                    for (int i = 0; i < local; i++) {
-                        int idx = order[base + i];
-                        System.arraycopy(train.images(), idx * FashionMnist.PIXELS, xs, i * FashionMnist.PIXELS, FashionMnist.PIXELS);
-                        ys[i] = train.labels()[idx];
-                    }
-                    float loss;
-                    lock(shared);
-                    try (NDManager m = trainer.getManager().newSubManager()) {
-                        NDArray x = m.create(xs, new Shape(local, 1, 28, 28));
-                        NDArray y = m.create(ys, new Shape(local));
-                        try (GradientCollector gc = trainer.newGradientCollector()) {
-                            NDList pred = trainer.forward(new NDList(x));
-                            NDArray l = trainer.getLoss().evaluate(new NDList(y), pred);
-                            loss = l.getFloat();
-                            gc.backward(l);
-                        }
-                        for (int i = 0; i < tensors; i++) {
-                            try (NDArray g = params.get(i).getArray().getGradient()) {
-                                grads[i] = g.toFloatArray();
-                            }
-                            gradBuffers[i] = GradientBuffer.wrap(grads[i]);
-                        }
-                    } finally {
-                        unlock(shared);
-                    }
-                    long c0 = System.nanoTime();
-                    Flux.fromArray(backwardOrder).transform(buckets.reduce(i -> gradBuffers[i])).blockLast();
-                    long c1 = System.nanoTime();
-                    lock(shared);
-                    try (NDManager m = trainer.getManager().newSubManager()) {
-                        for (int i = 0; i < tensors; i++) {
-                            NDArray weight = params.get(i).getArray();
-                            // in place: NDArray.set(Buffer) may swap the handle's tensor instead of writing into it
-                            try (NDArray g = weight.getGradient()) {
-                                g.set(new NDIndex(":"), m.create(grads[i], weight.getShape()));
-                            }
-                            if (step == 0) {
-                                try (NDArray fresh = weight.getGradient()) {
-                                    float[] back = fresh.toFloatArray();
-                                    if (!java.util.Arrays.equals(back, grads[i])) {
-                                        throw new IllegalStateException("the averaged gradient of parameter " + i
-                                                + " did not reach DJL's gradient tensor");
-                                    }
-                                }
-                            }
-                        }
-                        trainer.step();
-                    } finally {
-                        unlock(shared);
-                    }
-                    long t1 = System.nanoTime();
-                    stepNanos += t1 - t0;
-                    exposedNanos += c1 - c0;
-                    lossSum += loss;
-                    if (Double.isNaN(firstLoss)) {
-                        firstLoss = loss;
-                    }
-                    lastLoss = loss;
-                    if (checkEvery > 0 && (step + 1) % checkEvery == 0) {
-                        identical &= sameEverywhere(comm, checksum(params, shared));
-                        checks++;
-                    }
+        }
+
+        /** One epoch (numbered from 0) in one shuffled order; fails when the replicas differ at its end. */
+        Epoch epoch(int epoch) throws Exception {
+            int[] order = permutation(train.count(), new Random(seed + epoch));
+            double lossSum = 0;
+            long stepNanos = 0;
+            long exposedNanos = 0;
+            boolean identical = true;
+            for (int s = 0; s < stepsPerEpoch; s++, step++) {
+                long t0 = System.nanoTime();
+                loadBatch(order, s);
+                float loss = forwardBackward();
+                long c0 = System.nanoTime();
+                Flux.fromArray(backwardOrder).transform(buckets.reduce(i -> gradBuffers[i])).blockLast();
+                long c1 = System.nanoTime();
+                applyAveragedGradients();
+                long t1 = System.nanoTime();
+                stepNanos += t1 - t0;
+                exposedNanos += c1 - c0;
+                lossSum += loss;
+                if (Double.isNaN(firstLoss)) {
+                    firstLoss = loss;
                 }
-                identical &= sameEverywhere(comm, checksum(params, shared));
-                checks++;
-                double[] lossMean = {lossSum / stepsPerEpoch};
-                comm.allReduceBlocking(GradientBuffer.wrap(lossMean), ReduceOp.AVG);
-                double accuracy = evaluate(comm, trainer, shared);
-                Epoch e = new Epoch(epoch + 1, stepsPerEpoch, lossMean[0], accuracy, stepNanos / 1e6 / stepsPerEpoch,
-                        exposedNanos / 1e6 / stepsPerEpoch, checks, identical);
-                epochList.add(e);
-                if (rank == 0 && !quiet) {
-                    System.out.printf(Locale.ROOT, "epoch %d: %d steps of global batch %d on %d ranks, loss %.4f, "
-                                    + "test accuracy %.2f%%, step %.2f ms, exposed comm %.2f ms/step, %d buckets for %d "
-                                    + "gradient tensors, replicas %s (%d checksum collectives so far)%n",
-                            e.epoch(), e.steps(), globalBatch, n, e.loss(), 100 * e.accuracy(), e.stepMs(), e.exposedMs(),
-                            buckets.bucketCount(), tensors, e.identical() ? "identical" : "DIFFER", checks);
-                }
-                if (!identical) {
-                    throw new IllegalStateException("replicas differ after epoch " + (epoch + 1));
+                lastLoss = loss;
+                if (checkEvery > 0 && (step + 1) % checkEvery == 0) {
+                    identical &= sameEverywhere(comm, checksum(params, shared));
+                    checks++;
                 }
             }
+            identical &= sameEverywhere(comm, checksum(params, shared));
+            checks++;
+            double[] lossMean = {lossSum / stepsPerEpoch};
+            comm.allReduceBlocking(GradientBuffer.wrap(lossMean), ReduceOp.AVG);
+            double accuracy = evaluate(comm, trainer, shared);
+            Epoch e = new Epoch(epoch + 1, stepsPerEpoch, lossMean[0], accuracy, stepNanos / 1e6 / stepsPerEpoch,
+                    exposedNanos / 1e6 / stepsPerEpoch, checks, identical);
+            print(e);
+            if (!identical) {
+                throw new IllegalStateException("replicas differ after epoch " + (epoch + 1));
+            }
+            return e;
+        }
+
+        /** This rank's share of global batch {@code s}: samples {@code [rank local, (rank + 1) local)} of it. */
+        private void loadBatch(int[] order, int s) {
+            int base = s * globalBatch + rank * local;
+            for (int i = 0; i < local; i++) {
+                int idx = order[base + i];
+                System.arraycopy(train.images(), idx * FashionMnist.PIXELS, xs, i * FashionMnist.PIXELS, FashionMnist.PIXELS);
+                ys[i] = train.labels()[idx];
+            }
+        }
+
+        /** Forward and backward on the batch; copies each gradient out for the bucketer. Returns the loss. */
+        private float forwardBackward() {
+            float loss;
+            lock(shared);
+            try (NDManager m = trainer.getManager().newSubManager()) {
+                NDArray x = m.create(xs, new Shape(local, 1, 28, 28));
+                NDArray y = m.create(ys, new Shape(local));
+                try (GradientCollector gc = trainer.newGradientCollector()) {
+                    NDList pred = trainer.forward(new NDList(x));
+                    NDArray l = trainer.getLoss().evaluate(new NDList(y), pred);
+                    loss = l.getFloat();
+                    gc.backward(l);
+                }
+                for (int i = 0; i < tensors; i++) {
+                    try (NDArray g = params.get(i).getArray().getGradient()) {
+                        grads[i] = g.toFloatArray();
+                    }
+                    gradBuffers[i] = GradientBuffer.wrap(grads[i]);
+                }
+            } finally {
+                unlock(shared);
+            }
+            return loss;
+        }
+
+        /** Writes the averaged gradients into DJL's gradient tensors (read back on the first step) and steps the optimizer. */
+        private void applyAveragedGradients() {
+            lock(shared);
+            try (NDManager m = trainer.getManager().newSubManager()) {
+                for (int i = 0; i < tensors; i++) {
+                    NDArray weight = params.get(i).getArray();
+                    // in place: NDArray.set(Buffer) may swap the handle's tensor instead of writing into it
+                    try (NDArray g = weight.getGradient()) {
+                        g.set(new NDIndex(":"), m.create(grads[i], weight.getShape()));
+                    }
+                    if (step == 0) {
+                        try (NDArray fresh = weight.getGradient()) {
+                            float[] back = fresh.toFloatArray();
+                            if (!Arrays.equals(back, grads[i])) {
+                                throw new IllegalStateException("the averaged gradient of parameter " + i
+                                        + " did not reach DJL's gradient tensor");
+                            }
+                        }
+                    }
+                }
+                trainer.step();
+            } finally {
+                unlock(shared);
+            }
+        }
+
+        private void print(Epoch e) {
+            if (rank == 0 && !quiet) {
+                System.out.printf(Locale.ROOT, "epoch %d: %d steps of global batch %d on %d ranks, loss %.4f, "
+                                + "test accuracy %.2f%%, step %.2f ms, exposed comm %.2f ms/step, %d buckets for %d "
+                                + "gradient tensors, replicas %s (%d checksum collectives so far)%n",
+                        e.epoch(), e.steps(), globalBatch, comm.size(), e.loss(), 100 * e.accuracy(), e.stepMs(), e.exposedMs(),
+                        buckets.bucketCount(), tensors, e.identical() ? "identical" : "DIFFER", checks);
+            }
+        }
+
+        /** The final checksum and bucket count; closes the bucketer and the trainer. */
+        Result finish(List<Epoch> epochList) throws Exception {
             long sum = checksum(params, shared);
             int bucketCount = buckets.bucketCount();
             buckets.close();
