@@ -25,6 +25,11 @@ import org.junit.jupiter.api.Test;
  * the SIGBUS of touching a mapping past its file's end), and every communicator still closes and cleans up.
  */
 class ShmMemoryFaultTest {
+    /**
+     * Calls before the truncation: enough for the data path to run compiled, where a JVM before 21 raises the fault
+     * late, at some later point of the thread (see {@code MemoryFaults}); at the first call it raises it at once.
+     */
+    private static final int WARM_UP_CALLS = 1500;
     private Path root;
 
     @BeforeEach
@@ -66,8 +71,8 @@ class ShmMemoryFaultTest {
     }
 
     /**
-     * 3 ranks run {@code algorithm} on the buffer each gets from {@code buffer}, then rank 0 truncates the file ending in
-     * {@code suffix} and they run it again: what each rank's second call threw. Each communicator closes after it: a
+     * 3 ranks run {@code algorithm} on the buffer each gets from {@code buffer} ({@link #WARM_UP_CALLS} times), then
+     * rank 0 truncates the file ending in {@code suffix} and they run it again: what each rank's second call threw. Each communicator closes after it: a
      * close that threw would fail the job, and one that left its files would fail the check at the end.
      */
     private List<CollectiveException> errorsAfterTruncating(String algorithm, String suffix,
@@ -77,7 +82,9 @@ class ShmMemoryFaultTest {
         List<CollectiveException> errors = ShmThreadJob.run("shm", new int[ranks], new TransportOptions(16 * 1024, 4),
                 Duration.ofSeconds(20), algorithm, c -> {
                     GradientBuffer g = buffer.apply(c);
-                    c.allReduceBlocking(g, ReduceOp.SUM);
+                    for (int call = 0; call < WARM_UP_CALLS; call++) {
+                        c.allReduceBlocking(g, ReduceOp.SUM);
+                    }
                     UnevenCancelMemoryTest.await(step);
                     if (c.rank() == 0) {
                         truncateMapping(suffix);

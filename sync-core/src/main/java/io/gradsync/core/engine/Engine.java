@@ -4,6 +4,7 @@ import io.gradsync.core.CollectiveException;
 import io.gradsync.core.CollectiveMismatchException;
 import io.gradsync.core.PeerFailureException;
 import io.gradsync.core.StreamEndedException;
+import io.gradsync.core.memory.MemoryFaults;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
@@ -139,18 +140,37 @@ final class Engine {
         try {
             return pass();
         } catch (RuntimeException | Error e) {
-            // On JDK 17 the InternalError of a fault in mapped memory is raised at the thread's next safepoint
-            // check, which can lie after the collective's own handler, even after the last one has retired: then it
-            // fails the communicator, so that the next call fails with it instead of the progress thread dying.
-            if (active.isEmpty()) {
-                if (failure == null) {
-                    failWith(lastRetired + 1, unexpected("job", -1, e));
-                }
-                return 1;
+            return failPass(e);
+        }
+    }
+
+    /**
+     * Fails the oldest active collective, and so every later one, with {@code thrown}, which no collective's own
+     * handler caught; with none active, the communicator, so that the next call fails with it. Before JDK 21 the
+     * {@link InternalError} of a fault in mapped memory can surface outside any pass ({@link MemoryFaults}): a
+     * thread that drives the engine hands it here wherever it caught it. Returns 1, for the work a pass reports.
+     */
+    int failPass(Throwable thrown) {
+        if (active.isEmpty()) {
+            if (failure == null) {
+                failWith(lastRetired + 1, unexpected("job", -1, thrown));
             }
-            fail(active.get(0), e);
-            retire();
             return 1;
+        }
+        fail(active.get(0), thrown);
+        retire();
+        return 1;
+    }
+
+    /**
+     * Raises here, and fails the engine with, a fault in mapped memory still pending on this thread: what a thread
+     * that drove the engine calls before it leaves (to block, or to return to its caller).
+     */
+    void settleFaults() {
+        try {
+            MemoryFaults.raisePending();
+        } catch (InternalError e) {
+            failPass(e);
         }
     }
 
@@ -346,6 +366,24 @@ final class Engine {
     }
 
     /**
+     * Whether a fault in mapped memory was pending on this thread, now raised as {@code run}'s failure: checked
+     * before a result is reported, as a fault turns a load into garbage and must never let a call succeed. For a
+     * call that failed already the fault is the damage its error names; it is dropped.
+     */
+    private boolean raisedPendingFault(Run run) {
+        try {
+            MemoryFaults.raisePending();
+            return false;
+        } catch (InternalError fault) {
+            if (run.error != null) {
+                return false;
+            }
+            fail(run, fault);
+            return true;
+        }
+    }
+
+    /**
      * The error for {@code thrown}, which no collective's checks raised: a fault in memory the transport maps, named
      * as its peer's failure; a transport's error (e.g. no room for a staging window), with its message; else an
      * internal error.
@@ -379,6 +417,9 @@ final class Engine {
         while (!active.isEmpty() && (head = active.get(0)).done) {
             if (head.error == null && !inPlaceSendsDone(head)) {
                 break; // the caller may change its buffers once told: not before the transport has read them
+            }
+            if (raisedPendingFault(head)) {
+                continue; // it failed with the fault, and so did every later one: retire it with that error
             }
             active.remove(0);
             ledger.finish(head.call.id());

@@ -72,6 +72,8 @@ public final class ProgressThread {
     private volatile boolean busy;
     private volatile boolean closing;
     private volatile boolean closeEndpointOnExit;
+    /** A request the progress thread took from the queue and has not yet acted on: kept across a late fault. */
+    private Object held;
 
     /**
      * Starts the thread of a communicator over {@code endpoint}: collectives fail after {@code timeoutNanos} without
@@ -137,15 +139,21 @@ public final class ProgressThread {
             callerIdle.reset();
             while (engine.active() > 0) {
                 if (Thread.currentThread().isInterrupted()) {
+                    engine.settleFaults();
                     enqueue(RESUME);
                     return true;
                 }
-                int work = engine.doWork();
-                if (work > 0) {
-                    heartbeat.lazySet(System.nanoTime());
+                try {
+                    int work = engine.doWork();
+                    if (work > 0) {
+                        heartbeat.lazySet(System.nanoTime());
+                    }
+                    callerIdle.idle(work);
+                } catch (InternalError lateFault) {
+                    engine.failPass(lateFault);
                 }
-                callerIdle.idle(work);
             }
+            engine.settleFaults();
             heartbeat.lazySet(System.nanoTime());
             busy = false;
             ranByCallers++;
@@ -253,7 +261,7 @@ public final class ProgressThread {
                 Object first = nextRequest();
                 driver.lock();
                 try {
-                    if (pump(first) == STOP) {
+                    if (pumpUntilIdle(first) == STOP) {
                         break;
                     }
                 } finally {
@@ -278,32 +286,50 @@ public final class ProgressThread {
     }
 
     /**
-     * Admits requests, starting with {@code next}, and pumps the engine until no collective is active and
-     * nothing is queued; returns {@link #STOP} if it took that, else null.
+     * {@link #pump} with the faults in mapped memory that surface outside a pass ({@code Engine.failPass}) handed
+     * to the engine, and none left pending when the thread goes on to block or to stop.
      */
-    private Object pump(Object next) {
+    private Object pumpUntilIdle(Object first) {
+        held = first;
         while (true) {
-            if (next == null) {
-                next = queue.poll();
+            try {
+                Object took = pump();
+                engine.settleFaults();
+                return took;
+            } catch (InternalError lateFault) {
+                engine.failPass(lateFault);
             }
-            if (next == RESUME) {
+        }
+    }
+
+    /**
+     * Admits requests, starting with the one {@link #held}, and pumps the engine until no collective is active
+     * and nothing is queued; returns {@link #STOP} if it took that, else null.
+     */
+    private Object pump() {
+        while (true) {
+            if (held == null) {
+                held = queue.poll();
+            }
+            if (held == RESUME) {
                 pending.decrementAndGet();
-                next = null;
+                held = null;
             }
-            if (next instanceof Task task && engine.active() < maxInFlight) {
+            if (held instanceof Task task && engine.active() < maxInFlight) {
                 busy = true;
                 heartbeat.lazySet(System.nanoTime());
                 engine.admit(task.request(), task.id(), task.completion());
                 pending.decrementAndGet();
-                next = null;
-            } else if (next != null && engine.active() == 0) {
+                held = null;
+            } else if (held != null && engine.active() == 0) {
                 // An abort or a stop takes effect once every collective submitted before it is done.
                 pending.decrementAndGet();
-                if (next == STOP) {
+                Object request = held;
+                held = null;
+                if (request == STOP) {
                     return STOP;
                 }
-                engine.abortJob(((AbortRequest) next).reason());
-                next = null;
+                engine.abortJob(((AbortRequest) request).reason());
             }
             if (engine.active() > 0) {
                 busy = true;
@@ -315,12 +341,12 @@ public final class ProgressThread {
                     heartbeat.lazySet(System.nanoTime());
                     busy = false;
                     idle.reset();
-                } else if (next == null || work > 0) {
+                } else if (held == null || work > 0) {
                     idle.idle(work);
                 } else {
                     idle.idle(0); // a request waits for room: keep pumping until a collective retires
                 }
-            } else if (next == null) {
+            } else if (held == null) {
                 return null;
             }
         }
