@@ -293,11 +293,16 @@ public final class Communicator implements AutoCloseable {
 
     private Request allReduceRequest(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
         AllReduceAlgorithm algorithm = choice.algorithm();
+        if ((input.isDevice() || output.isDevice()) && (choice.wire() != null || algorithm instanceof DirectAllReduce)) {
+            throw new IllegalArgumentException("rank " + rank() + ": allreduce of " + input + " as " + algorithm.name()
+                    + (choice.wire() == null ? "" : " on a " + choice.wire() + " wire") + ": device buffers reduce on "
+                    + "their device, without the host's direct reads or 16-bit wire");
+        }
         if (algorithm instanceof DirectAllReduce) {
             DirectAllReduce.requireSharedMemory(rank(), endpoint.sharedMemory(), input);
         }
-        return Request.of(CollectiveKind.ALLREDUCE, input.count(), input.dataType(), op, choice.chunkBytes(),
-                ctx -> algorithm.allReduce(ctx, input, output, op)).plan(algorithm.name(), choice.wire());
+        return placed(Request.of(CollectiveKind.ALLREDUCE, input.count(), input.dataType(), op, choice.chunkBytes(),
+                ctx -> algorithm.allReduce(ctx, input, output, op)).plan(algorithm.name(), choice.wire()), input, output);
     }
 
     /**
@@ -334,8 +339,8 @@ public final class Communicator implements AutoCloseable {
 
     private Request reduceScatterRequest(GradientBuffer input, GradientBuffer output, ReduceOp op) {
         CallArguments.reduceScatter(rank(), size(), input, output, op);
-        return Request.of(CollectiveKind.REDUCE_SCATTER, output.count(), input.dataType(), op, chunkBytes,
-                ctx -> Collectives.reduceScatter(ctx, input, output, op));
+        return placed(Request.of(CollectiveKind.REDUCE_SCATTER, output.count(), input.dataType(), op, chunkBytes,
+                ctx -> Collectives.reduceScatter(ctx, input, output, op)), input, output);
     }
 
     /** Blocking form of {@link #reduceScatter}. */
@@ -358,8 +363,8 @@ public final class Communicator implements AutoCloseable {
 
     private Request allGatherRequest(GradientBuffer input, GradientBuffer output) {
         CallArguments.allGather(rank(), size(), input, output);
-        return Request.of(CollectiveKind.ALL_GATHER, input.count(), input.dataType(), null, chunkBytes,
-                ctx -> Collectives.allGather(ctx, input, output));
+        return placed(Request.of(CollectiveKind.ALL_GATHER, input.count(), input.dataType(), null, chunkBytes,
+                ctx -> Collectives.allGather(ctx, input, output)), input, output);
     }
 
     /** Blocking form of {@link #allGather}. */
@@ -390,9 +395,9 @@ public final class Communicator implements AutoCloseable {
     private Request broadcastRequest(GradientBuffer buffer, int root, BroadcastAlgorithm algorithm) {
         CallArguments.broadcast(rank(), size(), buffer, root, algorithm);
         boolean chain = algorithm.resolve(buffer.byteSize()) == BroadcastAlgorithm.CHAIN;
-        return Request.of(chain ? CollectiveKind.BROADCAST_CHAIN : CollectiveKind.BROADCAST_TREE, buffer.count(),
+        return placed(Request.of(chain ? CollectiveKind.BROADCAST_CHAIN : CollectiveKind.BROADCAST_TREE, buffer.count(),
                 buffer.dataType(), null, chunkBytes, chain ? ctx -> Collectives.broadcastChain(ctx, buffer, root)
-                        : ctx -> Collectives.broadcastTree(ctx, buffer, root)).root(root);
+                        : ctx -> Collectives.broadcastTree(ctx, buffer, root)).root(root), buffer, buffer);
     }
 
     /** Blocking form of {@link #broadcast(GradientBuffer, int)}. */
@@ -421,8 +426,8 @@ public final class Communicator implements AutoCloseable {
 
     private Request reduceRequest(GradientBuffer input, GradientBuffer output, ReduceOp op, int root) {
         CallArguments.reduce(size(), input, output, op, root);
-        return Request.of(CollectiveKind.REDUCE, input.count(), input.dataType(), op, chunkBytes,
-                ctx -> Collectives.reduce(ctx, input, output, op, root)).root(root);
+        return placed(Request.of(CollectiveKind.REDUCE, input.count(), input.dataType(), op, chunkBytes,
+                ctx -> Collectives.reduce(ctx, input, output, op, root)).root(root), input, output);
     }
 
     /** Blocking form of {@link #reduce}. */
@@ -444,8 +449,8 @@ public final class Communicator implements AutoCloseable {
 
     private Request allToAllRequest(GradientBuffer input, GradientBuffer output) {
         CallArguments.allToAll(size(), input, output);
-        return Request.of(CollectiveKind.ALL_TO_ALL, input.count() / size(), input.dataType(), null, chunkBytes,
-                ctx -> Collectives.allToAll(ctx, input, output));
+        return placed(Request.of(CollectiveKind.ALL_TO_ALL, input.count() / size(), input.dataType(), null, chunkBytes,
+                ctx -> Collectives.allToAll(ctx, input, output)), input, output);
     }
 
     /** Blocking form of {@link #allToAll}. */
@@ -558,6 +563,26 @@ public final class Communicator implements AutoCloseable {
     @Override
     public void close() {
         progress.shutdown();
+    }
+
+    /**
+     * {@code request}, naming its buffers where they lie in a device's memory, so that the call's work on them is
+     * ordered after the caller's and the caller's next after the call's; host buffers need nothing.
+     *
+     * @throws IllegalArgumentException for a buffer in memory this communicator's transport does not compute on
+     */
+    private Request placed(Request request, GradientBuffer input, GradientBuffer output) {
+        if (!input.isDevice() && !output.isDevice()) {
+            return request;
+        }
+        for (GradientBuffer buffer : new GradientBuffer[] {input, output}) {
+            if (!endpoint.kernels().computesOn(buffer.region())) {
+                throw new IllegalArgumentException("rank " + rank() + ": " + request.collective() + " of " + buffer
+                        + ": transport " + transportName() + " does not compute on that memory (device buffers need a "
+                        + "transport that does, e.g. cuda)");
+            }
+        }
+        return request.on(input.region(), output.region());
     }
 
     /** The operator's check of each gradient, as the single call makes it. */

@@ -29,13 +29,13 @@ public enum DataType {
 
     /** Name as nccl-tests prints it ({@code float}, {@code double}, {@code int32}, {@code int64}, {@code bfloat16}, {@code half}). */
     public String shortName() {
-        switch (this) {
-            case FLOAT32: return "float";
-            case FLOAT64: return "double";
-            case INT32: return "int32";
-            case INT64: return "int64";
-            case BFLOAT16: return "bfloat16";
-            default: return "half";
-        }
+        return switch (this) {
+            case FLOAT32 -> "float";
+            case FLOAT64 -> "double";
+            case INT32 -> "int32";
+            case INT64 -> "int64";
+            case BFLOAT16 -> "bfloat16";
+            default -> "half";
+        };
     }
 }

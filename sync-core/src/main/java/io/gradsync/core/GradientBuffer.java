@@ -1,5 +1,6 @@
 package io.gradsync.core;
 
+import io.gradsync.core.memory.DeviceMemory;
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.memory.HalfFloats;
 import io.gradsync.core.memory.Region;
@@ -13,7 +14,9 @@ import java.util.Objects;
  * result into the memory the buffer was made from.
  *
  * <p>Direct buffers are the fast path: transports can register them and the JIT can stream over
- * them. Heap arrays work with the same kernels and no extra copy.
+ * them. Heap arrays work with the same kernels and no extra copy. A buffer in a device's memory
+ * ({@link #wrapDevice}) is reduced there, by a transport that computes on that device; its elements are not
+ * read from the host.
  */
 public final class GradientBuffer {
     private final DataType type;
@@ -126,6 +129,19 @@ public final class GradientBuffer {
         return new GradientBuffer(type, count, region, buffer.isReadOnly());
     }
 
+    /**
+     * Wraps {@code count} elements of {@code type} at {@code address} in a device's {@code memory} (a GPU's, through
+     * the module that brings it, which also says how the caller's work on them is ordered). Only a communicator whose
+     * transport computes on that device can reduce it.
+     */
+    public static GradientBuffer wrapDevice(DeviceMemory memory, long address, int count, DataType type) {
+        Objects.requireNonNull(type, "type");
+        if (count < 0) {
+            throw new IllegalArgumentException("count must be >= 0, was " + count);
+        }
+        return new GradientBuffer(type, count, Region.ofDevice(memory, address, (long) count * type.bytes()), false);
+    }
+
     /** A new zeroed off-heap buffer of {@code count} elements. */
     public static GradientBuffer allocateDirect(DataType type, int count) {
         Objects.requireNonNull(type, "type");
@@ -151,9 +167,14 @@ public final class GradientBuffer {
         return region.byteLength();
     }
 
-    /** True when the elements live off-heap. */
+    /** True when the elements live in the host's memory off the Java heap. */
     public boolean isDirect() {
         return region.isOffHeap();
+    }
+
+    /** True when the elements live in a device's memory ({@link #wrapDevice}). */
+    public boolean isDevice() {
+        return region.isDevice();
     }
 
     /** True when results may not be written here. */
@@ -169,14 +190,14 @@ public final class GradientBuffer {
     /** Element {@code index} as a double (exact except for int64 values beyond 2^53). Not for hot loops. */
     public double getDouble(int index) {
         long offset = elementOffset(index);
-        switch (type) {
-            case FLOAT32: return Elements.getFloat(region.base(), offset);
-            case FLOAT64: return Elements.getDouble(region.base(), offset);
-            case INT32: return Elements.getInt(region.base(), offset);
-            case INT64: return Elements.getLong(region.base(), offset);
-            case BFLOAT16: return HalfFloats.bfloat16ToFloat(Elements.getShort(region.base(), offset));
-            default: return HalfFloats.float16ToFloat(Elements.getShort(region.base(), offset));
-        }
+        return switch (type) {
+            case FLOAT32 -> Elements.getFloat(region.base(), offset);
+            case FLOAT64 -> Elements.getDouble(region.base(), offset);
+            case INT32 -> Elements.getInt(region.base(), offset);
+            case INT64 -> Elements.getLong(region.base(), offset);
+            case BFLOAT16 -> HalfFloats.bfloat16ToFloat(Elements.getShort(region.base(), offset));
+            default -> HalfFloats.float16ToFloat(Elements.getShort(region.base(), offset));
+        };
     }
 
     /**
@@ -185,13 +206,13 @@ public final class GradientBuffer {
      */
     public long getBits(int index) {
         long offset = elementOffset(index);
-        switch (type) {
-            case FLOAT32: return Float.floatToRawIntBits(Elements.getFloat(region.base(), offset));
-            case FLOAT64: return Double.doubleToRawLongBits(Elements.getDouble(region.base(), offset));
-            case INT32: return Elements.getInt(region.base(), offset);
-            case INT64: return Elements.getLong(region.base(), offset);
-            default: return Elements.getShort(region.base(), offset) & 0xFFFF;
-        }
+        return switch (type) {
+            case FLOAT32 -> Float.floatToRawIntBits(Elements.getFloat(region.base(), offset));
+            case FLOAT64 -> Double.doubleToRawLongBits(Elements.getDouble(region.base(), offset));
+            case INT32 -> Elements.getInt(region.base(), offset);
+            case INT64 -> Elements.getLong(region.base(), offset);
+            default -> Elements.getShort(region.base(), offset) & 0xFFFF;
+        };
     }
 
     /** Sets element {@code index} to {@code value} converted to this buffer's type. Not for hot loops. */
@@ -199,16 +220,20 @@ public final class GradientBuffer {
         checkWritable();
         long offset = elementOffset(index);
         switch (type) {
-            case FLOAT32: Elements.putFloat(region.base(), offset, value); break;
-            case FLOAT64: Elements.putDouble(region.base(), offset, value); break;
-            case INT32: Elements.putInt(region.base(), offset, (int) value); break;
-            case INT64: Elements.putLong(region.base(), offset, value); break;
-            case BFLOAT16: Elements.putShort(region.base(), offset, HalfFloats.floatToBfloat16(value)); break;
-            default: Elements.putShort(region.base(), offset, HalfFloats.floatToFloat16(value)); break;
+            case FLOAT32 -> Elements.putFloat(region.base(), offset, value);
+            case FLOAT64 -> Elements.putDouble(region.base(), offset, value);
+            case INT32 -> Elements.putInt(region.base(), offset, (int) value);
+            case INT64 -> Elements.putLong(region.base(), offset, value);
+            case BFLOAT16 -> Elements.putShort(region.base(), offset, HalfFloats.floatToBfloat16(value));
+            default -> Elements.putShort(region.base(), offset, HalfFloats.floatToFloat16(value));
         }
     }
 
     private long elementOffset(int index) {
+        if (region.isDevice()) {
+            throw new UnsupportedOperationException("the elements of " + this + " are on the device: copy them to the "
+                    + "host to read or write them there");
+        }
         Objects.checkIndex(index, count);
         return region.offset() + (long) index * type.bytes();
     }
@@ -221,6 +246,7 @@ public final class GradientBuffer {
 
     @Override
     public String toString() {
-        return count + " x " + type + (isDirect() ? " (direct)" : " (heap)") + (readOnly ? " read-only" : "");
+        String where = isDevice() ? " (" + ((DeviceMemory) region.base()).name() + ")" : isDirect() ? " (direct)" : " (heap)";
+        return count + " x " + type + where + (readOnly ? " read-only" : "");
     }
 }

@@ -162,13 +162,13 @@ class AllReduceCorrectnessTest {
     }
 
     static GradientBuffer heap(DataType type, int count) {
-        switch (type) {
-            case FLOAT32: return GradientBuffer.wrap(new float[count]);
-            case FLOAT64: return GradientBuffer.wrap(new double[count]);
-            case INT32: return GradientBuffer.wrap(new int[count]);
-            case INT64: return GradientBuffer.wrap(new long[count]);
-            default: return GradientBuffer.wrap(new short[count], type);
-        }
+        return switch (type) {
+            case FLOAT32 -> GradientBuffer.wrap(new float[count]);
+            case FLOAT64 -> GradientBuffer.wrap(new double[count]);
+            case INT32 -> GradientBuffer.wrap(new int[count]);
+            case INT64 -> GradientBuffer.wrap(new long[count]);
+            default -> GradientBuffer.wrap(new short[count], type);
+        };
     }
 
     static long fingerprint(GradientBuffer b) {

@@ -232,11 +232,11 @@ class CollectivesCorrectnessTest {
                 this.array = null;
             } else {
                 switch (type) {
-                    case FLOAT32: array = new float[count]; break;
-                    case FLOAT64: array = new double[count]; break;
-                    case INT32: array = new int[count]; break;
-                    case INT64: array = new long[count]; break;
-                    default: array = new short[count]; break;
+                    case FLOAT32 -> array = new float[count];
+                    case FLOAT64 -> array = new double[count];
+                    case INT32 -> array = new int[count];
+                    case INT64 -> array = new long[count];
+                    default -> array = new short[count];
                 }
             }
         }
@@ -247,13 +247,13 @@ class CollectivesCorrectnessTest {
                 v.position(from * type.bytes()).limit((from + count) * type.bytes());
                 return GradientBuffer.wrap(v.slice().order(ByteOrder.nativeOrder()), type);
             }
-            switch (type) {
-                case FLOAT32: return GradientBuffer.wrap((float[]) array, from, count);
-                case FLOAT64: return GradientBuffer.wrap((double[]) array, from, count);
-                case INT32: return GradientBuffer.wrap((int[]) array, from, count);
-                case INT64: return GradientBuffer.wrap((long[]) array, from, count);
-                default: return GradientBuffer.wrap((short[]) array, from, count, type);
-            }
+            return switch (type) {
+                case FLOAT32 -> GradientBuffer.wrap((float[]) array, from, count);
+                case FLOAT64 -> GradientBuffer.wrap((double[]) array, from, count);
+                case INT32 -> GradientBuffer.wrap((int[]) array, from, count);
+                case INT64 -> GradientBuffer.wrap((long[]) array, from, count);
+                default -> GradientBuffer.wrap((short[]) array, from, count, type);
+            };
         }
     }
 }

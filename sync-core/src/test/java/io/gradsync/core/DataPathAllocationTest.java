@@ -163,13 +163,13 @@ class DataPathAllocationTest {
                 GradientBuffer out = outs.get(c.rank());
                 for (int i = 0; i < 20; i++) {
                     switch (collective) {
-                        case "reducescatter": c.reduceScatterBlocking(in, blocks[c.rank()], ReduceOp.SUM); break;
-                        case "allgather": c.allGatherBlocking(blocks[c.rank()], out); break;
-                        case "broadcast-tree": c.broadcastBlocking(in, 1, BroadcastAlgorithm.BINOMIAL_TREE); break;
-                        case "broadcast-chain": c.broadcastBlocking(in, 1, BroadcastAlgorithm.CHAIN); break;
-                        case "reduce": c.reduceBlocking(in, out, ReduceOp.MAX, 2); break;
-                        case "alltoall": c.allToAllBlocking(in, out); break;
-                        default: c.barrierBlocking(); break;
+                        case "reducescatter" -> c.reduceScatterBlocking(in, blocks[c.rank()], ReduceOp.SUM);
+                        case "allgather" -> c.allGatherBlocking(blocks[c.rank()], out);
+                        case "broadcast-tree" -> c.broadcastBlocking(in, 1, BroadcastAlgorithm.BINOMIAL_TREE);
+                        case "broadcast-chain" -> c.broadcastBlocking(in, 1, BroadcastAlgorithm.CHAIN);
+                        case "reduce" -> c.reduceBlocking(in, out, ReduceOp.MAX, 2);
+                        case "alltoall" -> c.allToAllBlocking(in, out);
+                        default -> c.barrierBlocking();
                     }
                 }
                 return threads.getCurrentThreadAllocatedBytes() - start;

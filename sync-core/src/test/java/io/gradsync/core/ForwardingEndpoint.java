@@ -1,5 +1,6 @@
 package io.gradsync.core;
 
+import io.gradsync.core.memory.MemoryKernels;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
@@ -37,6 +38,11 @@ class ForwardingEndpoint implements Endpoint {
     @Override
     public SharedMemory sharedMemory() {
         return delegate.sharedMemory();
+    }
+
+    @Override
+    public MemoryKernels kernels() {
+        return delegate.kernels();
     }
 
     @Override

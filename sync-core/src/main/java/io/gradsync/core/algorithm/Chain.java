@@ -4,7 +4,6 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
-import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
 
@@ -93,10 +92,10 @@ final class Chain extends PairPhase {
         if (chain.length == 1) {
             return new LocalPhase(() -> {
                 if (!out.startsAt(in, 0)) {
-                    Kernels.copy(in.base(), in.offset(), out.base(), out.offset(), in.byteLength());
+                    ctx.kernels().copy(in.base(), in.offset(), out.base(), out.offset(), in.byteLength());
                 }
                 if (divisor > 1) {
-                    Kernels.divide(type, out.base(), out.offset(), (int) (in.byteLength() / type.bytes()), divisor);
+                    ctx.kernels().divide(type, out.base(), out.offset(), (int) (in.byteLength() / type.bytes()), divisor);
                 }
             });
         }
@@ -134,11 +133,11 @@ final class Chain extends PairPhase {
         Region slot = arrival.payload();
         long at = (long) first * esize;
         if (op == null) {
-            Kernels.copy(slot.base(), slot.offset(), outBase, outOffset + at, (long) length * esize);
+            ctx.kernels().copy(slot.base(), slot.offset(), outBase, outOffset + at, (long) length * esize);
         } else {
-            Kernels.reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
+            ctx.kernels().reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
             if (tail && divisor > 1) {
-                Kernels.divide(type, outBase, outOffset + at, length, divisor);
+                ctx.kernels().divide(type, outBase, outOffset + at, length, divisor);
             }
         }
         received++;
@@ -172,7 +171,7 @@ final class Chain extends PairPhase {
         if (finalValues == null || !payload.startsAt(finalValues, inPlaceOffset(peer))) { // else claimed in place
             Object src = position == 0 ? inBase : outBase;
             long srcOffset = (position == 0 ? inOffset : outOffset) + (long) first * esize;
-            Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * esize);
+            ctx.kernels().copy(src, srcOffset, payload.base(), payload.offset(), (long) length * esize);
         }
         sent++;
         return 0;

@@ -94,7 +94,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
     @Override
     public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         if (ctx.size() == 1) {
-            return List.of(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
+            return List.of(new LocalPhase(() -> Placement.copyInputToOutput(ctx, input, output)));
         }
         SharedMemory shared = ctx.sharedMemory();
         requireSharedMemory(ctx.rank(), shared, input);

@@ -5,7 +5,6 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
-import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
 import java.util.Arrays;
@@ -54,7 +53,7 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
 
     @Override
     public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
-        Phase copy = new LocalPhase(() -> Placement.copyInputToOutput(input, output));
+        Phase copy = new LocalPhase(() -> Placement.copyInputToOutput(ctx, input, output));
         return ctx.size() == 1 ? List.of(copy) : List.of(copy, new Trees(ctx, output, op, trees));
     }
 
@@ -181,7 +180,7 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             int length = tree.chunkStart(chunk + 1) - first;
             long at = (long) first * type.bytes();
             if (nextDirection == UP || !payload.startsAt(output, at)) { // else claimed in place
-                Kernels.copy(output.base(), output.offset() + at, payload.base(), payload.offset(), (long) length * type.bytes());
+                ctx.kernels().copy(output.base(), output.offset() + at, payload.base(), payload.offset(), (long) length * type.bytes());
             }
             return tree.index * 2 + nextDirection;
         }
@@ -212,13 +211,13 @@ final class DoubleBinaryTreeAllReduce implements AllReduceAlgorithm {
             long at = output.offset() + (long) first * type.bytes();
             Region slot = arrival.payload();
             if (direction == UP) {
-                Kernels.reduce(type, op, base, at, slot.base(), slot.offset(), base, at, length);
+                ctx.kernels().reduce(type, op, base, at, slot.base(), slot.offset(), base, at, length);
                 tree.upReceived[child]++;
                 if (tree.parent == BinaryTrees.NONE && op == ReduceOp.AVG && tree.reducedChunks() > chunk) {
-                    Kernels.divide(type, base, at, length, n);
+                    ctx.kernels().divide(type, base, at, length, n);
                 }
             } else {
-                Kernels.copy(slot.base(), slot.offset(), base, at, (long) length * type.bytes());
+                ctx.kernels().copy(slot.base(), slot.offset(), base, at, (long) length * type.bytes());
                 tree.downReceived++;
             }
             return true;

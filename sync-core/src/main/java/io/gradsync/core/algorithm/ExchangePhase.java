@@ -4,7 +4,6 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
-import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
 
@@ -124,11 +123,11 @@ final class ExchangePhase extends PairPhase {
         Region slot = arrival.payload();
         long at = dstOffset + (long) first * esize;
         if (reduceWith == null) {
-            Kernels.copy(slot.base(), slot.offset(), dstBase, at, (long) length * esize);
+            ctx.kernels().copy(slot.base(), slot.offset(), dstBase, at, (long) length * esize);
         } else if (mode == Mode.SWAP_ARRIVAL_FIRST) {
-            Kernels.reduce(type, reduceWith, slot.base(), slot.offset(), dstBase, at, dstBase, at, length);
+            ctx.kernels().reduce(type, reduceWith, slot.base(), slot.offset(), dstBase, at, dstBase, at, length);
         } else {
-            Kernels.reduce(type, reduceWith, dstBase, at, slot.base(), slot.offset(), dstBase, at, length);
+            ctx.kernels().reduce(type, reduceWith, dstBase, at, slot.base(), slot.offset(), dstBase, at, length);
         }
         received++;
         return true;
@@ -158,7 +157,7 @@ final class ExchangePhase extends PairPhase {
         int first = sent * chunk;
         int length = Math.min(sendCount, first + chunk) - first;
         if (finalSource == null || !payload.startsAt(finalSource, inPlaceOffset(peer))) { // else claimed in place
-            Kernels.copy(srcBase, srcOffset + (long) first * esize, payload.base(), payload.offset(), (long) length * esize);
+            ctx.kernels().copy(srcBase, srcOffset + (long) first * esize, payload.base(), payload.offset(), (long) length * esize);
         }
         sent++;
         return 0;

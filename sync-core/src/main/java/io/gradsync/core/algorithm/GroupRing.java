@@ -4,7 +4,6 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
-import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.RecvSlot;
 
@@ -219,13 +218,13 @@ final class GroupRing {
             }
             Region slot = arrival.payload();
             if (op == null) {
-                Kernels.copy(slot.base(), slot.offset(), outBase, at(outOffset, first), (long) length * type.bytes());
+                ctx.kernels().copy(slot.base(), slot.offset(), outBase, at(outOffset, first), (long) length * type.bytes());
                 return;
             }
             long partial = partialAt(segment, first);
-            Kernels.reduce(type, op, inBase, at(inOffset, first), slot.base(), slot.offset(), outBase, partial, length);
+            ctx.kernels().reduce(type, op, inBase, at(inOffset, first), slot.base(), slot.offset(), outBase, partial, length);
             if (segment == ring.position() && divisor > 1) {
-                Kernels.divide(type, outBase, partial, length, divisor);
+                ctx.kernels().divide(type, outBase, partial, length, divisor);
             }
         }
 
@@ -233,11 +232,11 @@ final class GroupRing {
             int first = ring.first(j, sendLag);
             long bytes = (long) ring.length(j, sendLag) * type.bytes();
             if (j < ring.chunksPerSegment()) {
-                Kernels.copy(inBase, at(inOffset, first), payload.base(), payload.offset(), bytes);
+                ctx.kernels().copy(inBase, at(inOffset, first), payload.base(), payload.offset(), bytes);
             } else if (op == null) {
-                Kernels.copy(outBase, at(outOffset, first), payload.base(), payload.offset(), bytes);
+                ctx.kernels().copy(outBase, at(outOffset, first), payload.base(), payload.offset(), bytes);
             } else {
-                Kernels.copy(outBase, partialAt(ring.segment(j, sendLag), first), payload.base(), payload.offset(), bytes);
+                ctx.kernels().copy(outBase, partialAt(ring.segment(j, sendLag), first), payload.base(), payload.offset(), bytes);
             }
         }
 
@@ -252,10 +251,10 @@ final class GroupRing {
             long src = at(inOffset, ring.from());
             long dst = at(outOffset, ring.from());
             if (inBase != outBase || src != dst) {
-                Kernels.copy(inBase, src, outBase, dst, (long) length * type.bytes());
+                ctx.kernels().copy(inBase, src, outBase, dst, (long) length * type.bytes());
             }
             if (op != null && divisor > 1) {
-                Kernels.divide(type, outBase, dst, length, divisor);
+                ctx.kernels().divide(type, outBase, dst, length, divisor);
             }
         }
 
@@ -265,7 +264,7 @@ final class GroupRing {
             long dst = at(outOffset, first);
             if (inBase != outBase || src != dst) {
                 int length = ring.segmentStart(ring.position() + 1) - first;
-                Kernels.copy(inBase, src, outBase, dst, (long) length * type.bytes());
+                ctx.kernels().copy(inBase, src, outBase, dst, (long) length * type.bytes());
             }
         }
 

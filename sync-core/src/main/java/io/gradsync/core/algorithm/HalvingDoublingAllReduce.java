@@ -6,7 +6,6 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Region;
-import io.gradsync.core.memory.Kernels;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -40,7 +39,7 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
         DataType type = input.dataType();
         Region out = output.region();
         List<Phase> plan = new ArrayList<>();
-        plan.add(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
+        plan.add(new LocalPhase(() -> Placement.copyInputToOutput(ctx, input, output)));
         int n = ctx.size();
         if (n == 1) {
             return plan;
@@ -74,7 +73,7 @@ final class HalvingDoublingAllReduce implements AllReduceAlgorithm {
             if (op == ReduceOp.AVG) {
                 Region owned = Placement.elements(out, type, lo, hi);
                 int ownedCount = hi - lo;
-                plan.add(new LocalPhase(() -> Kernels.divide(type, owned.base(), owned.offset(), ownedCount, n)));
+                plan.add(new LocalPhase(() -> ctx.kernels().divide(type, owned.base(), owned.offset(), ownedCount, n)));
             }
             for (int step = steps - 1; step >= 0; step--) {
                 int partner = folding.realRank(virtual ^ (p >>> (step + 1)));

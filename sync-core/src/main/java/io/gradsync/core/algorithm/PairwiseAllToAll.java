@@ -3,7 +3,6 @@ package io.gradsync.core.algorithm;
 import io.gradsync.core.DataType;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
-import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import java.util.ArrayList;
 import java.util.List;
@@ -26,7 +25,7 @@ final class PairwiseAllToAll {
         List<Phase> plan = new ArrayList<>();
         Region ownIn = blockOf(in, type, block, rank);
         Region ownOut = blockOf(out, type, block, rank);
-        plan.add(new LocalPhase(() -> Kernels.copy(ownIn.base(), ownIn.offset(), ownOut.base(), ownOut.offset(),
+        plan.add(new LocalPhase(() -> ctx.kernels().copy(ownIn.base(), ownIn.offset(), ownOut.base(), ownOut.offset(),
                 ownIn.byteLength())));
         for (int k = 1; k < n; k++) {
             int to = (rank + k) % n;

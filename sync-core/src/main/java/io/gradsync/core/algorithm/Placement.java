@@ -2,7 +2,7 @@ package io.gradsync.core.algorithm;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
-import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.memory.Region;
 
 /** Where a plan's data lies: out-of-place calls start from a copy of the input (in-place calls need nothing), and ranges of elements. */
@@ -10,11 +10,11 @@ final class Placement {
     private Placement() {
     }
 
-    static void copyInputToOutput(GradientBuffer input, GradientBuffer output) {
+    static void copyInputToOutput(CollectiveContext ctx, GradientBuffer input, GradientBuffer output) {
         Region in = input.region();
         Region out = output.region();
         if (in != out) {
-            Kernels.copy(in.base(), in.offset(), out.base(), out.offset(), in.byteLength());
+            ctx.kernels().copy(in.base(), in.offset(), out.base(), out.offset(), in.byteLength());
         }
     }
 

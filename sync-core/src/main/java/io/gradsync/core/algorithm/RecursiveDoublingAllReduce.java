@@ -6,7 +6,6 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Region;
-import io.gradsync.core.memory.Kernels;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -46,7 +45,7 @@ final class RecursiveDoublingAllReduce implements AllReduceAlgorithm {
         Region out = output.region();
         int count = input.count();
         List<Phase> plan = new ArrayList<>();
-        plan.add(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
+        plan.add(new LocalPhase(() -> Placement.copyInputToOutput(ctx, input, output)));
         int n = ctx.size();
         if (n == 1) {
             return plan;
@@ -61,7 +60,7 @@ final class RecursiveDoublingAllReduce implements AllReduceAlgorithm {
                 plan.add(ExchangePhase.swap(ctx, type, folding.realRank(partner), out, op, partner < virtual));
             }
             if (op == ReduceOp.AVG) {
-                plan.add(new LocalPhase(() -> Kernels.divide(type, out.base(), out.offset(), count, n)));
+                plan.add(new LocalPhase(() -> ctx.kernels().divide(type, out.base(), out.offset(), count, n)));
             }
         }
         folding.foldOut(plan, ctx, type, out);

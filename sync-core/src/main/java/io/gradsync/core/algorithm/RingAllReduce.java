@@ -5,7 +5,6 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
-import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.transport.RecvSlot;
@@ -66,7 +65,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
     @Override
     public List<Phase> allReduce(CollectiveContext ctx, GradientBuffer input, GradientBuffer output, ReduceOp op) {
         if (ctx.size() == 1) {
-            return List.of(new LocalPhase(() -> Placement.copyInputToOutput(input, output)));
+            return List.of(new LocalPhase(() -> Placement.copyInputToOutput(ctx, input, output)));
         }
         boolean compress = wire != null && input.dataType() == DataType.FLOAT32;
         return List.of(new Ring(ctx, input, output, op, compress ? wire : null));
@@ -129,19 +128,19 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             Region slot = arrival.payload();
             if (step < n - 1) {
                 if (wire == null) {
-                    Kernels.reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
+                    ctx.kernels().reduce(type, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
                 } else {
                     WireCodec.reduce(wire, op, inBase, inOffset + at, slot.base(), slot.offset(), outBase, outOffset + at, length);
                 }
                 if (step == n - 2 && op == ReduceOp.AVG) {
-                    Kernels.divide(type, outBase, outOffset + at, length, n);
+                    ctx.kernels().divide(type, outBase, outOffset + at, length, n);
                 }
                 if (step == n - 2 && wire != null) {
                     // What the other ranks will receive: the owner keeps the same bits.
                     WireCodec.round(wire, outBase, outOffset + at, length);
                 }
             } else if (wire == null) {
-                Kernels.copy(slot.base(), slot.offset(), outBase, outOffset + at, (long) length * type.bytes());
+                ctx.kernels().copy(slot.base(), slot.offset(), outBase, outOffset + at, (long) length * type.bytes());
             } else {
                 WireCodec.decode(wire, slot.base(), slot.offset(), outBase, outOffset + at, length);
             }
@@ -185,7 +184,7 @@ public final class RingAllReduce implements AllReduceAlgorithm {
             long srcOffset = (step == 0 ? inOffset : outOffset) + at;
             if (wire == null) {
                 if (!payload.startsAt(step == 0 ? in : out, at)) { // else claimed in place: already there
-                    Kernels.copy(src, srcOffset, payload.base(), payload.offset(), (long) length * type.bytes());
+                    ctx.kernels().copy(src, srcOffset, payload.base(), payload.offset(), (long) length * type.bytes());
                 }
             } else {
                 WireCodec.encode(wire, src, srcOffset, payload.base(), payload.offset(), length);

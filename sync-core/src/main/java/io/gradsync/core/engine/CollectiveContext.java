@@ -6,6 +6,7 @@ import io.gradsync.core.CollectiveMismatchException;
 import io.gradsync.core.CollectiveTimeoutException;
 import io.gradsync.core.PeerFailureException;
 import io.gradsync.core.StreamEndedException;
+import io.gradsync.core.memory.MemoryKernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.Endpoint;
@@ -93,6 +94,11 @@ public final class CollectiveContext {
         return chunkBytes;
     }
 
+    /** The kernels the plan computes with: its transport's ({@link Endpoint#kernels()}). */
+    public MemoryKernels kernels() {
+        return endpoint.kernels();
+    }
+
     /** Memory every peer reads in place, or null: see {@link Endpoint#sharedMemory()}. */
     public SharedMemory sharedMemory() {
         return endpoint.sharedMemory();
@@ -138,8 +144,14 @@ public final class CollectiveContext {
         }
     }
 
-    /** A slot sending {@code length} bytes of {@code buffer} from where they lie, or null (see {@link Link#tryClaimInPlace}). */
+    /**
+     * A slot sending {@code length} bytes of {@code buffer} from where they lie, or null (see {@link Link#tryClaimInPlace}):
+     * always null for a device's memory, which reaches a transport through its kernels' copies only.
+     */
     SendSlot tryClaimInPlace(Link link, Region buffer, long fromByte, int length) {
+        if (buffer.isDevice()) {
+            return null;
+        }
         try {
             return link.tryClaimInPlace(buffer, fromByte, length);
         } catch (TransportException e) {

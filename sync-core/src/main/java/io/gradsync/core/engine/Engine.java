@@ -114,6 +114,7 @@ final class Engine {
         try {
             run.context = new CollectiveContext(endpoint, inbox, ledger, collective, call, timeoutNanos);
             run.context.checkPeers();
+            endpoint.kernels().acquire(request.buffers());
             run.start(request.planner().apply(run.context));
         } catch (RuntimeException | Error e) {
             fail(run, e);
@@ -366,24 +367,6 @@ final class Engine {
     }
 
     /**
-     * Whether a fault in mapped memory was pending on this thread, now raised as {@code run}'s failure: checked
-     * before a result is reported, as a fault turns a load into garbage and must never let a call succeed. For a
-     * call that failed already the fault is the damage its error names; it is dropped.
-     */
-    private boolean raisedPendingFault(Run run) {
-        try {
-            MemoryFaults.raisePending();
-            return false;
-        } catch (InternalError fault) {
-            if (run.error != null) {
-                return false;
-            }
-            fail(run, fault);
-            return true;
-        }
-    }
-
-    /**
      * The error for {@code thrown}, which no collective's checks raised: a fault in memory the transport maps, named
      * as its peer's failure; a transport's error (e.g. no room for a staging window), with its message; else an
      * internal error.
@@ -424,7 +407,7 @@ final class Engine {
             active.remove(0);
             ledger.finish(head.call.id());
             lastRetired = head.call.id();
-            CollectiveException error = head.error;
+            CollectiveException error = released(head);
             try {
                 if (error == null) {
                     head.completion.succeeded();
@@ -434,6 +417,38 @@ final class Engine {
             } catch (RuntimeException e) {
                 LOG.log(System.Logger.Level.WARNING, "subscriber threw while receiving a collective's result", e);
             }
+        }
+    }
+
+    /**
+     * Whether a fault in mapped memory was pending on this thread, now raised as {@code run}'s failure: checked
+     * before a result is reported, as a fault turns a load into garbage and must never let a call succeed. For a
+     * call that failed already the fault is the damage its error names; it is dropped.
+     */
+    private boolean raisedPendingFault(Run run) {
+        try {
+            MemoryFaults.raisePending();
+            return false;
+        } catch (InternalError fault) {
+            if (run.error != null) {
+                return false;
+            }
+            fail(run, fault);
+            return true;
+        }
+    }
+
+    /**
+     * Orders the caller's next work on the call's device buffers after the call's ({@code MemoryKernels.release});
+     * the call's error, or the kernels' if that fails.
+     */
+    private CollectiveException released(Run run) {
+        try {
+            endpoint.kernels().release(run.request.buffers());
+            return run.error;
+        } catch (RuntimeException e) {
+            return run.error != null ? run.error : new CollectiveException(rank, run.collective, run.call.id(), -1,
+                    "its device work failed: " + e.getMessage(), e);
         }
     }
 

@@ -1,5 +1,6 @@
 package io.gradsync.core.engine;
 
+import io.gradsync.core.memory.MemoryKernels;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
@@ -38,6 +39,7 @@ final class Inbox {
     /** The longest message that may be sent ahead: one stash cell. */
     static final int STASH_CELL_BYTES = 64 * 1024;
 
+    private final MemoryKernels kernels;
     private final StreamLedger ledger;
     private final RecvSlot[] held;
     private final Link[] links;
@@ -54,12 +56,16 @@ final class Inbox {
     private long sentAhead;
     private long stashedEver;
 
-    /** @param aheadCredits ahead credits per link for this rank's sends, {@code 0..}{@link #STASH_CELLS} (0: link order only) */
-    Inbox(int size, StreamLedger ledger, int aheadCredits) {
+    /**
+     * @param aheadCredits ahead credits per link for this rank's sends, {@code 0..}{@link #STASH_CELLS} (0: link order only)
+     * @param kernels what copies a message sent ahead into a stash: the transport's
+     */
+    Inbox(int size, StreamLedger ledger, int aheadCredits, MemoryKernels kernels) {
         if (aheadCredits < 0 || aheadCredits > STASH_CELLS) {
             throw new IllegalArgumentException("ahead credits must be 0.." + STASH_CELLS + ", not " + aheadCredits);
         }
         this.ledger = ledger;
+        this.kernels = kernels;
         this.held = new RecvSlot[size];
         this.links = new Link[size];
         this.stashes = new Stash[size];
@@ -297,7 +303,7 @@ final class Inbox {
 
     private Stash stash(int peer) {
         if (stashes[peer] == null) {
-            stashes[peer] = new Stash();
+            stashes[peer] = new Stash(kernels);
         }
         return stashes[peer];
     }

@@ -92,7 +92,7 @@ public final class ProgressThread {
         this.idle = idleStrategy.get();
         this.callerRuns = callerRuns;
         this.callerIdle = idleStrategy.get();
-        this.inbox = new Inbox(endpoint.job().size(), ledger, aheadMessages);
+        this.inbox = new Inbox(endpoint.job().size(), ledger, aheadMessages, endpoint.kernels());
         this.engine = new Engine(endpoint, inbox, ledger, timeoutNanos);
         this.thread = new Thread(this::run, "gradsync-progress-rank-" + endpoint.job().rank());
         thread.setDaemon(true);

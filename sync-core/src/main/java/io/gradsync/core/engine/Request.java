@@ -2,6 +2,7 @@ package io.gradsync.core.engine;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
 import java.util.List;
 import java.util.Objects;
@@ -17,31 +18,37 @@ import java.util.function.Function;
 public final class Request {
     /** The root of a collective that has none. */
     public static final int NO_ROOT = CollectiveDescriptor.NO_ROOT;
+    private static final Region[] NO_BUFFERS = {};
 
-    private final CollectiveKind kind;
-    private final int count;
-    private final DataType type;
-    private final ReduceOp op;
+    private final Shape shape;
     private final int root;
     private final int chunkBytes;
     /** The AllReduce algorithm that runs the call and the wire float32 travels as, or null for the other collectives. */
     private final Plan plan;
     private final Function<CollectiveContext, List<Phase>> planner;
+    /** Buffers in memory whose kernels run asynchronously (a device's), ordered around the call ({@link #on}). */
+    private final Region[] buffers;
+
+    /** What the collective is: its kind, its count of elements of its type, and its operator (or null). */
+    private record Shape(CollectiveKind kind, int count, DataType type, ReduceOp op) {
+        Shape {
+            Objects.requireNonNull(kind, "kind");
+            Objects.requireNonNull(type, "type");
+        }
+    }
 
     /** An AllReduce's algorithm, by name, and the 16-bit wire its float32 payloads travel as (or null). */
     private record Plan(String name, DataType wire) {
     }
 
-    private Request(CollectiveKind kind, int count, DataType type, ReduceOp op, int root, int chunkBytes, Plan plan,
-                    Function<CollectiveContext, List<Phase>> planner) {
-        this.kind = Objects.requireNonNull(kind, "kind");
-        this.count = count;
-        this.type = Objects.requireNonNull(type, "type");
-        this.op = op;
+    private Request(Shape shape, int root, int chunkBytes, Plan plan, Function<CollectiveContext, List<Phase>> planner,
+                    Region[] buffers) {
+        this.shape = shape;
         this.root = root;
         this.chunkBytes = chunkBytes;
         this.plan = plan;
         this.planner = Objects.requireNonNull(planner, "planner");
+        this.buffers = buffers;
     }
 
     /**
@@ -51,12 +58,12 @@ public final class Request {
      */
     public static Request of(CollectiveKind kind, int count, DataType type, ReduceOp op, int chunkBytes,
                              Function<CollectiveContext, List<Phase>> planner) {
-        return new Request(kind, count, type, op, NO_ROOT, chunkBytes, null, planner);
+        return new Request(new Shape(kind, count, type, op), NO_ROOT, chunkBytes, null, planner, NO_BUFFERS);
     }
 
     /** This request from {@code root}. */
     public Request root(int root) {
-        return new Request(kind, count, type, op, root, chunkBytes, plan, planner);
+        return new Request(shape, root, chunkBytes, plan, planner, buffers);
     }
 
     /**
@@ -64,12 +71,25 @@ public final class Request {
      * (null for none): both are stamped on every message, so ranks that chose otherwise fail at the first one.
      */
     public Request plan(String plan, DataType wire) {
-        return new Request(kind, count, type, op, root, chunkBytes, new Plan(Objects.requireNonNull(plan, "plan"), wire), planner);
+        return new Request(shape, root, chunkBytes, new Plan(Objects.requireNonNull(plan, "plan"), wire), planner, buffers);
+    }
+
+    /**
+     * This request on {@code buffers} in a device's memory: the call's device work comes after the caller's work on
+     * them, and the caller's next work on them after the call's ({@link io.gradsync.core.memory.MemoryKernels#acquire},
+     * {@code release}). Host buffers need not be named.
+     */
+    public Request on(Region... buffers) {
+        return new Request(shape, root, chunkBytes, plan, planner, buffers.clone());
+    }
+
+    Region[] buffers() {
+        return buffers;
     }
 
     /** The collective's name in errors, e.g. {@code allreduce}. */
     public String collective() {
-        return kind.collective();
+        return shape.kind().collective();
     }
 
     Function<CollectiveContext, List<Phase>> planner() {
@@ -78,7 +98,7 @@ public final class Request {
 
     /** The header of call {@code id} of this request, its chunk capped at {@code maxChunkBytes}. */
     Call header(long id, int maxChunkBytes) {
-        long descriptor = CollectiveDescriptor.of(kind, count, type, op);
+        long descriptor = CollectiveDescriptor.of(shape.kind(), shape.count(), shape.type(), shape.op());
         if (plan != null && plan.wire() != null) {
             descriptor = CollectiveDescriptor.withWire(descriptor, plan.wire());
         }

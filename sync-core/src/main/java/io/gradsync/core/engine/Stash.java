@@ -1,6 +1,6 @@
 package io.gradsync.core.engine;
 
-import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.MemoryKernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.ReceivedMessage;
 import io.gradsync.core.transport.RecvSlot;
@@ -15,9 +15,15 @@ import java.nio.ByteOrder;
  * enough. Cells are allocated off-heap on first use and reused. Used by the progress thread only.
  */
 final class Stash {
+    /** Copies a message into a cell: the host's kernels, or the transport's where its slots lie in a device's memory. */
+    private final MemoryKernels kernels;
     private final Cell[] cells = new Cell[Inbox.STASH_CELLS];
     private int used;
     private long arrivals;
+
+    Stash(MemoryKernels kernels) {
+        this.kernels = kernels;
+    }
 
     int used() {
         return used;
@@ -80,7 +86,7 @@ final class Stash {
 
         private void fill(RecvSlot message, long arrival) {
             Region from = message.payload();
-            Kernels.copy(from.base(), from.offset(), region.base(), region.offset(), message.length());
+            stash.kernels.copy(from.base(), from.offset(), region.base(), region.offset(), message.length());
             this.arrival = arrival;
             hold(message.call(), message.descriptor(), message.arguments(), message.length());
         }

@@ -116,6 +116,23 @@ public final class Region {
                 buffer, false);
     }
 
+    /**
+     * {@code byteLength} bytes of a device's memory from device address {@code address}: only the kernels of a
+     * transport that computes on that device ({@link MemoryKernels#computesOn}) may touch them.
+     */
+    public static Region ofDevice(DeviceMemory memory, long address, long byteLength) {
+        Objects.requireNonNull(memory, "memory");
+        if (byteLength < 0) {
+            throw new IllegalArgumentException("byteLength must be >= 0, was " + byteLength);
+        }
+        return new Region(memory, address, byteLength, memory, false);
+    }
+
+    /** True when the bytes live in a device's memory ({@link #ofDevice}). */
+    public boolean isDevice() {
+        return base instanceof DeviceMemory;
+    }
+
     /** A sub-range of this region, in bytes. */
     public Region slice(long fromByte, long length) {
         Objects.checkFromIndexSize(fromByte, length, byteLength);
@@ -145,17 +162,21 @@ public final class Region {
         return owner;
     }
 
-    /** True when the bytes live outside the Java heap (and so never move). */
+    /** True when the bytes live in the host's memory outside the Java heap (and so never move). */
     public boolean isOffHeap() {
-        return MemoryAccess.isOffHeap(base);
+        return !isDevice() && MemoryAccess.isOffHeap(base);
     }
 
     /**
-     * The absolute address of the first byte, for native code (an RDMA registration).
+     * The absolute address of the first byte, for native code (an RDMA registration); a device region's device
+     * address.
      *
      * @throws IllegalStateException for a heap region, whose bytes the garbage collector may move
      */
     public long address() {
+        if (isDevice()) {
+            return offset;
+        }
         if (!isOffHeap()) {
             throw new IllegalStateException("a heap region has no fixed address: " + this);
         }
@@ -177,7 +198,10 @@ public final class Region {
         return sameMemory(other) && position() == other.position() + fromByte;
     }
 
-    /** Off-heap bytes share one address space; heap bytes are the same only within one array. */
+    /**
+     * Off-heap bytes share one address space; heap bytes are the same only within one array, and device bytes within
+     * one device's memory (the region's owner, like an array's).
+     */
     private boolean sameMemory(Region other) {
         return isOffHeap() ? other.isOffHeap() : !other.isOffHeap() && owner == other.owner;
     }
@@ -189,6 +213,7 @@ public final class Region {
 
     @Override
     public String toString() {
-        return (isOffHeap() ? "off-heap" : "heap") + " region of " + byteLength + " bytes";
+        return (isDevice() ? ((DeviceMemory) base).name() : isOffHeap() ? "off-heap" : "heap") + " region of " + byteLength
+                + " bytes";
     }
 }

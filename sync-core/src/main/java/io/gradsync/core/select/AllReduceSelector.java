@@ -150,9 +150,13 @@ public final class AllReduceSelector {
 
     /**
      * The choice for an AllReduce of {@code input} into {@code output}: {@link DirectAllReduce} where
-     * {@link #withDirect} says so, else {@link #choose(int, DataType)}'s. Allocates nothing.
+     * {@link #withDirect} says so, else {@link #choose(int, DataType)}'s; for buffers in a device's memory the size's
+     * choice as it is (the device's kernels send no 16-bit wire, and direct reads host memory). Allocates nothing.
      */
     public AllReduceChoice choose(GradientBuffer input, GradientBuffer output) {
+        if (input.isDevice() || output.isDevice()) {
+            return choose((long) input.count() * input.dataType().bytes()); // on the device: no 16-bit wire, no direct
+        }
         AllReduceChoice choice = choose(input.count(), input.dataType());
         return direct != null && choice.wire() == null && direct.takes(input, output) ? direct.choice() : choice;
     }

@@ -1,5 +1,7 @@
 package io.gradsync.core.transport;
 
+import io.gradsync.core.memory.MemoryKernels;
+
 /**
  * One rank's attachment to a job's data plane: point-to-point {@link Link}s to every peer. Who the rank
  * is, where its peers run and the control plane are the {@link #job() job}'s.
@@ -34,6 +36,15 @@ public interface Endpoint extends AutoCloseable {
      */
     default SharedMemory sharedMemory() {
         return null;
+    }
+
+    /**
+     * The kernels that collectives over this endpoint compute with: the host's (the default) for transports whose
+     * slots are host memory; a transport whose slots lie in a device's memory returns kernels that run there (and
+     * on host memory too, where a plan mixes them).
+     */
+    default MemoryKernels kernels() {
+        return MemoryKernels.HOST;
     }
 
     /**

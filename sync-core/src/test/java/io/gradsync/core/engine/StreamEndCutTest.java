@@ -12,6 +12,7 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.StreamEndedException;
 import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.MemoryKernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.CallIds;
@@ -44,7 +45,7 @@ class StreamEndCutTest {
     void aCollectiveCutOffByAPeersStreamEndIsAbandonedBeforeItCanMisreadTheMessagesLeft() {
         try (LocalTransport transport = LocalTransport.create(3, CHUNK, 8)) {
             StreamLedger ledger = new StreamLedger();
-            Inbox inbox = new Inbox(3, ledger, Inbox.STASH_CELLS);
+            Inbox inbox = new Inbox(3, ledger, Inbox.STASH_CELLS, MemoryKernels.HOST);
             Engine engine = new Engine(transport.endpoint(0), inbox, ledger, TimeUnit.SECONDS.toNanos(10));
             Link toRank0 = transport.endpoint(1).link(0);
 

@@ -1,5 +1,6 @@
 package io.gradsync.core.transport.auto;
 
+import io.gradsync.core.memory.MemoryKernels;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.Link;
@@ -50,6 +51,12 @@ final class HostSplitEndpoint implements Endpoint {
     public Link link(int peer) {
         Objects.checkIndex(peer, job.size());
         return job.hostOf(peer) == job.hostOf(job.rank()) ? host.link(peer) : remote.link(peer);
+    }
+
+    /** The host side's: a plan's kernels run where the host's slots are (a device's, for a device transport). */
+    @Override
+    public MemoryKernels kernels() {
+        return host.kernels();
     }
 
     @Override
