@@ -80,22 +80,22 @@ final class BitComparison {
     }
 
     static boolean isNan(DataType type, long bits) {
-        switch (type) {
-            case FLOAT32: return Float.isNaN(Float.intBitsToFloat((int) bits));
-            case FLOAT64: return Double.isNaN(Double.longBitsToDouble(bits));
-            case BFLOAT16: return (bits & 0x7FFF) > 0x7F80;
-            case FLOAT16: return (bits & 0x7FFF) > 0x7C00;
-            default: return false;
-        }
+        return switch (type) {
+            case FLOAT32 -> Float.isNaN(Float.intBitsToFloat((int) bits));
+            case FLOAT64 -> Double.isNaN(Double.longBitsToDouble(bits));
+            case BFLOAT16 -> (bits & 0x7FFF) > 0x7F80;
+            case FLOAT16 -> (bits & 0x7FFF) > 0x7C00;
+            default -> false;
+        };
     }
 
     private static long bits(ByteBuffer buffer, long at, DataType type) {
         int i = (int) at;
-        switch (type.bytes()) {
-            case 2: return buffer.getShort(i) & 0xFFFFL;
-            case 4: return buffer.getInt(i) & 0xFFFFFFFFL;
-            default: return buffer.getLong(i);
-        }
+        return switch (type.bytes()) {
+            case 2 -> buffer.getShort(i) & 0xFFFFL;
+            case 4 -> buffer.getInt(i) & 0xFFFFFFFFL;
+            default -> buffer.getLong(i);
+        };
     }
 
     private static String hex(DataType type, long bits) {

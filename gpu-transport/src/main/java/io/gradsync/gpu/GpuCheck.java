@@ -14,14 +14,15 @@ import java.util.Locale;
 /**
  * The GPU check that {@code scripts/gpu-check} bundles for a GPU machine: in order, a smoke test (devices,
  * memory, copies, one kernel), the kernels' correctness matrix against sync-core's host kernels, bit for bit,
- * and the kernels' benchmark against a device-to-device copy. Each stage writes a log of its own into the
+ * the kernels' benchmark against a device-to-device copy, and AllReduce of device buffers over the {@code cuda}
+ * transport, exact on every rank and timed ({@link AllReduceStage}). Each stage writes a log of its own into the
  * output directory; the end is a summary, one line per stage, printed and written to {@code summary.txt}.
  *
  * <p>Exit status: 0 when every stage passed, 1 when one failed (a wrong bit, a failed driver call), 2 when
  * CUDA is not usable here at all (no driver, no device), 64 for bad arguments.
  *
  * <pre>
- * java io.gradsync.gpu.GpuCheck [--out DIR] [--stages smoke,correctness,benchmark] [--device N] [--quick]
+ * java io.gradsync.gpu.GpuCheck [--out DIR] [--stages smoke,correctness,benchmark,allreduce] [--device N] [--quick]
  * </pre>
  * {@code --out} defaults to {@code $OUT} when set, else {@code gpu-check-out}; {@code --quick} shrinks the
  * sizes (counts up to 4099, buffers up to 256 KiB, 3 timed runs) for a dry run.
@@ -30,6 +31,7 @@ public final class GpuCheck {
     static final int EXIT_FAILED = 1;
     static final int EXIT_UNAVAILABLE = 2;
     static final int EXIT_USAGE = 64;
+    static final List<String> STAGES = List.of("smoke", "correctness", "benchmark", "allreduce");
 
     /**
      * How to run.
@@ -43,21 +45,21 @@ public final class GpuCheck {
         static Options parse(String[] args) {
             String env = System.getenv("OUT");
             Path out = Path.of(env != null && !env.isEmpty() ? env : "gpu-check-out");
-            List<String> stages = List.of("smoke", "correctness", "benchmark");
+            List<String> stages = STAGES;
             int device = 0;
             boolean quick = false;
             for (int i = 0; i < args.length; i++) {
                 switch (args[i]) {
-                    case "--out": out = Path.of(value(args, ++i)); break;
-                    case "--stages": stages = List.of(value(args, ++i).split(",")); break;
-                    case "--device": device = Integer.parseInt(value(args, ++i)); break;
-                    case "--quick": quick = true; break;
-                    default: throw new IllegalArgumentException("unknown argument " + args[i]);
+                    case "--out" -> out = Path.of(value(args, ++i));
+                    case "--stages" -> stages = List.of(value(args, ++i).split(","));
+                    case "--device" -> device = Integer.parseInt(value(args, ++i));
+                    case "--quick" -> quick = true;
+                    default -> throw new IllegalArgumentException("unknown argument " + args[i]);
                 }
             }
             for (String stage : stages) {
-                if (!List.of("smoke", "correctness", "benchmark").contains(stage)) {
-                    throw new IllegalArgumentException("unknown stage " + stage + " (smoke, correctness, benchmark)");
+                if (!STAGES.contains(stage)) {
+                    throw new IllegalArgumentException("unknown stage " + stage + " (" + String.join(", ", STAGES) + ")");
                 }
             }
             return new Options(out, stages, device, quick);
@@ -210,11 +212,12 @@ public final class GpuCheck {
     }
 
     private static Stage stage(String name) {
-        switch (name) {
-            case "smoke": return new SmokeStage();
-            case "correctness": return new CorrectnessStage();
-            default: return new BenchmarkStage();
-        }
+        return switch (name) {
+            case "smoke" -> new SmokeStage();
+            case "correctness" -> new CorrectnessStage();
+            case "benchmark" -> new BenchmarkStage();
+            default -> new AllReduceStage();
+        };
     }
 
     private static void writeSummary(Options options, List<String> lines, PrintStream console) {

@@ -271,9 +271,9 @@ public final class JCudaDriverApi implements CudaDriver {
     public long eventCreate(EventKind kind) {
         int flags;
         switch (kind) {
-            case TIMED: flags = CUevent_flags.CU_EVENT_DEFAULT; break;
-            case UNTIMED: flags = CUevent_flags.CU_EVENT_DISABLE_TIMING; break;
-            default: flags = CUevent_flags.CU_EVENT_DISABLE_TIMING | CUevent_flags.CU_EVENT_INTERPROCESS; break;
+            case TIMED -> flags = CUevent_flags.CU_EVENT_DEFAULT;
+            case UNTIMED -> flags = CUevent_flags.CU_EVENT_DISABLE_TIMING;
+            default -> flags = CUevent_flags.CU_EVENT_DISABLE_TIMING | CUevent_flags.CU_EVENT_INTERPROCESS;
         }
         CUevent event = new CUevent();
         check(JCudaDriver.cuEventCreate(event, flags), "cuEventCreate");

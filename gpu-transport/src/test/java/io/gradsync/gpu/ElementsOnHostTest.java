@@ -122,9 +122,9 @@ class ElementsOnHostTest {
 
     private static void put(ByteBuffer buffer, DataType type, int index, long bits) {
         switch (type.bytes()) {
-            case 2: buffer.putShort(index * 2, (short) bits); break;
-            case 4: buffer.putInt(index * 4, (int) bits); break;
-            default: buffer.putLong(index * 8, bits); break;
+            case 2 -> buffer.putShort(index * 2, (short) bits);
+            case 4 -> buffer.putInt(index * 4, (int) bits);
+            default -> buffer.putLong(index * 8, bits);
         }
     }
 }

@@ -38,13 +38,17 @@ class GpuCheckTest {
     @Test
     void everyStagePassesOnTheHostMemoryDevice() throws Exception {
         try (HostMemoryCudaDriver driver = new HostMemoryCudaDriver(directory)) {
-            String printed = run(driver, 0, "smoke", "correctness", "benchmark");
+            String printed = run(driver, 0, "smoke", "correctness", "benchmark", "allreduce");
             assertTrue(printed.contains("gpu-check summary: PASS"), printed);
-            for (String stage : new String[] {"1-smoke", "2-correctness", "3-benchmark"}) {
+            for (String stage : new String[] {"1-smoke", "2-correctness", "3-benchmark", "4-allreduce"}) {
                 assertTrue(Files.readString(directory.resolve("out").resolve(stage + ".log")).contains("PASS"), stage);
             }
             String matrix = Files.readString(directory.resolve("out/2-correctness.log"));
             assertEquals(6 * 5 * 5 * 4, matrix.lines().filter(line -> line.endsWith(" ok") || line.contains(" ok (")).count(), matrix);
+            String allReduce = Files.readString(directory.resolve("out/4-allreduce.log"));
+            assertTrue(allReduce.contains("2 ranks over cuda/shm: 80 AllReduce cases checked on every rank")
+                    && allReduce.contains("4 ranks over cuda/shm: 80 AllReduce cases checked on every rank"), allReduce);
+            assertTrue(printed.contains("allreduce    PASS  2 ranks exact") && printed.contains("4 ranks exact"), printed);
         }
     }
 

@@ -1,0 +1,177 @@
+package io.gradsync.gpu;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.memory.DeviceMemory;
+import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.Region;
+import java.nio.ByteBuffer;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * A CUDA device of this process as the memory of {@link GradientBuffer}s: {@link #allocate} and {@link #wrap} give
+ * buffers in its memory, which a communicator over the {@code cuda} transport on this device reduces there
+ * ({@link CudaTransport}). One instance per device and process ({@link #open}); it holds the device's primary
+ * context for the life of the process.
+ *
+ * <p>Ordering with the caller's own GPU work: a collective reads its device buffers once it starts and has written
+ * them when it completes, so the caller finishes its writes to them first (synchronises the stream that wrote them)
+ * and reads the results after the collective's completion.
+ */
+public final class CudaDevice implements DeviceMemory {
+    private static final Map<CudaDriver, Map<Integer, CudaDevice>> OPENED = new HashMap<>();
+    /** Host copies ({@link #copyFromHost}, {@link #copyToHost}) go through pinned memory this large at a time. */
+    private static final int COPY_STAGING_BYTES = 4 << 20;
+
+    private final CudaDriver driver;
+    private final DeviceProperties properties;
+    private final long context;
+    private ReductionKernels kernels;
+    private long copyStream;
+    private ByteBuffer copyStaging;
+    private long copyStagingAddress;
+
+    private CudaDevice(CudaDriver driver, int ordinal) {
+        this.driver = driver;
+        this.properties = driver.device(ordinal);
+        this.context = driver.primaryContext(ordinal);
+    }
+
+    /**
+     * Device {@code ordinal} of this process (as CUDA numbers them, after {@code CUDA_VISIBLE_DEVICES}).
+     *
+     * @throws CudaUnavailableException when there is no CUDA driver or device; the message says which
+     * @throws IllegalArgumentException for an ordinal the machine has not
+     */
+    public static CudaDevice open(int ordinal) {
+        return open(JCudaDriverApi.open(), ordinal);
+    }
+
+    /** Device {@code ordinal} of {@code driver}: the same instance for the same driver and ordinal. */
+    static CudaDevice open(CudaDriver driver, int ordinal) {
+        synchronized (OPENED) {
+            int devices = driver.deviceCount();
+            if (ordinal < 0 || ordinal >= devices) {
+                throw new IllegalArgumentException("no CUDA device " + ordinal + ": this process sees " + devices);
+            }
+            return OPENED.computeIfAbsent(driver, d -> new HashMap<>()).computeIfAbsent(ordinal, o -> new CudaDevice(driver, o));
+        }
+    }
+
+    /** {@code cuda:<ordinal>}. */
+    @Override
+    public String name() {
+        return "cuda:" + properties.ordinal();
+    }
+
+    /** The device's name, compute capability, SMs and memory. */
+    public DeviceProperties properties() {
+        return properties;
+    }
+
+    /** A buffer of {@code count} elements of {@code type} in this device's memory, its bytes unset; {@link #free} it. */
+    public GradientBuffer allocate(DataType type, int count) {
+        Objects.requireNonNull(type, "type");
+        if (count < 0) {
+            throw new IllegalArgumentException("count must be >= 0, was " + count);
+        }
+        makeCurrent();
+        long address = driver.memAlloc(Math.max(1, (long) count * type.bytes()));
+        return GradientBuffer.wrapDevice(this, address, count, type);
+    }
+
+    /** Frees a buffer of {@link #allocate} (not a view of one); it must not be used afterwards. */
+    public void free(GradientBuffer buffer) {
+        makeCurrent();
+        driver.memFree(ownAddress(buffer));
+    }
+
+    /** {@code count} elements of {@code type} at {@code devicePointer} in this device's memory, which the caller owns. */
+    public GradientBuffer wrap(long devicePointer, int count, DataType type) {
+        return GradientBuffer.wrapDevice(this, devicePointer, count, type);
+    }
+
+    /** Copies a host buffer into a device buffer of this device, of the same type and count; returns once done. */
+    public synchronized void copyFromHost(GradientBuffer host, GradientBuffer device) {
+        checkPair(host, device);
+        Region from = host.region();
+        long to = ownAddress(device);
+        prepareCopies();
+        for (long done = 0; done < from.byteLength(); done += COPY_STAGING_BYTES) {
+            int bytes = (int) Math.min(COPY_STAGING_BYTES, from.byteLength() - done);
+            Kernels.copy(from.base(), from.offset() + done, null, copyStagingAddress, bytes);
+            driver.memcpyHtoDAsync(to + done, copyStagingAddress, bytes, copyStream);
+            driver.streamSynchronize(copyStream);
+        }
+    }
+
+    /** Copies a device buffer of this device into a host buffer of the same type and count; returns once done. */
+    public synchronized void copyToHost(GradientBuffer device, GradientBuffer host) {
+        checkPair(host, device);
+        if (host.isReadOnly()) {
+            throw new IllegalArgumentException("the host buffer is read-only: " + host);
+        }
+        Region to = host.region();
+        long from = ownAddress(device);
+        prepareCopies();
+        for (long done = 0; done < to.byteLength(); done += COPY_STAGING_BYTES) {
+            int bytes = (int) Math.min(COPY_STAGING_BYTES, to.byteLength() - done);
+            driver.memcpyDtoHAsync(copyStagingAddress, from + done, bytes, copyStream);
+            driver.streamSynchronize(copyStream);
+            Kernels.copy(null, copyStagingAddress, to.base(), to.offset() + done, bytes);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return name() + " (" + properties.name() + ")";
+    }
+
+    CudaDriver driver() {
+        return driver;
+    }
+
+    /** Makes this device's primary context current on the calling thread, as every driver call needs. */
+    void makeCurrent() {
+        driver.setCurrentContext(context);
+    }
+
+    /** The reduction kernels, loaded into this device's context on first use. */
+    synchronized ReductionKernels kernels() {
+        if (kernels == null) {
+            makeCurrent();
+            kernels = ReductionKernels.load(driver, properties);
+        }
+        return kernels;
+    }
+
+    /** The device address of {@code buffer}, which must lie in this device's memory. */
+    long ownAddress(GradientBuffer buffer) {
+        Region region = buffer.region();
+        if (region.base() != this) {
+            throw new IllegalArgumentException(buffer + " is not in " + name() + "'s memory");
+        }
+        return region.address();
+    }
+
+    private void checkPair(GradientBuffer host, GradientBuffer device) {
+        if (host.isDevice()) {
+            throw new IllegalArgumentException("not a host buffer: " + host);
+        }
+        if (host.dataType() != device.dataType() || host.count() != device.count()) {
+            throw new IllegalArgumentException("host " + host + " and device " + device + " differ in type or count");
+        }
+        ownAddress(device);
+    }
+
+    private void prepareCopies() {
+        makeCurrent();
+        if (copyStream == 0) {
+            copyStream = driver.streamCreate();
+            copyStaging = driver.memHostAlloc(COPY_STAGING_BYTES);
+            copyStagingAddress = Region.ofDirect(copyStaging).address();
+        }
+    }
+}

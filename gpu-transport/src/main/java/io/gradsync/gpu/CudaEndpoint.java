@@ -1,0 +1,80 @@
+package io.gradsync.gpu;
+
+import io.gradsync.core.memory.MemoryKernels;
+import io.gradsync.core.transport.Endpoint;
+import io.gradsync.core.transport.JobContext;
+import io.gradsync.core.transport.Link;
+import io.gradsync.core.transport.SharedMemory;
+import io.gradsync.core.transport.TransportException;
+
+/**
+ * A host transport's endpoint with a device's kernels ({@link DeviceKernels}): the host transport's links carry
+ * the messages from its slots in host memory, and the collectives compute with kernels that reduce device buffers
+ * on the device and stage through pinned memory what crosses to the slots.
+ */
+final class CudaEndpoint implements Endpoint {
+    private final Endpoint host;
+    private final DeviceKernels kernels;
+
+    CudaEndpoint(Endpoint host, CudaDevice device) {
+        this.host = host;
+        this.kernels = new DeviceKernels(device, host.maxMessageBytes());
+    }
+
+    @Override
+    public JobContext job() {
+        return host.job();
+    }
+
+    /** {@code cuda} and the transport under it, e.g. {@code cuda/shm}. */
+    @Override
+    public String transportName() {
+        return CudaTransport.NAME + "/" + host.transportName();
+    }
+
+    @Override
+    public int maxMessageBytes() {
+        return host.maxMessageBytes();
+    }
+
+    @Override
+    public int window() {
+        return host.window();
+    }
+
+    @Override
+    public Link link(int peer) {
+        return host.link(peer);
+    }
+
+    /** The host transport's, for the host buffers a communicator on it reduces too. */
+    @Override
+    public SharedMemory sharedMemory() {
+        return host.sharedMemory();
+    }
+
+    @Override
+    public MemoryKernels kernels() {
+        return kernels;
+    }
+
+    @Override
+    public TransportException memoryDamage() {
+        return host.memoryDamage();
+    }
+
+    @Override
+    public int doWork() {
+        return host.doWork();
+    }
+
+    /** Waits for the device work queued, frees the staging memory, then closes the host transport's endpoint. */
+    @Override
+    public void close() {
+        try {
+            kernels.close();
+        } finally {
+            host.close();
+        }
+    }
+}

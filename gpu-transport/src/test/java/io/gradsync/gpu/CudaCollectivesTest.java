@@ -1,0 +1,260 @@
+package io.gradsync.gpu;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gradsync.core.BroadcastAlgorithm;
+import io.gradsync.core.Communicator;
+import io.gradsync.core.DataType;
+import io.gradsync.core.GradientBuffer;
+import io.gradsync.core.ReduceOp;
+import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.transport.TransportOptions;
+import io.gradsync.core.transport.Transports;
+import io.gradsync.core.transport.local.InMemoryJob;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.BiConsumer;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Collectives of device buffers over the {@code cuda} transport, on the host-memory device, checked as nccl-tests
+ * {@code -c} checks: exact expected values on every rank, inputs unchanged, the ranks' results identical; the other
+ * collectives equal to the same collective of host buffers; what cannot reduce device memory refuses it by name; a
+ * device fault on one rank is an error on every rank, not a hang.
+ */
+class CudaCollectivesTest {
+    /** 4 KiB messages: the larger counts cross in hundreds of chunks, each staged through pinned memory. */
+    private static final TransportOptions SMALL_SLOTS = new TransportOptions(4096, 4);
+
+    @TempDir
+    Path directory;
+    private HostMemoryCudaDriver driver;
+    private CudaDevice device;
+
+    @BeforeEach
+    void start() {
+        driver = new HostMemoryCudaDriver(directory);
+        device = CudaDevice.open(driver, 0);
+    }
+
+    @AfterEach
+    void stop() {
+        driver.close();
+    }
+
+    static Stream<Arguments> jobs() {
+        return Stream.of(Arguments.of("ring", 2), Arguments.of("ring", 3), Arguments.of("rhd", 3), Arguments.of("rhd", 4),
+                Arguments.of("tree", 3), Arguments.of("btree", 4), Arguments.of("rd", 3));
+    }
+
+    @ParameterizedTest(name = "{0} ranks={1}")
+    @MethodSource("jobs")
+    void everyCountOpTypeAndPlacementIsExactOnEveryRank(String algorithm, int ranks) throws Exception {
+        List<List<String>> reports = DeviceJob.run(device, ranks, SMALL_SLOTS, algorithm, c -> {
+            List<String> report = new ArrayList<>();
+            for (int count : new int[] {0, 1, ranks - 1, ranks + 1, 10_007}) {
+                for (DataType type : DataType.values()) {
+                    for (ReduceOp op : ReduceOp.values()) {
+                        report.add(allReduceCase(c, type, op, count, (count + type.ordinal() + op.ordinal()) % 2 == 0));
+                    }
+                }
+            }
+            return report;
+        });
+        for (int r = 0; r < ranks; r++) {
+            List<String> wrong = reports.get(r).stream().filter(s -> s.startsWith("WRONG")).toList();
+            assertTrue(wrong.isEmpty(), "rank " + r + ": " + wrong);
+            assertEquals(reports.get(0), reports.get(r), "rank " + r + " differs from rank 0");
+        }
+    }
+
+    @Test
+    void largeBuffersCrossInManyChunks() throws Exception {
+        List<List<String>> reports = DeviceJob.run(device, 3, SMALL_SLOTS, "ring", c -> List.of(
+                allReduceCase(c, DataType.FLOAT32, ReduceOp.SUM, 300_007, false),
+                allReduceCase(c, DataType.BFLOAT16, ReduceOp.AVG, 300_007, true)));
+        for (List<String> report : reports) {
+            assertTrue(report.stream().noneMatch(s -> s.startsWith("WRONG")), report.toString());
+            assertEquals(reports.get(0), report);
+        }
+    }
+
+    /** Reduces the check pattern of {@code count} elements on the device; "WRONG ..." or the result's fingerprint. */
+    private String allReduceCase(Communicator c, DataType type, ReduceOp op, int count, boolean inPlace) {
+        String name = count + " " + type + " " + op + (inPlace ? " in place" : "");
+        GradientBuffer host = GradientBuffer.allocateDirect(type, count);
+        CheckPattern.fill(host, op, c.rank());
+        GradientBuffer in = device.allocate(type, count);
+        GradientBuffer out = inPlace ? in : device.allocate(type, count);
+        try {
+            device.copyFromHost(host, in);
+            c.allReduceBlocking(in, out, op);
+            GradientBuffer result = GradientBuffer.allocateDirect(type, count);
+            device.copyToHost(out, result);
+            long wrong = CheckPattern.countWrong(result, op, c.size());
+            if (wrong != 0) {
+                return "WRONG " + name + ": " + wrong + " elements";
+            }
+            if (!inPlace) {
+                GradientBuffer input = GradientBuffer.allocateDirect(type, count);
+                device.copyToHost(in, input);
+                if (CheckPattern.countChanged(input, op, c.rank()) != 0) {
+                    return "WRONG " + name + ": the input changed";
+                }
+            }
+            return name + " " + fingerprint(result);
+        } finally {
+            device.free(in);
+            if (!inPlace) {
+                device.free(out);
+            }
+        }
+    }
+
+    static Stream<Arguments> collectives() {
+        return Stream.of(
+                Arguments.of("reduce-scatter", (Collective) (c, b) -> c.reduceScatterBlocking(b.in(), b.block(), ReduceOp.SUM),
+                        "block"),
+                Arguments.of("all-gather", (Collective) (c, b) -> c.allGatherBlocking(b.block(), b.out()), "out"),
+                Arguments.of("broadcast tree", (Collective) (c, b) -> c.broadcastBlocking(b.in(), 1,
+                        BroadcastAlgorithm.BINOMIAL_TREE), "in"),
+                Arguments.of("broadcast chain", (Collective) (c, b) -> c.broadcastBlocking(b.in(), 2, BroadcastAlgorithm.CHAIN),
+                        "in"),
+                Arguments.of("reduce", (Collective) (c, b) -> c.reduceBlocking(b.in(), b.out(), ReduceOp.MAX, 2), "out"),
+                Arguments.of("all-to-all", (Collective) (c, b) -> c.allToAllBlocking(b.in(), b.out()), "out"));
+    }
+
+    /** The buffers of one collective: an input, an output as large, and a block of {@code 1 / size} of it. */
+    record Buffers(GradientBuffer in, GradientBuffer out, GradientBuffer block) {
+        GradientBuffer named(String name) {
+            return switch (name) {
+                case "in" -> in;
+                case "out" -> out;
+                default -> block;
+            };
+        }
+    }
+
+    interface Collective extends BiConsumer<Communicator, Buffers> {
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("collectives")
+    void theOtherCollectivesOfDeviceBuffersEqualThoseOfHostBuffers(String name, Collective collective, String result)
+            throws Exception {
+        int ranks = 3;
+        int block = 3001;
+        List<String> differences = new ArrayList<>();
+        DeviceJob.run(device, ranks, SMALL_SLOTS, "ring", c -> {
+            for (DataType type : new DataType[] {DataType.FLOAT32, DataType.INT64, DataType.FLOAT16}) {
+                Buffers host = new Buffers(filled(type, block * ranks, c.rank()), GradientBuffer.allocateDirect(type,
+                        block * ranks), GradientBuffer.allocateDirect(type, block));
+                Buffers onDevice = new Buffers(device.allocate(type, block * ranks), device.allocate(type, block * ranks),
+                        device.allocate(type, block));
+                device.copyFromHost(host.in(), onDevice.in());
+                if (name.equals("all-gather")) {
+                    host = new Buffers(host.in(), host.out(), filled(type, block, c.rank()));
+                    device.copyFromHost(host.block(), onDevice.block());
+                }
+                collective.accept(c, host);
+                collective.accept(c, onDevice);
+                GradientBuffer expected = host.named(result);
+                GradientBuffer actual = GradientBuffer.allocateDirect(type, expected.count());
+                device.copyToHost(onDevice.named(result), actual);
+                for (int i = 0; i < expected.count(); i++) {
+                    if (expected.getBits(i) != actual.getBits(i)) {
+                        synchronized (differences) {
+                            differences.add("rank " + c.rank() + " " + type + " element " + i);
+                        }
+                        break;
+                    }
+                }
+            }
+            return null;
+        });
+        assertEquals(List.of(), differences);
+    }
+
+    @Test
+    void aTransportThatDoesNotComputeOnTheDeviceRefusesItsBuffersByName() throws Exception {
+        InMemoryJob job = InMemoryJob.create(1);
+        try (Communicator c = Communicator.builder(Transports.open("shm", job.context(0), SMALL_SLOTS)).build()) {
+            GradientBuffer onDevice = device.allocate(DataType.FLOAT32, 8);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> c.allReduceBlocking(onDevice, ReduceOp.SUM));
+            assertTrue(e.getMessage().contains("transport shm does not compute on that memory")
+                    && e.getMessage().contains("cuda:0"), e.getMessage());
+        }
+    }
+
+    /**
+     * Wire compression is for host float32: device buffers travel in their own type (the device's kernels send no
+     * 16-bit wire), and a choice that names a wire is refused for them.
+     */
+    @Test
+    void deviceBuffersTravelInTheirOwnTypeUnderWireCompression() throws Exception {
+        InMemoryJob job = InMemoryJob.create(1);
+        try (Communicator c = Communicator.builder(CudaTransport.over(Transports.open("shm", job.context(0), SMALL_SLOTS),
+                device)).wireCompression(DataType.BFLOAT16).build()) {
+            GradientBuffer host = GradientBuffer.wrap(new float[] {1.000_001f});
+            GradientBuffer onDevice = device.allocate(DataType.FLOAT32, 1);
+            device.copyFromHost(host, onDevice);
+            c.allReduceBlocking(onDevice, ReduceOp.SUM);
+            GradientBuffer result = GradientBuffer.wrap(new float[1]);
+            device.copyToHost(onDevice, result);
+            assertEquals(host.getBits(0), result.getBits(0), "a bfloat16 wire would have rounded 1.000001 to 1");
+
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> c.allReduce(onDevice,
+                    onDevice, ReduceOp.SUM, c.allReduceChoice(host, host)).block());
+            assertTrue(e.getMessage().contains("BFLOAT16 wire"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aDeviceFaultOnOneRankIsAnErrorOnEveryRank() throws Exception {
+        int ranks = 3;
+        List<DeviceJob.Outcome<Object>> outcomes = DeviceJob.outcomes(device, ranks, SMALL_SLOTS, "ring",
+                Duration.ofSeconds(20), c -> {
+                    // rank 1's input lies at an address no allocation holds: its first kernel fails on the device
+                    GradientBuffer in = c.rank() == 1 ? device.wrap(0x10, 4096, DataType.FLOAT32)
+                            : device.allocate(DataType.FLOAT32, 4096);
+                    c.allReduceBlocking(in, device.allocate(DataType.FLOAT32, 4096), ReduceOp.SUM);
+                    return "completed";
+                });
+        for (int r = 0; r < ranks; r++) {
+            assertNotNull(outcomes.get(r).error(), "rank " + r + " completed");
+        }
+        String failed = String.valueOf(outcomes.get(1).error());
+        assertTrue(failed.contains("rank 1, allreduce #0") && failed.contains("CudaException: cuMemcpy"), failed);
+        for (int r : new int[] {0, 2}) {
+            String peer = String.valueOf(outcomes.get(r).error());
+            assertTrue(peer.contains("rank " + r + ", allreduce #0: rank 1 aborted the job") && peer.contains("cuMemcpy"), peer);
+        }
+    }
+
+    private static GradientBuffer filled(DataType type, int count, int rank) {
+        GradientBuffer buffer = GradientBuffer.allocateDirect(type, count);
+        CheckPattern.fill(buffer, ReduceOp.SUM, rank);
+        return buffer;
+    }
+
+    private static long fingerprint(GradientBuffer b) {
+        long h = 1125899906842597L;
+        for (int i = 0; i < b.count(); i++) {
+            h = 31 * h + b.getBits(i);
+        }
+        return h;
+    }
+}
