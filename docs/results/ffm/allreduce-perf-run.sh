@@ -1,5 +1,5 @@
 #!/bin/bash
-cd /work/main
+cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"  # the checkout this script lies in
 export PATH=/usr/lib/jvm/temurin-25-jdk-amd64/bin:$PATH
 for rep in 4 5 6 7; do
   for cfg in unsafe ffm; do

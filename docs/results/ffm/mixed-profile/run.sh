@@ -1,5 +1,5 @@
 #!/bin/bash
-cd /work/main
+cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"  # the checkout this script lies in
 export PATH=/usr/lib/jvm/temurin-25-jdk-amd64/bin:$PATH
 args="-p type=FLOAT32,FLOAT64 -p op=SUM -p bytes=4096,262144 -p mixed=false,true -wi 3 -w 1 -i 5 -r 1 -f 1 -rf csv reduce"
 for round in 1 2; do
