@@ -1,0 +1,170 @@
+package io.gradsync.djl;
+
+import ai.djl.Model;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.training.Trainer;
+import ai.djl.training.listener.TrainingListener;
+import io.gradsync.core.Communicator;
+import io.gradsync.core.bucket.GradientBuckets;
+import java.util.Objects;
+
+/**
+ * Data-parallel training for a DJL program, DDP's way: every rank runs the same program on its share of the data
+ * ({@link #sampler}), holds a replica of the model, and averages the gradients across ranks before each optimizer
+ * step, so that the replicas stay identical and N ranks at global batch B follow the one-process run at batch B. It
+ * is a {@link TrainingListener}: an unchanged {@code EasyTrain.fit} loop (or any loop that notifies
+ * {@code onTrainingBatch} between backward and {@code trainer.step()}, as {@code EasyTrain.trainBatch} does) trains
+ * data-parallel once it is added to the training configuration.
+ *
+ * <pre>{@code
+ * DataParallel ddp = DataParallel.over(Communicator.connect());              // under gradsync-run, torchrun, srun, mpirun
+ * TrainingConfig config = new DefaultTrainingConfig(loss).addTrainingListeners(ddp);
+ * RandomAccessDataset train = Mnist.builder().setSampling(ddp.sampler(64, true)).build();   // global batch 64
+ * Trainer trainer = model.newTrainer(config);
+ * ddp.initialize(trainer, new Shape(1, 28 * 28));                           // instead of trainer.initialize
+ * EasyTrain.fit(trainer, epochs, train, validate);
+ * }</pre>
+ *
+ * <ul>
+ *   <li><b>Start.</b> Every parameter becomes rank 0's: in {@link #initialize}, or at {@code onTrainingBegin} when
+ *   the model's parameters exist already (a loaded model, a block initialised before the trainer). A step before
+ *   either fails, saying so, rather than averaging gradients of different models.</li>
+ *   <li><b>Every step</b> ({@code onTrainingBatch}, after backward): the trainable parameters' gradients are fed to a
+ *   {@link GradientBuckets} last layer first and averaged bucket by bucket, in the engine's own gradient memory
+ *   where it hands it out (PyTorch's CPU tensors), else through host copies; then the layers' running statistics
+ *   (batch normalisation's mean and variance) become rank 0's, as DDP's {@code broadcast_buffers}.</li>
+ *   <li><b>Replica check.</b> At the end of every epoch, and every {@link #checkReplicasEvery} steps: one collective
+ *   of a hash per parameter; replicas that differ fail every rank with a {@link ReplicasDifferException} naming the
+ *   first parameter that differs.</li>
+ * </ul>
+ * Errors of the collectives (a rank that died, a layout that differs between ranks) are the communicator's: every rank
+ * fails the step with an exception naming the rank and the collective. The training metrics DJL's own listeners
+ * log (loss, accuracy) are each rank's, over its share. One {@code DataParallel} serves one trainer; it closes its
+ * buckets at {@code onTrainingEnd} (the trainer's {@code close}), not the communicator.
+ */
+public final class DataParallel implements TrainingListener {
+    private final Communicator comm;
+    private final GradientBuckets buckets;
+    private int checkEvery;
+    private ModelParameters parameters;
+    private StepGradients gradients;
+    private boolean replicasIdentical;
+    private long steps;
+    private int epochs;
+
+    private DataParallel(Communicator comm, GradientBuckets buckets) {
+        this.comm = comm;
+        this.buckets = buckets;
+    }
+
+    /** Data parallelism over {@code comm}'s ranks, with gradient buckets of the defaults (25 MiB, the first 1 MiB). */
+    public static DataParallel over(Communicator comm) {
+        Objects.requireNonNull(comm, "comm");
+        return new DataParallel(comm, GradientBuckets.create(comm));
+    }
+
+    /** Data parallelism over {@code comm}'s ranks with {@code buckets} (of the sizes the caller chose, averaging). */
+    public static DataParallel over(Communicator comm, GradientBuckets buckets) {
+        return new DataParallel(Objects.requireNonNull(comm, "comm"), Objects.requireNonNull(buckets, "buckets"));
+    }
+
+    /** Also checks the replicas every {@code steps} steps (0, the default: only at the end of each epoch). */
+    public DataParallel checkReplicasEvery(int steps) {
+        if (steps < 0) {
+            throw new IllegalArgumentException("replica check every " + steps + " steps: 0 (off) or more");
+        }
+        this.checkEvery = steps;
+        return this;
+    }
+
+    /**
+     * This rank's sampler for a training dataset at global batch {@code globalBatch} (a multiple of the rank count;
+     * each rank's batches hold {@code globalBatch / ranks} samples), shuffled every epoch if {@code shuffle}, from
+     * seed 0 plus the epoch. See {@link ShardedSampler}.
+     */
+    public ShardedSampler sampler(int globalBatch, boolean shuffle) {
+        return sampler(globalBatch, shuffle, 0);
+    }
+
+    /** As {@link #sampler(int, boolean)}, shuffled from {@code seed} plus the epoch. */
+    public ShardedSampler sampler(int globalBatch, boolean shuffle, long seed) {
+        if (globalBatch < 1 || globalBatch % comm.size() != 0) {
+            throw new IllegalArgumentException("rank " + comm.rank() + ": global batch " + globalBatch
+                    + " is not a positive multiple of the " + comm.size() + " ranks");
+        }
+        return new ShardedSampler(comm.rank(), comm.size(), globalBatch / comm.size(), shuffle, seed, false);
+    }
+
+    /** {@code trainer.initialize(inputShapes)}, then every parameter made rank 0's. */
+    public void initialize(Trainer trainer, Shape... inputShapes) {
+        trainer.initialize(inputShapes);
+        synchronize(trainer.getModel());
+    }
+
+    /** Makes every parameter of {@code model} rank 0's (and checks that they arrived). */
+    public void synchronize(Model model) {
+        parameters = ModelParameters.of(model);
+        parameters.broadcastAll(comm);
+        parameters.checkIdentical(comm, "after the parameters were broadcast from rank 0");
+        replicasIdentical = true;
+    }
+
+    /** The communicator the ranks train over. */
+    public Communicator communicator() {
+        return comm;
+    }
+
+    /** Steps whose gradients were averaged. */
+    public long steps() {
+        return steps;
+    }
+
+    /** How many gradients the engine does not hand out in place and are reduced through copies; -1 before a step. */
+    public int gradientsThroughCopies() {
+        return gradients == null ? -1 : gradients.throughCopies();
+    }
+
+    @Override
+    public void onTrainingBegin(Trainer trainer) {
+        ModelParameters found = ModelParameters.of(trainer.getModel());
+        if (found.initialized()) {
+            synchronize(trainer.getModel());
+        }
+    }
+
+    @Override
+    public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+        if (!replicasIdentical) {
+            throw new IllegalStateException("rank " + comm.rank() + ": a training step before the replicas were made "
+                    + "identical: call DataParallel.initialize(trainer, shapes) instead of trainer.initialize(shapes), "
+                    + "or synchronize(model) once the model's parameters exist");
+        }
+        if (gradients == null) {
+            gradients = new StepGradients(trainer.getModel());
+        }
+        gradients.reduce(buckets, trainer.getManager());
+        parameters.broadcastStatistics(comm);
+        steps++;
+        if (checkEvery > 0 && steps % checkEvery == 0) {
+            parameters.checkIdentical(comm, "after step " + steps);
+        }
+    }
+
+    @Override
+    public void onValidationBatch(Trainer trainer, BatchData batchData) {
+        // evaluation changes no parameter
+    }
+
+    @Override
+    public void onEpoch(Trainer trainer) {
+        epochs++;
+        if (parameters != null) {
+            parameters.checkIdentical(comm, "at the end of epoch " + epochs + " (step " + steps + ")");
+        }
+    }
+
+    @Override
+    public void onTrainingEnd(Trainer trainer) {
+        buckets.close();
+    }
+}
