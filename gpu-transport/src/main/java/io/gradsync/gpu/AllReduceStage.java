@@ -5,20 +5,13 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.check.CheckPattern;
-import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.TransportOptions;
-import io.gradsync.core.transport.Transports;
-import io.gradsync.core.transport.local.InMemoryJob;
 import java.io.PrintStream;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 
 /**
  * The GPU check's AllReduce over the {@code cuda} transport: 2 and 4 ranks as threads of this process, each with
@@ -43,7 +36,8 @@ final class AllReduceStage implements GpuCheck.Stage {
         List<String> summary = new ArrayList<>();
         boolean exact = true;
         for (int ranks : RANKS) {
-            List<List<String>> reports = onRanks(device, ranks, c -> rankRun(c, device, counts, sizes, runs, quick ? 1 : WARM_UPS));
+            List<List<String>> reports = DeviceRanks.run(device, ranks, TransportOptions.DEFAULT, null, Duration.ofSeconds(60),
+                    c -> rankRun(c, device, counts, sizes, runs, quick ? 1 : WARM_UPS));
             List<String> wrong = new ArrayList<>();
             for (int r = 0; r < ranks; r++) {
                 reports.get(r).stream().filter(line -> line.startsWith("WRONG")).forEach(wrong::add);
@@ -127,35 +121,5 @@ final class AllReduceStage implements GpuCheck.Stage {
         } finally {
             device.free(buffer);
         }
-    }
-
-    /** Runs {@code body} on a communicator over the cuda transport for each of {@code ranks} threads. */
-    private static <T> List<T> onRanks(CudaDevice device, int ranks, RankBody<T> body) throws Exception {
-        InMemoryJob job = InMemoryJob.create(ranks);
-        ExecutorService pool = Executors.newFixedThreadPool(ranks);
-        try {
-            List<Future<T>> futures = new ArrayList<>();
-            for (int r = 0; r < ranks; r++) {
-                int rank = r;
-                futures.add(pool.submit(() -> {
-                    Endpoint endpoint = CudaTransport.over(Transports.open("shm", job.context(rank), TransportOptions.DEFAULT),
-                            device);
-                    try (Communicator c = Communicator.builder(endpoint).timeout(Duration.ofSeconds(60)).build()) {
-                        return body.run(c);
-                    }
-                }));
-            }
-            List<T> results = new ArrayList<>();
-            for (Future<T> f : futures) {
-                results.add(f.get(200, TimeUnit.SECONDS));
-            }
-            return results;
-        } finally {
-            pool.shutdownNow();
-        }
-    }
-
-    private interface RankBody<T> {
-        T run(Communicator c) throws Exception;
     }
 }

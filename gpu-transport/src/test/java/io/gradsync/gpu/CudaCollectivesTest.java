@@ -37,6 +37,7 @@ import org.junit.jupiter.api.io.TempDir;
 class CudaCollectivesTest {
     /** 4 KiB messages: the larger counts cross in hundreds of chunks, each staged through pinned memory. */
     private static final TransportOptions SMALL_SLOTS = new TransportOptions(4096, 4);
+    private static final Duration RANK_TIMEOUT = Duration.ofSeconds(60);
 
     @TempDir
     Path directory;
@@ -62,7 +63,7 @@ class CudaCollectivesTest {
     @ParameterizedTest(name = "{0} ranks={1}")
     @MethodSource("jobs")
     void everyCountOpTypeAndPlacementIsExactOnEveryRank(String algorithm, int ranks) throws Exception {
-        List<List<String>> reports = DeviceJob.run(device, ranks, SMALL_SLOTS, algorithm, c -> {
+        List<List<String>> reports = DeviceRanks.run(device, ranks, SMALL_SLOTS, algorithm, RANK_TIMEOUT, c -> {
             List<String> report = new ArrayList<>();
             for (int count : new int[] {0, 1, ranks - 1, ranks + 1, 10_007}) {
                 for (DataType type : DataType.values()) {
@@ -82,7 +83,7 @@ class CudaCollectivesTest {
 
     @Test
     void largeBuffersCrossInManyChunks() throws Exception {
-        List<List<String>> reports = DeviceJob.run(device, 3, SMALL_SLOTS, "ring", c -> List.of(
+        List<List<String>> reports = DeviceRanks.run(device, 3, SMALL_SLOTS, "ring", RANK_TIMEOUT, c -> List.of(
                 allReduceCase(c, DataType.FLOAT32, ReduceOp.SUM, 300_007, false),
                 allReduceCase(c, DataType.BFLOAT16, ReduceOp.AVG, 300_007, true)));
         for (List<String> report : reports) {
@@ -157,7 +158,7 @@ class CudaCollectivesTest {
         int ranks = 3;
         int block = 3001;
         List<String> differences = new ArrayList<>();
-        DeviceJob.run(device, ranks, SMALL_SLOTS, "ring", c -> {
+        DeviceRanks.run(device, ranks, SMALL_SLOTS, "ring", RANK_TIMEOUT, c -> {
             for (DataType type : new DataType[] {DataType.FLOAT32, DataType.INT64, DataType.FLOAT16}) {
                 Buffers host = new Buffers(filled(type, block * ranks, c.rank()), GradientBuffer.allocateDirect(type,
                         block * ranks), GradientBuffer.allocateDirect(type, block));
@@ -225,7 +226,7 @@ class CudaCollectivesTest {
     @Test
     void aDeviceFaultOnOneRankIsAnErrorOnEveryRank() throws Exception {
         int ranks = 3;
-        List<DeviceJob.Outcome<Object>> outcomes = DeviceJob.outcomes(device, ranks, SMALL_SLOTS, "ring",
+        List<DeviceRanks.Outcome<Object>> outcomes = DeviceRanks.outcomes(device, ranks, SMALL_SLOTS, "ring",
                 Duration.ofSeconds(20), c -> {
                     // rank 1's input lies at an address no allocation holds: its first kernel fails on the device
                     GradientBuffer in = c.rank() == 1 ? device.wrap(0x10, 4096, DataType.FLOAT32)

@@ -14,36 +14,47 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.function.Function;
 
 /**
- * Ranks as threads of this JVM, one simulated process with one host-memory device that every rank reduces on, each
- * over the {@code cuda} transport on shared memory ({@code shm} opened by name, with an {@link InMemoryJob}).
+ * Ranks as threads of this JVM, one process with one device that every rank reduces on, each over the {@code cuda}
+ * transport on shared memory ({@code shm} opened by name, with an {@link InMemoryJob}): the GPU check's jobs and the
+ * tests'.
  */
-final class DeviceJob {
-    private DeviceJob() {
+final class DeviceRanks {
+    /** How long a rank may take, from the job's start. */
+    private static final long RANK_LIMIT_SECONDS = 180;
+
+    private DeviceRanks() {
+    }
+
+    /** What one rank does with its communicator. */
+    interface Body<T> {
+        T run(Communicator comm) throws Exception;
     }
 
     /** The outcome of one rank: its body's value, or what it threw. */
     record Outcome<T>(T value, Throwable error) {
     }
 
-    /** Runs {@code body} on a communicator of each rank; returns each rank's value, or throws the first failure. */
-    static <T> List<T> run(CudaDevice device, int ranks, TransportOptions options, String algorithm,
-                           Function<Communicator, T> body) throws Exception {
+    /**
+     * Runs {@code body} on a communicator of each of {@code ranks} ranks (AllReduce {@code algorithm}, null for the
+     * selector's choice; chunks of the options' message size); returns each rank's value, or throws the first failure.
+     */
+    static <T> List<T> run(CudaDevice device, int ranks, TransportOptions options, String algorithm, Duration timeout,
+                           Body<T> body) throws Exception {
         List<T> values = new ArrayList<>();
-        for (Outcome<T> outcome : outcomes(device, ranks, options, algorithm, Duration.ofSeconds(60), body)) {
+        for (Outcome<T> outcome : outcomes(device, ranks, options, algorithm, timeout, body)) {
             if (outcome.error() != null) {
-                throw new AssertionError("a rank failed", outcome.error());
+                throw new IllegalStateException("a rank failed: " + outcome.error(), outcome.error());
             }
             values.add(outcome.value());
         }
         return values;
     }
 
-    /** Runs {@code body} on a communicator of each rank; returns each rank's outcome. */
+    /** As {@link #run}, returning each rank's outcome. */
     static <T> List<Outcome<T>> outcomes(CudaDevice device, int ranks, TransportOptions options, String algorithm,
-                                         Duration timeout, Function<Communicator, T> body) throws InterruptedException {
+                                         Duration timeout, Body<T> body) throws InterruptedException {
         InMemoryJob job = InMemoryJob.create(ranks);
         ExecutorService pool = Executors.newFixedThreadPool(ranks);
         try {
@@ -52,16 +63,17 @@ final class DeviceJob {
                 int rank = r;
                 futures.add(pool.submit(() -> {
                     Endpoint endpoint = CudaTransport.over(Transports.open("shm", job.context(rank), options), device);
-                    try (Communicator comm = Communicator.builder(endpoint).timeout(timeout).allReduceAlgorithm(algorithm)
-                            .chunkBytes(options.messageBytes()).build()) {
-                        return body.apply(comm);
+                    Communicator.Builder builder = Communicator.builder(endpoint).timeout(timeout)
+                            .chunkBytes(options.messageBytes());
+                    try (Communicator comm = (algorithm == null ? builder : builder.allReduceAlgorithm(algorithm)).build()) {
+                        return body.run(comm);
                     }
                 }));
             }
             List<Outcome<T>> outcomes = new ArrayList<>();
             for (Future<T> f : futures) {
                 try {
-                    outcomes.add(new Outcome<>(f.get(180, TimeUnit.SECONDS), null));
+                    outcomes.add(new Outcome<>(f.get(RANK_LIMIT_SECONDS, TimeUnit.SECONDS), null));
                 } catch (ExecutionException e) {
                     outcomes.add(new Outcome<>(null, e.getCause()));
                 } catch (TimeoutException e) {
