@@ -20,7 +20,7 @@ public final class HostMemoryCheck {
         int status;
         try (HostMemoryCudaDriver driver = new HostMemoryCudaDriver(device, List.of(new DeviceProperties(0,
                 "host-memory device", 9, 0, 4, 2048, 4L << 30)))) {
-            status = GpuCheck.run(driver, new GpuCheck.Options(Path.of(args[0]), List.of("smoke", "correctness", "benchmark"), 0, !full),
+            status = GpuCheck.run(driver, new GpuCheck.Options(Path.of(args[0]), GpuCheck.STAGES, 0, !full),
                     System.out);
         } finally {
             try (var files = Files.list(device)) {

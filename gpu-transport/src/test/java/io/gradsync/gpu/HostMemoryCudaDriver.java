@@ -123,9 +123,10 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
         }
 
         void complete(long ticket) {
+            long now = System.nanoTime();
             for (long done = completed(); done < ticket; done = completed()) {
+                completedNanos = now; // before the ticket is published: whoever sees the ticket completed sees its time
                 if (LONGS.compareAndSet(state, 8, done, ticket)) {
-                    completedNanos = System.nanoTime();
                     return;
                 }
             }
