@@ -20,7 +20,7 @@ import java.util.Objects;
  * them when it completes, so the caller finishes its writes to them first (synchronises the stream that wrote them)
  * and reads the results after the collective's completion.
  */
-public final class CudaDevice implements DeviceMemory {
+public final class CudaDevice extends DeviceMemory {
     private static final Map<CudaDriver, Map<Integer, CudaDevice>> OPENED = new HashMap<>();
     /** Host copies ({@link #copyFromHost}, {@link #copyToHost}) go through pinned memory this large at a time. */
     private static final int COPY_STAGING_BYTES = 4 << 20;
