@@ -8,6 +8,7 @@ import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.transport.CrossMemoryReads;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SharedMemory;
@@ -46,7 +47,8 @@ import java.util.List;
  *
  * <p>Every segment is reduced by one rank, always in the order {@code r, r+1, ..., r-1} of inputs (starting
  * with its own input, which in place is its output and so must be read before anything is written over
- * it), and copied from there, so every rank holds the same bits. Ranks decide for themselves how to publish
+ * it), and copied from there, so every rank holds the same bits. bfloat16 and float16 segments are reduced in
+ * float32 and rounded once, where the other algorithms round at every step. Ranks decide for themselves how to publish
  * their buffers, so shared, plain and heap buffers mix in one call; a buffer named by address stays the caller's
  * until the second barrier, after which no peer reads it. A peer that dies is named by the barrier that waits for
  * it. Needs a transport that shares memory: elsewhere a rank gets an {@link IllegalArgumentException} before
@@ -180,34 +182,71 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
 
     private static void reduceOwnSegment(CollectiveContext ctx, Handles handles, Region stagedResult, DataType type,
                                          ReduceOp op, int count) {
-        int n = ctx.size();
-        int rank = ctx.rank();
-        int first = segmentStart(count, n, rank);
-        int length = segmentStart(count, n, rank + 1) - first;
+        int first = segmentStart(count, ctx.size(), ctx.rank());
+        int length = segmentStart(count, ctx.size(), ctx.rank() + 1) - first;
         int esize = type.bytes();
         int piece = Math.max(1, PIECE_BYTES / esize);
         Region out = handles.output;
-        Region own = handles.inputs[rank];
+        // 16-bit floats are summed in float32 and rounded once
+        Region sum = WireCodec.isWireFormat(type) ? handles.staging.float32Piece() : null;
         for (int done = 0; done < length; done += piece) {
             int elements = Math.min(piece, length - done);
             long at = (long) (first + done) * esize;
-            long bytes = (long) elements * esize;
-            Region next = handles.inputAt((rank + 1) % n, at, bytes);
-            Kernels.reduce(type, op, own.base(), own.offset() + at, next.base(), next.offset() + handles.offsetIn(next, at),
-                    out.base(), out.offset() + at, elements);
-            for (int k = 2; k < n; k++) {
-                Region in = handles.inputAt((rank + k) % n, at, bytes);
-                Kernels.reduce(type, op, out.base(), out.offset() + at, in.base(), in.offset() + handles.offsetIn(in, at),
-                        out.base(), out.offset() + at, elements);
-            }
-            if (op == ReduceOp.AVG) {
-                Kernels.divide(type, out.base(), out.offset() + at, elements, n);
+            if (sum != null) {
+                sumInFloat32(ctx, handles, sum, type, op, at, elements);
+            } else {
+                reducePiece(ctx, handles, type, op, at, elements);
             }
             if (stagedResult != null) {
                 Kernels.copy(out.base(), out.offset() + at, stagedResult.base(), stagedResult.offset() + at,
                         (long) elements * esize);
             }
         }
+    }
+
+    private static void reducePiece(CollectiveContext ctx, Handles handles, DataType type, ReduceOp op, long at, int elements) {
+        int n = ctx.size();
+        int rank = ctx.rank();
+        long bytes = (long) elements * type.bytes();
+        Region out = handles.output;
+        Region own = handles.inputs[rank];
+        Region next = handles.inputAt((rank + 1) % n, at, bytes);
+        Kernels.reduce(type, op, own.base(), own.offset() + at, next.base(), next.offset() + handles.offsetIn(next, at),
+                out.base(), out.offset() + at, elements);
+        for (int k = 2; k < n; k++) {
+            Region in = handles.inputAt((rank + k) % n, at, bytes);
+            Kernels.reduce(type, op, out.base(), out.offset() + at, in.base(), in.offset() + handles.offsetIn(in, at),
+                    out.base(), out.offset() + at, elements);
+        }
+        if (op == ReduceOp.AVG) {
+            Kernels.divide(type, out.base(), out.offset() + at, elements, n);
+        }
+    }
+
+    /**
+     * A piece of 16-bit floats reduced in float32 and rounded once, into the output: the result is the exact
+     * reduction correctly rounded wherever float32 holds the partial results exactly, as it does for sums of
+     * bfloat16 values within 2^16 of each other in magnitude (float16: 2^13), and off by at most {@code n - 1}
+     * float32 roundings elsewhere, where rounding at every addition in 16 bits was off by up to {@code n - 1}
+     * roundings of the 16-bit format. NCCL's symmetric kernels accumulate the same way.
+     */
+    private static void sumInFloat32(CollectiveContext ctx, Handles handles, Region sum, DataType type, ReduceOp op, long at,
+                                     int elements) {
+        int n = ctx.size();
+        int rank = ctx.rank();
+        long bytes = (long) elements * type.bytes();
+        Region out = handles.output;
+        Region own = handles.inputs[rank];
+        WireCodec.decode(type, own.base(), own.offset() + at, sum.base(), sum.offset(), elements);
+        for (int k = 1; k < n; k++) {
+            Region in = handles.inputAt((rank + k) % n, at, bytes);
+            WireCodec.reduce(type, op, sum.base(), sum.offset(), in.base(), in.offset() + handles.offsetIn(in, at),
+                    sum.base(), sum.offset(), elements);
+        }
+        if (op == ReduceOp.AVG) {
+            Kernels.divide(DataType.FLOAT32, sum.base(), sum.offset(), elements, n);
+        }
+        WireCodec.encode(type, sum.base(), sum.offset(), out.base(), out.offset() + at, elements);
     }
 
     private static void copyOtherSegments(CollectiveContext ctx, Handles handles, DataType type, int count) {

@@ -25,6 +25,7 @@ final class StagingWindows {
     private final SharedMemory shared;
     private final ArrayList<Region> free = new ArrayList<>();
     private Region piece;
+    private Region float32Piece;
 
     StagingWindows(SharedMemory shared) {
         this.shared = shared;
@@ -67,5 +68,13 @@ final class StagingWindows {
             piece = Region.ofDirect(ByteBuffer.allocateDirect(DirectAllReduce.PIECE_BYTES).order(ByteOrder.nativeOrder()));
         }
         return piece;
+    }
+
+    /** This endpoint's private float32 accumulator for one piece of 16-bit floats, twice the piece's bytes. */
+    Region float32Piece() {
+        if (float32Piece == null) {
+            float32Piece = Region.ofDirect(ByteBuffer.allocateDirect(2 * DirectAllReduce.PIECE_BYTES).order(ByteOrder.nativeOrder()));
+        }
+        return float32Piece;
     }
 }
