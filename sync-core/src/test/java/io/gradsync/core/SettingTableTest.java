@@ -40,7 +40,8 @@ class SettingTableTest extends SettingsContract {
             row("gradsync.auth", accepts("secret", "none", "NONE"), refuses("off", "yes")),
             row("gradsync.shm.dir.root", accepts("shm-root"), refuses()),
             row("gradsync.shm.cross.memory", accepts("true", "false"), refuses("1", "on")),
-            row("gradsync.memory", accepts("foreign", "unsafe"), refuses("panama")));
+            row("gradsync.memory", accepts("foreign", "unsafe"), refuses("panama")),
+            row("gradsync.kernels", accepts("vector", "scalar"), refuses("simd", "auto")));
 
     @Override
     protected Class<?> module() {

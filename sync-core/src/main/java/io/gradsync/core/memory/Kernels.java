@@ -20,6 +20,8 @@ import io.gradsync.core.ReduceOp;
  * outside the loop, so each loop is a plain counted loop that the JIT unrolls.
  */
 public final class Kernels {
+    /** The 16-bit kernels at vector width, where the JVM has the Vector API; else null. */
+    static final HalfKernels HALF_VECTORS = HalfKernels.load();
 
     private Kernels() {
     }
@@ -30,6 +32,10 @@ public final class Kernels {
     @SuppressWarnings("checkstyle:ParameterNumber")
     public static void reduce(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
+        if (HALF_VECTORS != null && (type == DataType.BFLOAT16 || type == DataType.FLOAT16)) {
+            HALF_VECTORS.reduce(type, op, a, aOff, b, bOff, dst, dstOff, count);
+            return;
+        }
         if (MemoryAccess.reducedOnSegments(type, op, a, aOff, b, bOff, dst, dstOff, count)) {
             return;
         }
@@ -46,6 +52,10 @@ public final class Kernels {
 
     /** {@code dst[i] = dst[i] / divisor}: the finishing step of {@link ReduceOp#AVG}. */
     public static void divide(DataType type, Object dst, long dstOff, int count, int divisor) {
+        if (HALF_VECTORS != null && (type == DataType.BFLOAT16 || type == DataType.FLOAT16)) {
+            HALF_VECTORS.divide(type, dst, dstOff, count, divisor);
+            return;
+        }
         if (MemoryAccess.dividedOnSegments(type, dst, dstOff, count, divisor)) {
             return;
         }

@@ -14,6 +14,7 @@ import io.gradsync.core.ReduceOp;
  * Like {@link Kernels}, it allocates nothing and addresses memory as (base, offset).
  */
 public final class WireCodec {
+    private static final HalfKernels HALF_VECTORS = Kernels.HALF_VECTORS;
 
     private WireCodec() {
     }
@@ -25,6 +26,10 @@ public final class WireCodec {
 
     /** {@code dst[i] = wire(src[i])}: float32 in, 16-bit out. */
     public static void encode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        if (HALF_VECTORS != null && isWireFormat(wire)) {
+            HALF_VECTORS.encode(wire, src, srcOff, dst, dstOff, count);
+            return;
+        }
         if (MemoryAccess.encodedOnSegments(wire, src, srcOff, dst, dstOff, count)) {
             return;
         }
@@ -41,6 +46,10 @@ public final class WireCodec {
 
     /** {@code dst[i] = float32(src[i])}: 16-bit in, float32 out. */
     public static void decode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
+        if (HALF_VECTORS != null && isWireFormat(wire)) {
+            HALF_VECTORS.decode(wire, src, srcOff, dst, dstOff, count);
+            return;
+        }
         if (MemoryAccess.decodedOnSegments(wire, src, srcOff, dst, dstOff, count)) {
             return;
         }
@@ -51,6 +60,10 @@ public final class WireCodec {
 
     /** {@code buf[i] = float32(wire(buf[i]))}: what a value becomes after one trip over the wire. */
     public static void round(DataType wire, Object base, long offset, int count) {
+        if (HALF_VECTORS != null && isWireFormat(wire)) {
+            HALF_VECTORS.round(wire, base, offset, count);
+            return;
+        }
         if (MemoryAccess.roundedOnSegments(wire, base, offset, count)) {
             return;
         }
@@ -68,6 +81,10 @@ public final class WireCodec {
     @SuppressWarnings("checkstyle:ParameterNumber")
     public static void reduce(DataType wire, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
+        if (HALF_VECTORS != null && isWireFormat(wire)) {
+            HALF_VECTORS.reduceWire(wire, op, a, aOff, b, bOff, dst, dstOff, count);
+            return;
+        }
         if (MemoryAccess.reducedWireOnSegments(wire, op, a, aOff, b, bOff, dst, dstOff, count)) {
             return;
         }
