@@ -188,7 +188,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         int piece = Math.max(1, PIECE_BYTES / esize);
         Region out = handles.output;
         // 16-bit floats are summed in float32 and rounded once
-        Region sum = WireCodec.isWireFormat(type) ? handles.staging.float32Piece() : null;
+        Region sum = type.isHalfFloat() ? handles.staging.float32Piece() : null;
         for (int done = 0; done < length; done += piece) {
             int elements = Math.min(piece, length - done);
             long at = (long) (first + done) * esize;

@@ -32,7 +32,7 @@ public final class Kernels {
     @SuppressWarnings("checkstyle:ParameterNumber")
     public static void reduce(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
-        if (HALF_VECTORS != null && (type == DataType.BFLOAT16 || type == DataType.FLOAT16)) {
+        if (HALF_VECTORS != null && type.isHalfFloat()) {
             HALF_VECTORS.reduce(type, op, a, aOff, b, bOff, dst, dstOff, count);
             return;
         }
@@ -52,7 +52,7 @@ public final class Kernels {
 
     /** {@code dst[i] = dst[i] / divisor}: the finishing step of {@link ReduceOp#AVG}. */
     public static void divide(DataType type, Object dst, long dstOff, int count, int divisor) {
-        if (HALF_VECTORS != null && (type == DataType.BFLOAT16 || type == DataType.FLOAT16)) {
+        if (HALF_VECTORS != null && type.isHalfFloat()) {
             HALF_VECTORS.divide(type, dst, dstOff, count, divisor);
             return;
         }
