@@ -29,6 +29,8 @@ final class MediaDriverHost {
     /** A driver whose heartbeat is older than this is dead; Aeron's own default is 10 s. */
     private static final long STALE_MS = 10_000;
     static final int COUNTER_VALUES_BYTES = 1 << 20;
+    /** Seconds before Aeron gives up on a silent peer's image or an unconnected publication. */
+    static final int LIVENESS_TIMEOUT_S = 30;
     /**
      * Every thread of a driver and of a client is a daemon: a program that forgets to close its communicator
      * still exits when its {@code main} returns (a shutdown hook then closes the driver).
@@ -91,9 +93,11 @@ final class MediaDriverHost {
                 // counters, Aeron's minimum) makes it 11 MiB.
                 .counterValuesBufferLength(COUNTER_VALUES_BYTES)
                 .performStorageChecks(false)
-                // A dead peer is reported by the rendezvous at once; these only bound Aeron's own clean-up.
-                .publicationConnectionTimeoutNs(TimeUnit.SECONDS.toNanos(5))
-                .imageLivenessTimeoutNs(TimeUnit.SECONDS.toNanos(5))
+                // A dead peer is reported by the rendezvous at once; these only bound Aeron's own clean-up. They
+                // must outlast a peer's longest pause between two duty cycles of its driver (in the invoker mode,
+                // its progress thread's): 5 s closed a live peer's image in an emulated guest.
+                .publicationConnectionTimeoutNs(TimeUnit.SECONDS.toNanos(LIVENESS_TIMEOUT_S))
+                .imageLivenessTimeoutNs(TimeUnit.SECONDS.toNanos(LIVENESS_TIMEOUT_S))
                 .sendChannelEndpointSupplier((channel, status, context) ->
                         new SegmentingSendChannelEndpoint(channel, status, context, segmentation))
                 .receiveChannelEndpointSupplier((channel, dispatcher, status, context) ->
