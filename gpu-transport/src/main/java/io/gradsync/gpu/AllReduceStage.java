@@ -4,21 +4,28 @@ import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
 import java.io.PrintStream;
+import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Random;
+import java.util.zip.CRC32;
 
 /**
  * The GPU check's AllReduce over the {@code cuda} transport: 2 and 4 ranks as threads of this process, each with
  * its own communicator on the one device, over shared memory ({@code shm}), the user's defaults otherwise. First
  * exact results on every rank (the check pattern, nccl-tests' {@code -c}) for every operator, four types and the
  * counts 0, 1, odd and a million and three; then nccl-tests' algorithm and bus bandwidth of float32 SUM, in place,
- * from 1 MiB to 64 MiB: min, median and max of {@value #RUNS} timed calls after {@value #WARM_UPS} untimed.
+ * from 1 MiB to 256 MiB of Gaussian values, with the algorithm the user's defaults choose (direct: the peers' device
+ * buffers read in place) and with the ring staged through the host transport: min, median and max of {@value #RUNS}
+ * timed calls after {@value #WARM_UPS} untimed; the results of each size bitwise equal on every rank.
  */
 final class AllReduceStage implements GpuCheck.Stage {
     static final int RUNS = 20;
@@ -31,7 +38,7 @@ final class AllReduceStage implements GpuCheck.Stage {
         boolean quick = check.options().quick();
         CudaDevice device = CudaDevice.open(check.driver(), check.device().ordinal());
         int[] counts = quick ? new int[] {0, 1, 7, 10_007} : new int[] {0, 1, 7, 1_000_003};
-        long[] sizes = quick ? new long[] {64 << 10} : new long[] {1 << 20, 16 << 20, 64 << 20};
+        long[] sizes = quick ? new long[] {64 << 10} : new long[] {1 << 20, 16 << 20, 64 << 20, 256 << 20};
         int runs = quick ? 3 : RUNS;
         List<String> summary = new ArrayList<>();
         boolean exact = true;
@@ -41,12 +48,17 @@ final class AllReduceStage implements GpuCheck.Stage {
             List<String> wrong = new ArrayList<>();
             for (int r = 0; r < ranks; r++) {
                 reports.get(r).stream().filter(line -> line.startsWith("WRONG")).forEach(wrong::add);
+                if (!bits(reports.get(r)).equals(bits(reports.get(0)))) {
+                    wrong.add("WRONG rank " + r + ": the timed results differ from rank 0's: " + bits(reports.get(r)) + " vs "
+                            + bits(reports.get(0)));
+                }
             }
-            reports.get(0).forEach(log::println);
+            reports.get(0).stream().filter(line -> !line.startsWith("BITS")).forEach(log::println);
             wrong.forEach(log::println);
             exact &= wrong.isEmpty();
-            String last = reports.get(0).get(reports.get(0).size() - 1);
-            summary.add(ranks + " ranks " + (wrong.isEmpty() ? "exact" : wrong.size() + " WRONG") + ", " + last.strip());
+            String largest = reports.get(0).stream().filter(line -> line.startsWith("default")).reduce((a, b) -> b).orElse("");
+            summary.add(ranks + " ranks " + (wrong.isEmpty() ? "exact, bitwise equal" : wrong.size() + " WRONG") + ", "
+                    + largest.strip().replaceAll(" +", " "));
         }
         return new GpuCheck.Outcome(exact, String.join("; ", summary));
     }
@@ -55,41 +67,59 @@ final class AllReduceStage implements GpuCheck.Stage {
     private static List<String> rankRun(Communicator c, CudaDevice device, int[] counts, long[] sizes, int runs, int warmUps) {
         List<String> lines = new ArrayList<>();
         int checked = 0;
+        AllReduceChoice direct = new AllReduceChoice(AllReduceAlgorithms.named("direct"), TransportOptions.DEFAULT.messageBytes());
         for (int count : counts) {
             for (DataType type : TYPES) {
                 for (ReduceOp op : ReduceOp.values()) {
-                    String wrong = exactCase(c, device, type, op, count);
-                    if (wrong != null) {
-                        lines.add("WRONG rank " + c.rank() + ": " + wrong);
+                    for (AllReduceChoice choice : new AllReduceChoice[] {null, direct}) {
+                        String wrong = exactCase(c, device, type, op, count, choice);
+                        if (wrong != null) {
+                            lines.add("WRONG rank " + c.rank() + ": " + wrong);
+                        }
+                        checked++;
                     }
-                    checked++;
                 }
             }
         }
-        lines.add(c.size() + " ranks over " + c.transportName() + ": " + checked + " AllReduce cases checked on every rank");
-        lines.add(String.format(Locale.ROOT, "%10s %10s %10s %10s %10s %10s", "bytes", "min us", "median us", "max us",
-                "algbw GB/s", "busbw GB/s"));
+        lines.add(c.size() + " ranks over " + c.transportName() + ": " + checked + " AllReduce cases (the defaults' choice and "
+                + "direct) checked on every rank");
+        lines.add(String.format(Locale.ROOT, "%-16s %10s %10s %10s %10s %10s %10s", "algorithm", "bytes", "min us", "median us",
+                "max us", "algbw GB/s", "busbw GB/s"));
+        AllReduceChoice staged = new AllReduceChoice(AllReduceAlgorithms.named("ring"), TransportOptions.DEFAULT.messageBytes());
+        StringBuilder bits = new StringBuilder("BITS");
         for (long bytes : sizes) {
-            lines.add(timed(c, device, bytes, runs, warmUps));
+            lines.add(timed(c, device, bytes, runs, warmUps, null, bits));
+            lines.add(timed(c, device, bytes, runs, warmUps, staged, bits));
         }
+        lines.add(bits.toString());
         return lines;
     }
 
-    /** Null when the check pattern reduces exactly with the input unchanged, else what went wrong. */
-    private static String exactCase(Communicator c, CudaDevice device, DataType type, ReduceOp op, int count) {
+    /** The fingerprints of the timed results, from a rank's report. */
+    private static String bits(List<String> report) {
+        return report.stream().filter(line -> line.startsWith("BITS")).findFirst().orElse("none");
+    }
+
+    /** Null when the check pattern reduces exactly with the input unchanged as {@code choice} (null: the defaults'), else what went wrong. */
+    private static String exactCase(Communicator c, CudaDevice device, DataType type, ReduceOp op, int count, AllReduceChoice choice) {
         GradientBuffer host = GradientBuffer.allocateDirect(type, count);
         CheckPattern.fill(host, op, c.rank());
         GradientBuffer in = device.allocate(type, count);
         GradientBuffer out = device.allocate(type, count);
         try {
             device.copyFromHost(host, in);
-            c.allReduceBlocking(in, out, op);
+            if (choice == null) {
+                c.allReduceBlocking(in, out, op);
+            } else {
+                c.allReduce(in, out, op, choice).block();
+            }
             GradientBuffer result = GradientBuffer.allocateDirect(type, count);
             device.copyToHost(out, result);
             long wrong = CheckPattern.countWrong(result, op, c.size());
             device.copyToHost(in, result);
             long changed = CheckPattern.countChanged(result, op, c.rank());
-            return wrong == 0 && changed == 0 ? null : count + " " + type + " " + op + ": " + wrong + " elements wrong, "
+            return wrong == 0 && changed == 0 ? null : count + " " + type + " " + op + (choice == null ? "" : " as direct") + ": "
+                    + wrong + " elements wrong, "
                     + changed + " input elements changed";
         } finally {
             device.free(in);
@@ -97,27 +127,48 @@ final class AllReduceStage implements GpuCheck.Stage {
         }
     }
 
-    /** One row of the timings: float32 SUM in place of {@code bytes}, as nccl-tests' all_reduce_perf reports it. */
-    private static String timed(Communicator c, CudaDevice device, long bytes, int runs, int warmUps) {
+    /**
+     * One row of the timings: float32 SUM in place of {@code bytes} of Gaussian values, as nccl-tests' all_reduce_perf
+     * reports it, run as {@code choice} (null: the user's defaults); the result's CRC is appended to {@code bits}.
+     */
+    private static String timed(Communicator c, CudaDevice device, long bytes, int runs, int warmUps, AllReduceChoice choice,
+                                StringBuilder bits) {
         GradientBuffer buffer = device.allocate(DataType.FLOAT32, (int) (bytes / 4));
         try {
-            GradientBuffer zeros = GradientBuffer.allocateDirect(DataType.FLOAT32, buffer.count());
-            device.copyFromHost(zeros, buffer);
+            float[] values = new float[buffer.count()];
+            Random random = new Random(bytes * 31 + c.rank());
+            for (int i = 0; i < values.length; i++) {
+                values[i] = (float) random.nextGaussian();
+            }
+            GradientBuffer host = GradientBuffer.wrap(values);
+            device.copyFromHost(host, buffer);
+            String name = choice == null ? "default " + c.allReduceChoice(buffer, buffer).algorithm().name()
+                    : choice.algorithm().name() + " (staged)";
             long[] nanos = new long[runs];
             for (int i = -warmUps; i < runs; i++) {
                 c.barrierBlocking();
                 long start = System.nanoTime();
-                c.allReduceBlocking(buffer, ReduceOp.SUM);
+                if (choice == null) {
+                    c.allReduceBlocking(buffer, ReduceOp.SUM);
+                } else {
+                    c.allReduce(buffer, buffer, ReduceOp.SUM, choice).block();
+                }
                 if (i >= 0) {
                     nanos[i] = System.nanoTime() - start;
                 }
             }
+            device.copyToHost(buffer, host);
+            ByteBuffer raw = ByteBuffer.allocate(values.length * Float.BYTES);
+            raw.asFloatBuffer().put(values);
+            CRC32 crc = new CRC32();
+            crc.update(raw);
+            bits.append(' ').append(Long.toHexString(crc.getValue()));
             Arrays.sort(nanos);
             double median = nanos[runs / 2] / 1e3;
             double algbw = bytes / (median * 1e3);
             double busbw = algbw * 2 * (c.size() - 1) / c.size();
-            return String.format(Locale.ROOT, "%10d %10.1f %10.1f %10.1f %10.2f %10.2f", bytes, nanos[0] / 1e3, median,
-                    nanos[runs - 1] / 1e3, algbw, busbw);
+            return String.format(Locale.ROOT, "%-16s %10d %10.1f %10.1f %10.1f %10.2f %10.2f", name, bytes, nanos[0] / 1e3,
+                    median, nanos[runs - 1] / 1e3, algbw, busbw);
         } finally {
             device.free(buffer);
         }

@@ -9,6 +9,7 @@ import java.nio.ByteBuffer;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A CUDA device of this process as the memory of {@link GradientBuffer}s: {@link #allocate} and {@link #wrap} give
@@ -25,6 +26,9 @@ public final class CudaDevice extends DeviceMemory {
     /** Host copies ({@link #copyFromHost}, {@link #copyToHost}) go through pinned memory this large at a time. */
     private static final int COPY_STAGING_BYTES = 4 << 20;
 
+    private static final AtomicLong SERIALS = new AtomicLong();
+
+    private final long serial = SERIALS.incrementAndGet();
     private final CudaDriver driver;
     private final DeviceProperties properties;
     private final long context;
@@ -58,6 +62,11 @@ public final class CudaDevice extends DeviceMemory {
             }
             return OPENED.computeIfAbsent(driver, d -> new HashMap<>()).computeIfAbsent(ordinal, o -> new CudaDevice(driver, o));
         }
+    }
+
+    /** This instance among the devices this process opened: ranks with the same serial share the device's memory. */
+    long serial() {
+        return serial;
     }
 
     /** {@code cuda:<ordinal>}. */

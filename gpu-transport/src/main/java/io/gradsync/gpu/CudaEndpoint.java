@@ -10,14 +10,17 @@ import io.gradsync.core.transport.TransportException;
 /**
  * A host transport's endpoint with a device's kernels ({@link DeviceKernels}): the host transport's links carry
  * the messages from its slots in host memory, and the collectives compute with kernels that reduce device buffers
- * on the device and stage through pinned memory what crosses to the slots.
+ * on the device and stage through pinned memory what crosses to the slots; where every rank shares this device in
+ * this process, the direct AllReduce reads the peers' device buffers in place instead ({@link DeviceSharedMemory}).
  */
 final class CudaEndpoint implements Endpoint {
     private final Endpoint host;
     private final DeviceKernels kernels;
+    private final SharedMemory shared;
 
     CudaEndpoint(Endpoint host, CudaDevice device) {
         this.host = host;
+        this.shared = DeviceSharedMemory.of(host.sharedMemory(), device, host.job());
         this.kernels = new DeviceKernels(device, host.maxMessageBytes());
     }
 
@@ -47,10 +50,13 @@ final class CudaEndpoint implements Endpoint {
         return host.link(peer);
     }
 
-    /** The host transport's, for the host buffers a communicator on it reduces too. */
+    /**
+     * The host transport's, for the host buffers a communicator on it reduces too, and the device's buffers where
+     * every rank is a thread of this process on this device ({@link DeviceSharedMemory}).
+     */
     @Override
     public SharedMemory sharedMemory() {
-        return host.sharedMemory();
+        return shared;
     }
 
     @Override

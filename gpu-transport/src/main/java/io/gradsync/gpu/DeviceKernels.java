@@ -119,6 +119,13 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
         return !region.isDevice() || region.base() == device;
     }
 
+    /** Waits for the stream: peers that read this rank's device buffers in place see its results, and no longer its inputs. */
+    @Override
+    public void fence() {
+        device.makeCurrent();
+        driver.streamSynchronize(stream);
+    }
+
     /** The call is done when its device work is: the caller may read its buffers, or hand them to other streams. */
     @Override
     public void release(Region[] buffers) {

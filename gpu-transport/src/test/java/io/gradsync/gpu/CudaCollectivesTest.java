@@ -10,14 +10,18 @@ import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.InMemoryJob;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.BiConsumer;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
@@ -57,7 +61,8 @@ class CudaCollectivesTest {
 
     static Stream<Arguments> jobs() {
         return Stream.of(Arguments.of("ring", 2), Arguments.of("ring", 3), Arguments.of("rhd", 3), Arguments.of("rhd", 4),
-                Arguments.of("tree", 3), Arguments.of("btree", 4), Arguments.of("rd", 3));
+                Arguments.of("tree", 3), Arguments.of("btree", 4), Arguments.of("rd", 3),
+                Arguments.of("direct", 2), Arguments.of("direct", 3), Arguments.of("direct", 4));
     }
 
     @ParameterizedTest(name = "{0} ranks={1}")
@@ -89,6 +94,76 @@ class CudaCollectivesTest {
         for (List<String> report : reports) {
             assertTrue(report.stream().noneMatch(s -> s.startsWith("WRONG")), report.toString());
             assertEquals(reports.get(0), report);
+        }
+    }
+
+    /**
+     * Ranks that share the device in this process read each other's device buffers in place: the selector runs
+     * direct from its threshold on (and the size's choice, staged through the host, below it), exact on every rank.
+     */
+    @Test
+    void ranksSharingTheDeviceInOneProcessReduceDirectFromTheThresholdOn() throws Exception {
+        List<List<String>> reports = DeviceRanks.run(device, 3, SMALL_SLOTS, null, RANK_TIMEOUT, c -> {
+            List<String> report = new ArrayList<>();
+            for (int count : new int[] {1000, 100_003}) {
+                GradientBuffer buffer = device.allocate(DataType.FLOAT32, count);
+                try {
+                    report.add(count + " " + c.allReduceChoice(buffer, buffer).algorithm().name());
+                } finally {
+                    device.free(buffer);
+                }
+                report.add(allReduceCase(c, DataType.FLOAT32, ReduceOp.SUM, count, true));
+                report.add(allReduceCase(c, DataType.BFLOAT16, ReduceOp.AVG, count, false));
+            }
+            return report;
+        });
+        for (List<String> report : reports) {
+            assertTrue(report.stream().noneMatch(s -> s.startsWith("WRONG")), report.toString());
+            assertEquals(reports.get(0), report);
+        }
+        assertTrue(reports.get(0).get(0).startsWith("1000 ") && !reports.get(0).get(0).endsWith(" direct"), reports.get(0).get(0));
+        assertEquals("100003 direct", reports.get(0).get(3));
+    }
+
+    /**
+     * Ranks on devices that do not share memory (here two drivers, as two processes would have) stage through the
+     * host: the selector never picks direct for their device buffers, and a call that asks for it is refused by name.
+     */
+    @Test
+    void ranksOnDevicesThatShareNoMemoryStageAndRefuseDirectByName() throws Exception {
+        try (HostMemoryCudaDriver other = new HostMemoryCudaDriver(Files.createDirectories(directory.resolve("other")))) {
+            CudaDevice[] devices = {device, CudaDevice.open(other, 0)};
+            InMemoryJob job = InMemoryJob.create(2);
+            List<String> seen = new CopyOnWriteArrayList<>();
+            Thread[] ranks = new Thread[2];
+            Throwable[] failures = new Throwable[2];
+            for (int r = 0; r < 2; r++) {
+                int rank = r;
+                ranks[r] = new Thread(() -> {
+                    CudaDevice mine = devices[rank];
+                    try (Communicator c = Communicator.builder(CudaTransport.over(Transports.open("shm", job.context(rank),
+                            SMALL_SLOTS), mine)).timeout(RANK_TIMEOUT).chunkBytes(SMALL_SLOTS.messageBytes()).build()) {
+                        GradientBuffer buffer = mine.allocate(DataType.FLOAT32, 100_003);
+                        seen.add(c.allReduceChoice(buffer, buffer).algorithm().name());
+                        IllegalArgumentException refused = assertThrows(IllegalArgumentException.class, () -> c.allReduce(
+                                buffer, buffer, ReduceOp.SUM, new AllReduceChoice(AllReduceAlgorithms.named("direct"), 4096)));
+                        seen.add(refused.getMessage());
+                        mine.free(buffer);
+                    } catch (Throwable e) {
+                        failures[rank] = e;
+                    }
+                });
+                ranks[r].start();
+            }
+            for (Thread t : ranks) {
+                t.join(RANK_TIMEOUT.toMillis());
+            }
+            assertEquals(null, failures[0]);
+            assertEquals(null, failures[1]);
+            assertEquals(4, seen.size(), seen.toString());
+            assertTrue(seen.stream().filter(s -> s.length() < 10).allMatch(s -> !s.equals("direct")), seen.toString());
+            assertTrue(seen.stream().anyMatch(s -> s.contains("device buffers go direct only where every peer reads both in place")),
+                    seen.toString());
         }
     }
 

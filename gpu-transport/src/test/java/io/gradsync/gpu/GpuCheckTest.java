@@ -46,9 +46,13 @@ class GpuCheckTest {
             String matrix = Files.readString(directory.resolve("out/2-correctness.log"));
             assertEquals(6 * 5 * 5 * 4, matrix.lines().filter(line -> line.endsWith(" ok") || line.contains(" ok (")).count(), matrix);
             String allReduce = Files.readString(directory.resolve("out/4-allreduce.log"));
-            assertTrue(allReduce.contains("2 ranks over cuda/shm: 80 AllReduce cases checked on every rank")
-                    && allReduce.contains("4 ranks over cuda/shm: 80 AllReduce cases checked on every rank"), allReduce);
-            assertTrue(printed.contains("allreduce    PASS  2 ranks exact") && printed.contains("4 ranks exact"), printed);
+            for (int ranks : new int[] {2, 4}) {
+                assertTrue(allReduce.contains(ranks + " ranks over cuda/shm: 160 AllReduce cases (the defaults' choice and direct) "
+                        + "checked on every rank"), allReduce);
+            }
+            assertTrue(allReduce.contains("default direct") && allReduce.contains("ring (staged)"), allReduce);
+            assertTrue(printed.contains("allreduce    PASS  2 ranks exact, bitwise equal, default direct")
+                    && printed.contains("4 ranks exact, bitwise equal, default direct"), printed);
         }
     }
 

@@ -293,10 +293,15 @@ public final class Communicator implements AutoCloseable {
 
     private Request allReduceRequest(GradientBuffer input, GradientBuffer output, ReduceOp op, AllReduceChoice choice) {
         AllReduceAlgorithm algorithm = choice.algorithm();
-        if ((input.isDevice() || output.isDevice()) && (choice.wire() != null || algorithm instanceof DirectAllReduce)) {
+        boolean device = input.isDevice() || output.isDevice();
+        if (device && choice.wire() != null) {
             throw new IllegalArgumentException("rank " + rank() + ": allreduce of " + input + " as " + algorithm.name()
-                    + (choice.wire() == null ? "" : " on a " + choice.wire() + " wire") + ": device buffers reduce on "
-                    + "their device, without the host's direct reads or 16-bit wire");
+                    + " on a " + choice.wire() + " wire: device buffers reduce on their device, without a 16-bit wire");
+        }
+        if (device && algorithm instanceof DirectAllReduce && !DirectAllReduce.sharedInPlace(endpoint.sharedMemory(), input, output)) {
+            throw new IllegalArgumentException("rank " + rank() + ": allreduce of " + input + " into " + output + " as direct: "
+                    + "device buffers go direct only where every peer reads both in place (the cuda transport: every rank "
+                    + "on one device of one process)");
         }
         if (algorithm instanceof DirectAllReduce) {
             DirectAllReduce.requireSharedMemory(rank(), endpoint.sharedMemory(), input);

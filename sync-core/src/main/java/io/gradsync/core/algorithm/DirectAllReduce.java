@@ -7,6 +7,7 @@ import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.memory.Kernels;
+import io.gradsync.core.memory.MemoryKernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.memory.WireCodec;
 import io.gradsync.core.transport.CrossMemoryReads;
@@ -45,10 +46,17 @@ import java.util.List;
  * {@code n = 2} staged direct moves {@code 4 S} against the ring's {@code 4.5 S}, at {@code n = 4} {@code 4.5 S}
  * against {@code 6.75 S}. The price is three rounds of small messages, so it pays from medium sizes on.
  *
+ * <p>Buffers in a device's memory go direct where the transport names them to every peer (the {@code cuda}
+ * transport, every rank a thread of one process on one device): the reduction runs as one launch of the device's
+ * kernels per input for the whole segment, the copies as device copies, and the kernels' work is waited for
+ * ({@link io.gradsync.core.memory.MemoryKernels#fence}) before each barrier, so that a peer never reads a segment
+ * before it is written, nor a rank's buffer after its call has returned. Device buffers are never staged.
+ *
  * <p>Every segment is reduced by one rank, always in the order {@code r, r+1, ..., r-1} of inputs (starting
  * with its own input, which in place is its output and so must be read before anything is written over
- * it), and copied from there, so every rank holds the same bits. bfloat16 and float16 segments are reduced in
- * float32 and rounded once, where the other algorithms round at every step. Ranks decide for themselves how to publish
+ * it), and copied from there, so every rank holds the same bits. bfloat16 and float16 segments in host memory are
+ * reduced in float32 and rounded once, where the other algorithms (and the device's kernels) round at every step.
+ * Ranks decide for themselves how to publish
  * their buffers, so shared, plain and heap buffers mix in one call; a buffer named by address stays the caller's
  * until the second barrier, after which no peer reads it. A peer that dies is named by the barrier that waits for
  * it. Needs a transport that shares memory: elsewhere a rank gets an {@link IllegalArgumentException} before
@@ -75,6 +83,11 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
      */
     public static boolean accepts(SharedMemory shared, long bytes) {
         return shared != null && bytes <= StagingWindows.MAX_BYTES;
+    }
+
+    /** True when {@code shared} names both buffers to the peers, which then read them in place (never staged). */
+    public static boolean sharedInPlace(SharedMemory shared, GradientBuffer input, GradientBuffer output) {
+        return shared != null && shared.handleOf(input.region()) >= 0 && shared.handleOf(output.region()) >= 0;
     }
 
     /**
@@ -123,9 +136,16 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         }
         plan.add(handles);
         Region stagedResult = stageOutput ? window : null;
+        boolean device = input.isDevice() || output.isDevice();
         plan.add(new LocalPhase(() -> reduceOwnSegment(ctx, handles, stagedResult, type, op, count)));
+        if (device) {
+            plan.add(new LocalPhase(ctx.kernels()::fence)); // the segment is on the device before peers read it
+        }
         plan.addAll(DisseminationBarrier.plan(ctx));
         plan.add(new LocalPhase(() -> copyOtherSegments(ctx, handles, type, count)));
+        if (device) {
+            plan.add(new LocalPhase(ctx.kernels()::fence)); // peers' buffers read before they return to their callers
+        }
         plan.addAll(DisseminationBarrier.plan(ctx));
         if (lease != null) {
             ctx.whenAbandoned(lease);
@@ -185,10 +205,12 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         int first = segmentStart(count, ctx.size(), ctx.rank());
         int length = segmentStart(count, ctx.size(), ctx.rank() + 1) - first;
         int esize = type.bytes();
-        int piece = Math.max(1, PIECE_BYTES / esize);
         Region out = handles.output;
-        // 16-bit floats are summed in float32 and rounded once
-        Region sum = type.isHalfFloat() ? handles.staging.float32Piece() : null;
+        boolean device = out.isDevice();
+        // on a device, one launch per input for the whole segment; on the host, pieces that stay in cache
+        int piece = device ? Math.max(1, length) : Math.max(1, PIECE_BYTES / esize);
+        // 16-bit floats are summed in float32 and rounded once (on a device, by its kernels: rounded at every step)
+        Region sum = type.isHalfFloat() && !device ? handles.staging.float32Piece() : null;
         for (int done = 0; done < length; done += piece) {
             int elements = Math.min(piece, length - done);
             long at = (long) (first + done) * esize;
@@ -198,7 +220,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
                 reducePiece(ctx, handles, type, op, at, elements);
             }
             if (stagedResult != null) {
-                Kernels.copy(out.base(), out.offset() + at, stagedResult.base(), stagedResult.offset() + at,
+                ctx.kernels().copy(out.base(), out.offset() + at, stagedResult.base(), stagedResult.offset() + at,
                         (long) elements * esize);
             }
         }
@@ -211,15 +233,16 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         Region out = handles.output;
         Region own = handles.inputs[rank];
         Region next = handles.inputAt((rank + 1) % n, at, bytes);
-        Kernels.reduce(type, op, own.base(), own.offset() + at, next.base(), next.offset() + handles.offsetIn(next, at),
+        MemoryKernels kernels = ctx.kernels();
+        kernels.reduce(type, op, own.base(), own.offset() + at, next.base(), next.offset() + handles.offsetIn(next, at),
                 out.base(), out.offset() + at, elements);
         for (int k = 2; k < n; k++) {
             Region in = handles.inputAt((rank + k) % n, at, bytes);
-            Kernels.reduce(type, op, out.base(), out.offset() + at, in.base(), in.offset() + handles.offsetIn(in, at),
+            kernels.reduce(type, op, out.base(), out.offset() + at, in.base(), in.offset() + handles.offsetIn(in, at),
                     out.base(), out.offset() + at, elements);
         }
         if (op == ReduceOp.AVG) {
-            Kernels.divide(type, out.base(), out.offset() + at, elements, n);
+            kernels.divide(type, out.base(), out.offset() + at, elements, n);
         }
     }
 
@@ -258,7 +281,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             long bytes = (long) segmentStart(count, n, owner + 1) * type.bytes() - first;
             Region theirs = handles.outputs[owner];
             if (theirs != null) {
-                Kernels.copy(theirs.base(), theirs.offset() + first, out.base(), out.offset() + first, bytes);
+                ctx.kernels().copy(theirs.base(), theirs.offset() + first, out.base(), out.offset() + first, bytes);
             } else {
                 handles.readOutput(owner, first, bytes);
             }

@@ -28,6 +28,14 @@ public interface MemoryKernels {
     boolean computesOn(Region region);
 
     /**
+     * Returns once the work these kernels queued so far is done, so that peers reading its results in place
+     * ({@link io.gradsync.core.transport.SharedMemory}) from now on see them, and no longer read what it read.
+     * Nothing to do on the host, where every kernel has run when it returns.
+     */
+    default void fence() {
+    }
+
+    /**
      * A collective that reads and writes {@code buffers} starts: work these kernels run asynchronously must come
      * after whatever the caller ordered on the buffers before (a GPU stream's). Nothing to do on the host.
      */

@@ -47,7 +47,16 @@ public final class AllReduceSelector {
     private record Direct(AllReduceChoice choice, SharedMemory shared, long minBytes, boolean stagePlainBuffers) {
         boolean takes(GradientBuffer input, GradientBuffer output) {
             return input.byteSize() >= minBytes && DirectAllReduce.accepts(shared, input.byteSize())
-                    && (stagePlainBuffers || shared.handleOf(input.region()) >= 0 && shared.handleOf(output.region()) >= 0);
+                    && (stagePlainBuffers || sharedInPlace(input, output));
+        }
+
+        boolean sharedInPlace(GradientBuffer input, GradientBuffer output) {
+            return DirectAllReduce.sharedInPlace(shared, input, output);
+        }
+
+        /** Device buffers go direct only where every peer reads them in place: they are never staged. */
+        boolean takesDevice(GradientBuffer input, GradientBuffer output) {
+            return input.byteSize() >= minBytes && DirectAllReduce.accepts(shared, input.byteSize()) && sharedInPlace(input, output);
         }
     }
 
@@ -150,12 +159,14 @@ public final class AllReduceSelector {
 
     /**
      * The choice for an AllReduce of {@code input} into {@code output}: {@link DirectAllReduce} where
-     * {@link #withDirect} says so, else {@link #choose(int, DataType)}'s; for buffers in a device's memory the size's
-     * choice as it is (the device's kernels send no 16-bit wire, and direct reads host memory). Allocates nothing.
+     * {@link #withDirect} says so, else {@link #choose(int, DataType)}'s; for buffers in a device's memory direct
+     * where every peer reads both in place, else the size's choice as it is (the device's kernels send no 16-bit
+     * wire). Allocates nothing.
      */
     public AllReduceChoice choose(GradientBuffer input, GradientBuffer output) {
         if (input.isDevice() || output.isDevice()) {
-            return choose((long) input.count() * input.dataType().bytes()); // on the device: no 16-bit wire, no direct
+            return direct != null && direct.takesDevice(input, output) ? direct.choice()
+                    : choose((long) input.count() * input.dataType().bytes());
         }
         AllReduceChoice choice = choose(input.count(), input.dataType());
         return direct != null && choice.wire() == null && direct.takes(input, output) ? direct.choice() : choice;
