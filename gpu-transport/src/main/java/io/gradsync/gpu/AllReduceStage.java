@@ -37,14 +37,14 @@ final class AllReduceStage implements GpuCheck.Stage {
     public GpuCheck.Outcome run(GpuCheck.CheckContext check, PrintStream log) throws Exception {
         boolean quick = check.options().quick();
         CudaDevice device = CudaDevice.open(check.driver(), check.device().ordinal());
-        int[] counts = quick ? new int[] {0, 1, 7, 10_007} : new int[] {0, 1, 7, 1_000_003};
-        long[] sizes = quick ? new long[] {64 << 10} : new long[] {1 << 20, 16 << 20, 64 << 20, 256 << 20};
+        int[] counts = counts(quick);
+        long[] sizes = sizes(quick);
         int runs = quick ? 3 : RUNS;
         List<String> summary = new ArrayList<>();
         boolean exact = true;
         for (int ranks : RANKS) {
             List<List<String>> reports = DeviceRanks.run(device, ranks, TransportOptions.DEFAULT, null, Duration.ofSeconds(60),
-                    c -> rankRun(c, device, counts, sizes, runs, quick ? 1 : WARM_UPS));
+                    c -> rankRun(c, device, counts, sizes, runs, quick ? 1 : WARM_UPS, 0));
             List<String> wrong = new ArrayList<>();
             for (int r = 0; r < ranks; r++) {
                 reports.get(r).stream().filter(line -> line.startsWith("WRONG")).forEach(wrong::add);
@@ -63,15 +63,31 @@ final class AllReduceStage implements GpuCheck.Stage {
         return new GpuCheck.Outcome(exact, String.join("; ", summary));
     }
 
-    /** One rank's part: the exact checks, then the timings (its lines: "WRONG ..." or results; rank 0's are logged). */
-    private static List<String> rankRun(Communicator c, CudaDevice device, int[] counts, long[] sizes, int runs, int warmUps) {
+    /** The element counts checked exactly. */
+    static int[] counts(boolean quick) {
+        return quick ? new int[] {0, 1, 7, 10_007} : new int[] {0, 1, 7, 1_048_579}; // 16-bit: over 2 MiB, exported by IPC
+    }
+
+    /** The sizes timed, in bytes. */
+    static long[] sizes(boolean quick) {
+        return quick ? new long[] {64 << 10} : new long[] {1 << 20, 16 << 20, 64 << 20, 256 << 20};
+    }
+
+    /**
+     * One rank's part: the exact checks, then the timings (its lines: "WRONG ..." or results; rank 0's are logged).
+     * Each case runs as the defaults choose, and as direct from {@code directMinBytes} on (ranks in processes share
+     * allocations from 2 MiB on).
+     */
+    static List<String> rankRun(Communicator c, CudaDevice device, int[] counts, long[] sizes, int runs, int warmUps,
+                                long directMinBytes) {
         List<String> lines = new ArrayList<>();
         int checked = 0;
         AllReduceChoice direct = new AllReduceChoice(AllReduceAlgorithms.named("direct"), TransportOptions.DEFAULT.messageBytes());
         for (int count : counts) {
             for (DataType type : TYPES) {
                 for (ReduceOp op : ReduceOp.values()) {
-                    for (AllReduceChoice choice : new AllReduceChoice[] {null, direct}) {
+                    boolean directToo = (long) count * type.bytes() >= directMinBytes;
+                    for (AllReduceChoice choice : directToo ? new AllReduceChoice[] {null, direct} : new AllReduceChoice[] {null}) {
                         String wrong = exactCase(c, device, type, op, count, choice);
                         if (wrong != null) {
                             lines.add("WRONG rank " + c.rank() + ": " + wrong);

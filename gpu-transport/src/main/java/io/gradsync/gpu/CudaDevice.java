@@ -29,6 +29,7 @@ public final class CudaDevice extends DeviceMemory {
     private static final AtomicLong SERIALS = new AtomicLong();
 
     private final long serial = SERIALS.incrementAndGet();
+    private final Map<IpcHandle, Import> imports = new HashMap<>();
     private final CudaDriver driver;
     private final DeviceProperties properties;
     private final long context;
@@ -145,6 +146,46 @@ public final class CudaDevice extends DeviceMemory {
     /** Makes this device's primary context current on the calling thread, as every driver call needs. */
     void makeCurrent() {
         driver.setCurrentContext(context);
+    }
+
+    /**
+     * Another process's exported allocation mapped into this device's context: opened on first use and shared by
+     * every endpoint of this process (CUDA maps an allocation once per context), until each has released it.
+     *
+     * @return its pointer here and the size of the mapping
+     */
+    synchronized long[] importAllocation(IpcHandle handle) {
+        Import mapped = imports.get(handle);
+        if (mapped == null) {
+            makeCurrent();
+            long pointer = driver.ipcOpenMemHandle(handle);
+            mapped = new Import(pointer, driver.memGetAddressRange(pointer)[1]);
+            imports.put(handle, mapped);
+        }
+        mapped.users++;
+        return new long[] {mapped.pointer, mapped.bytes};
+    }
+
+    /** One user fewer of an {@link #importAllocation}; the last unmaps it (the device work that used it must be done). */
+    synchronized void releaseAllocation(IpcHandle handle) {
+        Import mapped = imports.get(handle);
+        if (mapped != null && --mapped.users == 0) {
+            imports.remove(handle);
+            makeCurrent();
+            driver.ipcCloseMemHandle(mapped.pointer);
+        }
+    }
+
+    /** An allocation of another process mapped here, and how many endpoints use it. */
+    private static final class Import {
+        final long pointer;
+        final long bytes;
+        int users;
+
+        Import(long pointer, long bytes) {
+            this.pointer = pointer;
+            this.bytes = bytes;
+        }
     }
 
     /** The reduction kernels, loaded into this device's context on first use. */

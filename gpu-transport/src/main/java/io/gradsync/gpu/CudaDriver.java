@@ -96,6 +96,9 @@ public interface CudaDriver {
 
     void eventDestroy(long event);
 
+    /** The allocation that holds {@code devicePointer}: its base pointer and its size in bytes. */
+    long[] memGetAddressRange(long devicePointer);
+
     /** Exports a {@link #memAlloc} allocation (its base pointer) to other processes. */
     IpcHandle ipcGetMemHandle(long devicePointer);
 

@@ -16,7 +16,7 @@ import io.gradsync.core.transport.TransportException;
 final class CudaEndpoint implements Endpoint {
     private final Endpoint host;
     private final DeviceKernels kernels;
-    private final SharedMemory shared;
+    private final DeviceSharedMemory shared;
 
     CudaEndpoint(Endpoint host, CudaDevice device) {
         this.host = host;
@@ -74,11 +74,17 @@ final class CudaEndpoint implements Endpoint {
         return host.doWork();
     }
 
-    /** Waits for the device work queued, frees the staging memory, then closes the host transport's endpoint. */
+    /**
+     * Waits for the device work queued, frees the staging memory, unmaps the peers' device buffers, then closes the
+     * host transport's endpoint.
+     */
     @Override
     public void close() {
         try {
             kernels.close();
+            if (shared != null) {
+                shared.close();
+            }
         } finally {
             host.close();
         }

@@ -1,59 +1,110 @@
 package io.gradsync.gpu;
 
+import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.CrossMemoryReads;
 import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.SharedMemory;
 import io.gradsync.core.transport.TransportException;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 
 /**
- * The shared memory of a communicator over the {@code cuda} transport: the host transport's for host buffers, and
- * for buffers in the device's memory their device addresses, where every rank of the job is a thread of this
- * process on the same device, so that the direct AllReduce reads its peers' device buffers in place with the
- * device's kernels (no host staging). Ranks in other processes do not share device memory (CUDA IPC handles are
- * the next step): there a device buffer has no handle, and its AllReduce runs staged through the host transport.
+ * The shared memory of a communicator over the {@code cuda} transport on a host transport that shares memory (every
+ * rank on one host): the host transport's for host buffers, and for buffers in the device's memory a name its peers
+ * turn into a device pointer of their own, so that the direct AllReduce reads its peers' device buffers in place
+ * with the device's kernels, never staging them through the host.
+ * <ul>
+ *   <li>Every rank a thread of this process on this device: the name is the device address itself.</li>
+ *   <li>Otherwise, CUDA IPC (NCCL's registered buffers, PyTorch's shared CUDA tensors): a rank exports the
+ *       allocation that holds a buffer ({@code cuMemGetAddressRange}, {@code cuIpcGetMemHandle}; allocations of
+ *       {@value #MIN_EXPORT_BYTES} bytes or more) into an entry of its export table, host shared memory its peers
+ *       map at set-up; the name is the entry and the offset in the allocation. A process maps the handle once
+ *       ({@code cuIpcOpenMemHandle}, {@link CudaDevice#importAllocation}) and keeps the mapping while the entry
+ *       holds the same handle: a training loop's gradients cost one open per process and allocation. A peer in this
+ *       same process on this device reads the entry's base pointer instead (a process cannot open its own handle).</li>
+ * </ul>
+ * Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
+ * allocations without a shareable handle, more than {@value #ENTRIES} allocations) gets no name, and its AllReduce
+ * runs staged; ranks that decide differently for one call fail at its first message, naming the plans. Used by the
+ * communicator's progress thread.
  */
 final class DeviceSharedMemory implements SharedMemory {
-    /** Marks a handle as a device address: host handles never set it, and device addresses stay below it. */
+    /** Marks a handle as naming device memory: host handles never set it, and device addresses stay below it. */
     static final long DEVICE = 1L << 62;
+    /** Marks a device handle as an export table entry and offset rather than an address. */
+    private static final long EXPORTED = 1L << 61;
+    private static final int OFFSET_BITS = 40;
+    private static final long OFFSET_MASK = (1L << OFFSET_BITS) - 1;
+    /**
+     * The smallest allocation exported. CUDA carves smaller ones out of shared 2 MiB chunks, whose IPC handle names
+     * the chunk: one handle for several allocations, mapped once per process. From this size on an allocation has
+     * its own handle, and its mapping starts at its base (PyTorch exports its allocator's segments likewise).
+     */
+    static final long MIN_EXPORT_BYTES = 2L << 20;
+    /** Export table entries: an IPC handle, the allocation's base pointer in its process, and its size. */
+    static final int ENTRIES = 1024;
+    private static final int ENTRY_BYTES = 128;
+    private static final int BASE_AT = IpcHandle.BYTES;
+    private static final int SIZE_AT = IpcHandle.BYTES + 8;
+    private static final int GATHERED_BYTES = 32;
     /** This process, told apart from every other that may join a job. */
     private static final UUID PROCESS = UUID.randomUUID();
 
     private final SharedMemory host;
     private final CudaDevice device;
-    private final boolean devicesShared;
+    private final CudaDriver driver;
+    private final int rank;
+    /** Where each rank runs: its process and device serial (the first 24 bytes of what it gathered). */
+    private final byte[][] where;
+    private final boolean oneProcess;
+    private final ByteBuffer exports;
+    private final long[] peerTables;
+    private final Map<Long, Integer> exportedBases = new HashMap<>();
+    private final Map<Long, Mapping> opened = new HashMap<>();
+    /** Mappings whose entry now names another allocation: released with the endpoint, as device work may still use them. */
+    private final List<IpcHandle> retired = new ArrayList<>();
 
-    private DeviceSharedMemory(SharedMemory host, CudaDevice device, boolean devicesShared) {
+    /** A peer's exported allocation mapped here. */
+    private record Mapping(IpcHandle handle, long pointer) {
+    }
+
+    private DeviceSharedMemory(SharedMemory host, CudaDevice device, int rank, byte[][] gathered, ByteBuffer exports) {
         this.host = host;
         this.device = device;
-        this.devicesShared = devicesShared;
+        this.driver = device.driver();
+        this.rank = rank;
+        this.exports = exports;
+        this.where = new byte[gathered.length][];
+        this.peerTables = new long[gathered.length];
+        for (int r = 0; r < gathered.length; r++) {
+            where[r] = Arrays.copyOf(gathered[r], 24);
+            peerTables[r] = ByteBuffer.wrap(gathered[r]).getLong(24);
+        }
+        this.oneProcess = Arrays.stream(where).allMatch(w -> Arrays.equals(w, where[rank]));
     }
 
     /**
      * The shared memory of an endpoint over {@code host}'s ({@code null} where it shares none: then none either),
-     * asking the job's ranks where they run (an all-gather every rank makes when it opens the transport).
+     * after an all-gather of where the ranks run, which every rank makes when it opens the transport.
      */
-    static SharedMemory of(SharedMemory host, CudaDevice device, JobContext job) {
-        byte[] here = whereThisRankRuns(device);
-        boolean shared = true;
-        for (byte[] peer : job.allGather(here)) {
-            shared &= Arrays.equals(peer, here);
-        }
-        return host == null ? null : new DeviceSharedMemory(host, device, shared);
+    static DeviceSharedMemory of(SharedMemory host, CudaDevice device, JobContext job) {
+        ByteBuffer exports = host == null ? null : host.allocate(ENTRIES * ENTRY_BYTES);
+        ByteBuffer mine = ByteBuffer.allocate(GATHERED_BYTES);
+        mine.putLong(PROCESS.getMostSignificantBits()).putLong(PROCESS.getLeastSignificantBits()).putLong(device.serial())
+                .putLong(exports == null ? -1 : host.handleOf(Region.ofDirect(exports)));
+        byte[][] gathered = job.allGather(mine.array());
+        return host == null ? null : new DeviceSharedMemory(host, device, job.rank(), gathered, exports);
     }
 
-    private static byte[] whereThisRankRuns(CudaDevice device) {
-        ByteBuffer where = ByteBuffer.allocate(24);
-        where.putLong(PROCESS.getMostSignificantBits()).putLong(PROCESS.getLeastSignificantBits()).putLong(device.serial());
-        return where.array();
-    }
-
-    /** Whether every rank is a thread of this process on this device, reading the others' device buffers in place. */
-    boolean devicesShared() {
-        return devicesShared;
+    /** Whether every rank is a thread of this process on this device, naming its device buffers by address. */
+    boolean oneProcess() {
+        return oneProcess;
     }
 
     @Override
@@ -63,11 +114,59 @@ final class DeviceSharedMemory implements SharedMemory {
 
     @Override
     public long handleOf(Region region) {
-        if (region.isDevice()) {
-            return devicesShared && region.base() == device && region.address() < DEVICE ? region.address() | DEVICE : -1;
+        if (!region.isDevice()) {
+            long handle = host.handleOf(region);
+            return (handle & DEVICE) == 0 ? handle : -1;
         }
-        long handle = host.handleOf(region);
-        return (handle & DEVICE) == 0 ? handle : -1;
+        if (region.base() != device || region.address() >= DEVICE) {
+            return -1;
+        }
+        if (oneProcess) {
+            return region.address() | DEVICE;
+        }
+        return exported(region.address(), region.byteLength());
+    }
+
+    /** The name of {@code bytes} at {@code address} in an exported allocation, exporting it first; -1 if CUDA cannot. */
+    private long exported(long address, long bytes) {
+        long base;
+        long size;
+        IpcHandle handle;
+        try {
+            device.makeCurrent();
+            long[] range = driver.memGetAddressRange(address);
+            base = range[0];
+            size = range[1];
+            handle = driver.ipcGetMemHandle(base);
+        } catch (CudaException e) {
+            return -1;
+        }
+        long offset = address - base;
+        if (size < MIN_EXPORT_BYTES || offset + bytes > size || offset > OFFSET_MASK) {
+            return -1;
+        }
+        Integer entry = exportedBases.get(base);
+        if (entry == null) {
+            if (exportedBases.size() == ENTRIES) {
+                return -1;
+            }
+            entry = exportedBases.size();
+            exportedBases.put(base, entry);
+        }
+        byte[] bytesOfHandle = handle.toBytes();
+        int at = entry * ENTRY_BYTES;
+        if (!Arrays.equals(bytesOfHandle, entryHandle(exports, at)) || exports.getLong(at + SIZE_AT) != size) {
+            exports.put(at, bytesOfHandle);
+            exports.putLong(at + BASE_AT, base);
+            exports.putLong(at + SIZE_AT, size);
+        }
+        return DEVICE | EXPORTED | (long) entry << OFFSET_BITS | offset;
+    }
+
+    private static byte[] entryHandle(ByteBuffer table, int at) {
+        byte[] bytes = new byte[IpcHandle.BYTES];
+        table.get(at, bytes);
+        return bytes;
     }
 
     @Override
@@ -75,11 +174,62 @@ final class DeviceSharedMemory implements SharedMemory {
         if ((handle & DEVICE) == 0) {
             return host.peerRegion(peer, handle, bytes);
         }
-        if (!devicesShared) {
-            throw new TransportException(peer, "rank " + peer + " named a device buffer, but its device memory cannot be "
-                    + "read from here (another process or device)");
+        if ((handle & EXPORTED) == 0) {
+            if (!oneProcess) {
+                throw new TransportException(peer, "rank " + peer + " named a device buffer by its address, but not every "
+                        + "rank of the job runs on one device of one process");
+            }
+            return Region.ofDevice(device, handle & ~DEVICE, bytes);
         }
-        return Region.ofDevice(device, handle & ~DEVICE, bytes);
+        int entry = (int) ((handle & ~(DEVICE | EXPORTED)) >>> OFFSET_BITS);
+        long offset = handle & OFFSET_MASK;
+        if (entry >= ENTRIES || peerTables[peer] < 0) {
+            throw new TransportException(peer, "rank " + peer + " named export entry " + entry + " of a table it has not shared");
+        }
+        Region table = host.peerRegion(peer, peerTables[peer], (long) ENTRIES * ENTRY_BYTES);
+        byte[] entryBytes = new byte[ENTRY_BYTES];
+        Region into = Region.ofArray(entryBytes, 0, ENTRY_BYTES);
+        Kernels.copy(table.base(), table.offset() + (long) entry * ENTRY_BYTES, into.base(), into.offset(), ENTRY_BYTES);
+        ByteBuffer read = ByteBuffer.wrap(entryBytes).order(exports.order());
+        long base = read.getLong(BASE_AT);
+        long size = read.getLong(SIZE_AT);
+        if (offset + bytes > size) {
+            throw new TransportException(peer, "rank " + peer + " named bytes " + offset + ".." + (offset + bytes)
+                    + " of its exported allocation " + entry + ", which has " + size);
+        }
+        if (Arrays.equals(where[peer], where[rank])) {
+            return Region.ofDevice(device, base + offset, bytes); // this process, this device: its pointer is ours
+        }
+        return Region.ofDevice(device, open(peer, entry, IpcHandle.of(Arrays.copyOf(entryBytes, IpcHandle.BYTES)), size) + offset,
+                bytes);
+    }
+
+    /**
+     * The pointer here of {@code peer}'s export {@code entry}, mapped once for as long as the entry holds {@code handle};
+     * the mapping must be as large as the allocation the peer exported, else offsets in it would not be the peer's.
+     */
+    private long open(int peer, int entry, IpcHandle handle, long size) {
+        long key = (long) peer << 32 | entry;
+        Mapping mapping = opened.get(key);
+        if (mapping != null && mapping.handle().equals(handle)) {
+            return mapping.pointer();
+        }
+        long[] mapped;
+        try {
+            mapped = device.importAllocation(handle);
+        } catch (CudaException e) {
+            throw new TransportException(peer, "rank " + peer + "'s device buffer cannot be mapped on " + device.name() + ": "
+                    + e.getMessage());
+        }
+        if (mapping != null) {
+            retired.add(mapping.handle());
+        }
+        opened.put(key, new Mapping(handle, mapped[0]));
+        if (mapped[1] < size) {
+            throw new TransportException(peer, "rank " + peer + " exported an allocation of " + size + " bytes, which maps as "
+                    + mapped[1] + " bytes on " + device.name() + ": its offsets would not be the same here");
+        }
+        return mapped[0];
     }
 
     @Override
@@ -92,5 +242,15 @@ final class DeviceSharedMemory implements SharedMemory {
     @Override
     public CrossMemoryReads crossMemoryReads() {
         return host.crossMemoryReads();
+    }
+
+    /** Releases the peers' allocations mapped here; the device work that used them must be done. */
+    void close() {
+        for (Mapping mapping : opened.values()) {
+            device.releaseAllocation(mapping.handle());
+        }
+        retired.forEach(device::releaseAllocation);
+        opened.clear();
+        retired.clear();
     }
 }

@@ -15,14 +15,16 @@ import java.util.Locale;
  * The GPU check that {@code scripts/gpu-check} bundles for a GPU machine: in order, a smoke test (devices,
  * memory, copies, one kernel), the kernels' correctness matrix against sync-core's host kernels, bit for bit,
  * the kernels' benchmark against a device-to-device copy, and AllReduce of device buffers over the {@code cuda}
- * transport, exact on every rank and timed ({@link AllReduceStage}). Each stage writes a log of its own into the
+ * transport, exact on every rank and timed, with ranks as threads of this process ({@link AllReduceStage}) and as
+ * processes of their own that share device buffers through CUDA IPC ({@link ProcessesStage}). Each stage writes a
+ * log of its own into the
  * output directory; the end is a summary, one line per stage, printed and written to {@code summary.txt}.
  *
  * <p>Exit status: 0 when every stage passed, 1 when one failed (a wrong bit, a failed driver call), 2 when
  * CUDA is not usable here at all (no driver, no device), 64 for bad arguments.
  *
  * <pre>
- * java io.gradsync.gpu.GpuCheck [--out DIR] [--stages smoke,correctness,benchmark,allreduce] [--device N] [--quick]
+ * java io.gradsync.gpu.GpuCheck [--out DIR] [--stages smoke,correctness,benchmark,allreduce,processes] [--device N] [--quick]
  * </pre>
  * {@code --out} defaults to {@code $OUT} when set, else {@code gpu-check-out}; {@code --quick} shrinks the
  * sizes (counts up to 4099, buffers up to 256 KiB, 3 timed runs) for a dry run.
@@ -31,7 +33,7 @@ public final class GpuCheck {
     static final int EXIT_FAILED = 1;
     static final int EXIT_UNAVAILABLE = 2;
     static final int EXIT_USAGE = 64;
-    static final List<String> STAGES = List.of("smoke", "correctness", "benchmark", "allreduce");
+    static final List<String> STAGES = List.of("smoke", "correctness", "benchmark", "allreduce", "processes");
 
     /**
      * How to run.
@@ -114,7 +116,7 @@ public final class GpuCheck {
             options = Options.parse(args);
         } catch (IllegalArgumentException e) {
             console.println("gpu-check: " + e.getMessage());
-            console.println("usage: GpuCheck [--out DIR] [--stages smoke,correctness,benchmark] [--device N] [--quick]");
+            console.println("usage: GpuCheck [--out DIR] [--stages " + String.join(",", STAGES) + "] [--device N] [--quick]");
             return EXIT_USAGE;
         }
         CudaDriver driver;
@@ -216,6 +218,7 @@ public final class GpuCheck {
             case "smoke" -> new SmokeStage();
             case "correctness" -> new CorrectnessStage();
             case "benchmark" -> new BenchmarkStage();
+            case "processes" -> new ProcessesStage();
             default -> new AllReduceStage();
         };
     }

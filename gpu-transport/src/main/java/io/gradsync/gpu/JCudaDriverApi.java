@@ -314,6 +314,14 @@ public final class JCudaDriverApi implements CudaDriver {
     }
 
     @Override
+    public long[] memGetAddressRange(long devicePointer) {
+        DeviceAddress base = new DeviceAddress();
+        long[] size = new long[1];
+        check(JCudaDriver.cuMemGetAddressRange(base, size, DeviceAddress.of(devicePointer)), "cuMemGetAddressRange");
+        return new long[] {base.address(), size[0]};
+    }
+
+    @Override
     public IpcHandle ipcGetMemHandle(long devicePointer) {
         CUipcMemHandle handle = new CUipcMemHandle();
         check(JCudaDriver.cuIpcGetMemHandle(handle, DeviceAddress.of(devicePointer)), "cuIpcGetMemHandle");

@@ -23,7 +23,9 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -76,6 +78,7 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     private final AtomicInteger nextStream = new AtomicInteger();
     private final long[] deviceMemoryUsed;
     private final ConcurrentSkipListMap<Long, Allocation> allocations = new ConcurrentSkipListMap<>();
+    private final Map<String, LongAdder> calls = new ConcurrentHashMap<>();
     private final ConcurrentSkipListMap<Long, Region> hostAllocations = new ConcurrentSkipListMap<>();
     private final Map<ByteBuffer, Long> hostBuffers = new IdentityHashMap<>();
     private final HandleTable<Integer> contexts = new HandleTable<>("context");
@@ -403,6 +406,17 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     }
 
     @Override
+    public long[] memGetAddressRange(long devicePointer) {
+        enter("cuMemGetAddressRange");
+        Map.Entry<Long, Allocation> entry = allocations.floorEntry(devicePointer);
+        if (entry == null || devicePointer >= entry.getKey() + entry.getValue().bytes()) {
+            throw new CudaException("cuMemGetAddressRange", CUresult.CUDA_ERROR_NOT_FOUND,
+                    "0x" + Long.toHexString(devicePointer) + " lies in no allocation");
+        }
+        return new long[] {entry.getKey(), entry.getValue().bytes()};
+    }
+
+    @Override
     public IpcHandle ipcGetMemHandle(long devicePointer) {
         enter("cuIpcGetMemHandle");
         Allocation allocation = allocations.get(devicePointer);
@@ -420,6 +434,9 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
         ByteBuffer bytes = opened(handle, 'M', call);
         long size = bytes.getLong();
         Path file = directory.resolve(new String(readName(bytes), StandardCharsets.UTF_8));
+        if (allocations.values().stream().anyMatch(a -> a.imported() && a.file().equals(file))) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_ALREADY_MAPPED, "this context has mapped that allocation already");
+        }
         Region region;
         try {
             region = Region.ofDirect(mapBuffer(file, size, false));
@@ -657,7 +674,14 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     }
 
     /** Every call: a sticky error of earlier work fails it; all but the device queries need a current context. */
+    /** How many times {@code call} was made. */
+    long calls(String call) {
+        LongAdder made = calls.get(call);
+        return made == null ? 0 : made.sum();
+    }
+
     private int enter(String call) {
+        calls.computeIfAbsent(call, c -> new LongAdder()).increment();
         CudaException failure = sticky;
         if (failure != null) {
             throw new CudaException(call, failure.result(), "an earlier asynchronous error: " + failure.getMessage());
