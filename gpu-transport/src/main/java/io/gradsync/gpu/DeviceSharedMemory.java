@@ -9,7 +9,9 @@ import io.gradsync.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -29,7 +31,8 @@ import java.util.UUID;
  *       holds the same handle: a training loop's gradients cost one open per process and allocation. A peer in this
  *       same process on this device reads the entry's base pointer instead (a process cannot open its own handle).</li>
  * </ul>
- * Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
+ * Ranks of one process on different devices name no device buffer (peer access between the devices is not
+ * enabled yet). Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
  * allocations without a shareable handle, more than {@value #ENTRIES} allocations) gets no name, and its AllReduce
  * runs staged; ranks that decide differently for one call fail at its first message, naming the plans. Used by the
  * communicator's progress thread.
@@ -53,8 +56,11 @@ final class DeviceSharedMemory implements SharedMemory {
     private static final int BASE_AT = IpcHandle.BYTES;
     private static final int SIZE_AT = IpcHandle.BYTES + 8;
     private static final int GATHERED_BYTES = 32;
-    /** This process, told apart from every other that may join a job. */
-    private static final UUID PROCESS = UUID.randomUUID();
+    /**
+     * The process each driver is, told apart from every other that may join a job: one driver per process in
+     * production ({@link JCudaDriverApi#open}); the tests' host-memory drivers each stand for a process.
+     */
+    private static final Map<CudaDriver, UUID> PROCESSES = Collections.synchronizedMap(new IdentityHashMap<>());
 
     private final SharedMemory host;
     private final CudaDevice device;
@@ -63,6 +69,8 @@ final class DeviceSharedMemory implements SharedMemory {
     /** Where each rank runs: its process and device serial (the first 24 bytes of what it gathered). */
     private final byte[][] where;
     private final boolean oneProcess;
+    /** False where device buffers are never named to the peers (they stage). */
+    private final boolean shareable;
     private final ByteBuffer exports;
     private final long[] peerTables;
     private final Map<Long, Integer> exportedBases = new HashMap<>();
@@ -87,6 +95,22 @@ final class DeviceSharedMemory implements SharedMemory {
             peerTables[r] = ByteBuffer.wrap(gathered[r]).getLong(24);
         }
         this.oneProcess = Arrays.stream(where).allMatch(w -> Arrays.equals(w, where[rank]));
+        this.shareable = !onTwoDevicesOfOneProcess(where);
+    }
+
+    /**
+     * Whether two ranks run in one process on different devices: they cannot map each other's handles (a process
+     * cannot open its own), and their pointers need peer access, which is not enabled yet; such a job stages.
+     */
+    private static boolean onTwoDevicesOfOneProcess(byte[][] where) {
+        for (byte[] a : where) {
+            for (byte[] b : where) {
+                if (Arrays.equals(a, 0, 16, b, 0, 16) && !Arrays.equals(a, b)) {
+                    return true;
+                }
+            }
+        }
+        return false;
     }
 
     /**
@@ -96,7 +120,8 @@ final class DeviceSharedMemory implements SharedMemory {
     static DeviceSharedMemory of(SharedMemory host, CudaDevice device, JobContext job) {
         ByteBuffer exports = host == null ? null : host.allocate(ENTRIES * ENTRY_BYTES);
         ByteBuffer mine = ByteBuffer.allocate(GATHERED_BYTES);
-        mine.putLong(PROCESS.getMostSignificantBits()).putLong(PROCESS.getLeastSignificantBits()).putLong(device.serial())
+        UUID process = PROCESSES.computeIfAbsent(device.driver(), d -> UUID.randomUUID());
+        mine.putLong(process.getMostSignificantBits()).putLong(process.getLeastSignificantBits()).putLong(device.serial())
                 .putLong(exports == null ? -1 : host.handleOf(Region.ofDirect(exports)));
         byte[][] gathered = job.allGather(mine.array());
         return host == null ? null : new DeviceSharedMemory(host, device, job.rank(), gathered, exports);
@@ -118,7 +143,7 @@ final class DeviceSharedMemory implements SharedMemory {
             long handle = host.handleOf(region);
             return (handle & DEVICE) == 0 ? handle : -1;
         }
-        if (region.base() != device || region.address() >= DEVICE) {
+        if (!shareable || region.base() != device || region.address() >= DEVICE) {
             return -1;
         }
         if (oneProcess) {

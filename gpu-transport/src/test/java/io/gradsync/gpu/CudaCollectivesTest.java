@@ -10,13 +10,16 @@ import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
+import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.check.CheckPattern;
+import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.InMemoryJob;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.function.BiConsumer;
 import java.util.stream.Stream;
@@ -134,57 +137,109 @@ class CudaCollectivesTest {
     @Test
     void ranksInTwoProcessesReadEachOthersDeviceBuffersThroughIpc() throws Exception {
         try (HostMemoryCudaDriver other = new HostMemoryCudaDriver(directory)) {
-            CudaDevice[] devices = {device, device, CudaDevice.open(other, 0)};
-            InMemoryJob job = InMemoryJob.create(3);
-            List<List<String>> reports = new ArrayList<>(List.of(List.of(), List.of(), List.of()));
-            Throwable[] failures = new Throwable[3];
-            Thread[] ranks = new Thread[3];
-            for (int r = 0; r < 3; r++) {
-                int rank = r;
-                ranks[r] = new Thread(() -> {
-                    CudaDevice mine = devices[rank];
-                    try (Communicator c = Communicator.builder(CudaTransport.over(Transports.open("shm", job.context(rank),
-                            SMALL_SLOTS), mine)).timeout(RANK_TIMEOUT).chunkBytes(SMALL_SLOTS.messageBytes()).build()) {
-                        List<String> report = new ArrayList<>();
-                        GradientBuffer small = mine.allocate(DataType.FLOAT32, 100_003);
-                        GradientBuffer large = mine.allocate(DataType.FLOAT32, IPC_COUNT);
-                        report.add(c.allReduceChoice(small, small).algorithm().name() + " "
-                                + c.allReduceChoice(large, large).algorithm().name());
-                        mine.free(small);
-                        mine.free(large);
-                        for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16}) {
-                            for (ReduceOp op : IPC_OPS) {
-                                report.add(allReduceCase(c, mine, type, op, IPC_COUNT, op == ReduceOp.SUM));
-                            }
-                        }
-                        GradientBuffer kept = mine.allocate(DataType.FLOAT32, IPC_COUNT);
-                        for (int call = 0; call < 5; call++) {
-                            c.allReduceBlocking(kept, ReduceOp.SUM);
-                        }
-                        mine.free(kept);
-                        reports.set(rank, report);
-                    } catch (Throwable e) {
-                        failures[rank] = e;
+            List<List<String>> reports = onDevices(new CudaDevice[] {device, device, CudaDevice.open(other, 0)}, (c, mine) -> {
+                List<String> report = new ArrayList<>();
+                report.add(choices(c, mine));
+                for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16}) {
+                    for (ReduceOp op : IPC_OPS) {
+                        report.add(allReduceCase(c, mine, type, op, IPC_COUNT, op == ReduceOp.SUM));
                     }
-                });
-                ranks[r].start();
-            }
-            for (Thread t : ranks) {
-                t.join(RANK_TIMEOUT.toMillis());
-            }
-            for (int r = 0; r < 3; r++) {
-                assertEquals(null, failures[r], "rank " + r);
-                // under 2 MiB an allocation is not exported: staged, as the size's choice
-                assertTrue(reports.get(r).get(0).matches("(?!direct)\\w+ direct"), reports.get(r).get(0));
-                assertTrue(reports.get(r).stream().noneMatch(s -> s.startsWith("WRONG")), reports.get(r).toString());
-                assertEquals(reports.get(0), reports.get(r), "rank " + r + " differs from rank 0");
-            }
+                }
+                GradientBuffer kept = mine.allocate(DataType.FLOAT32, IPC_COUNT);
+                for (int call = 0; call < 5; call++) {
+                    c.allReduceBlocking(kept, ReduceOp.SUM);
+                }
+                mine.free(kept);
+                return report;
+            });
+            // under 2 MiB an allocation is not exported: staged, as the size's choice
+            assertTrue(reports.get(0).get(0).matches("(?!direct)\\w+ direct"), reports.get(0).get(0));
             // each rank exported 2 allocations a case (1 in place) and 1 kept over five calls: process B maps those of
             // ranks 0 and 1, process A rank 2's, each allocation once
             int exported = 2 * (2 * IPC_OPS.length - 1) + 1;
             assertEquals(2 * exported, other.calls("cuIpcOpenMemHandle"), "mapped by process B");
             assertEquals(exported, driver.calls("cuIpcOpenMemHandle"), "mapped by process A");
         }
+    }
+
+    /**
+     * Ranks of one process on two devices cannot read each other's buffers in place (peer access is not enabled):
+     * the selector never picks direct for them, they stage, exactly; a call that asks for direct is refused by name.
+     */
+    @Test
+    void ranksOfOneProcessOnTwoDevicesStageAndRefuseDirectByName() throws Exception {
+        try (HostMemoryCudaDriver two = new HostMemoryCudaDriver(directory, List.of(
+                new DeviceProperties(0, "host-memory device", 9, 0, 4, 2048, 1L << 30),
+                new DeviceProperties(1, "host-memory device", 9, 0, 4, 2048, 1L << 30)))) {
+            List<List<String>> reports = onDevices(new CudaDevice[] {CudaDevice.open(two, 0), CudaDevice.open(two, 1)},
+                    (c, mine) -> {
+                        GradientBuffer buffer = mine.allocate(DataType.FLOAT32, IPC_COUNT);
+                        try {
+                            IllegalArgumentException refused = assertThrows(IllegalArgumentException.class, () -> c.allReduce(
+                                    buffer, buffer, ReduceOp.SUM, new AllReduceChoice(AllReduceAlgorithms.named("direct"), 4096)));
+                            return List.of(choices(c, mine), allReduceCase(c, mine, DataType.FLOAT32, ReduceOp.SUM, IPC_COUNT, true),
+                                    "refused by name: " + refused.getMessage().contains("device buffers go direct only where every "
+                                            + "peer reads both in place"));
+                        } finally {
+                            mine.free(buffer);
+                        }
+                    });
+            for (List<String> report : reports) {
+                assertTrue(!report.get(0).contains("direct") && !report.get(1).startsWith("WRONG"), report.toString());
+                assertEquals("refused by name: true", report.get(2));
+            }
+        }
+    }
+
+    /** The algorithms the defaults choose for a small (400 KB) and a large (4 MiB) float32 buffer on {@code device}. */
+    private static String choices(Communicator c, CudaDevice device) {
+        GradientBuffer small = device.allocate(DataType.FLOAT32, 100_003);
+        GradientBuffer large = device.allocate(DataType.FLOAT32, IPC_COUNT);
+        try {
+            return c.allReduceChoice(small, small).algorithm().name() + " " + c.allReduceChoice(large, large).algorithm().name();
+        } finally {
+            device.free(small);
+            device.free(large);
+        }
+    }
+
+    /** What a rank on its own device does. */
+    interface OnDevice {
+        List<String> run(Communicator c, CudaDevice device) throws Exception;
+    }
+
+    /**
+     * Runs {@code body} on ranks as threads, rank {@code r} over {@code cuda} on {@code devices[r]} and {@code shm};
+     * returns each rank's report after checking that none failed, none is wrong, and all are the same.
+     */
+    private static List<List<String>> onDevices(CudaDevice[] devices, OnDevice body) throws Exception {
+        int n = devices.length;
+        InMemoryJob job = InMemoryJob.create(n);
+        List<List<String>> reports = new ArrayList<>(Collections.nCopies(n, List.of()));
+        Throwable[] failures = new Throwable[n];
+        Thread[] ranks = new Thread[n];
+        for (int r = 0; r < n; r++) {
+            int rank = r;
+            ranks[r] = new Thread(() -> {
+                try (Communicator c = Communicator.builder(CudaTransport.over(Transports.open("shm", job.context(rank), SMALL_SLOTS),
+                        devices[rank])).timeout(RANK_TIMEOUT).chunkBytes(SMALL_SLOTS.messageBytes()).build()) {
+                    reports.set(rank, body.run(c, devices[rank]));
+                } catch (Throwable e) {
+                    failures[rank] = e;
+                }
+            });
+            ranks[r].start();
+        }
+        for (Thread t : ranks) {
+            t.join(RANK_TIMEOUT.toMillis());
+        }
+        for (int r = 0; r < n; r++) {
+            assertEquals(null, failures[r], "rank " + r);
+            List<String> report = reports.get(r);
+            assertTrue(report.stream().noneMatch(s -> s.startsWith("WRONG")), "rank " + r + ": " + report);
+            assertEquals(reports.get(0), report, "rank " + r + " differs from rank 0");
+        }
+        return reports;
     }
 
     /** Reduces the check pattern of {@code count} elements on the device; "WRONG ..." or the result's fingerprint. */
