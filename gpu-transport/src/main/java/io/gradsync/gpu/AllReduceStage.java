@@ -99,6 +99,7 @@ final class AllReduceStage implements GpuCheck.Stage {
         }
         lines.add(c.size() + " ranks over " + c.transportName() + ": " + checked + " AllReduce cases (the defaults' choice and "
                 + "direct) checked on every rank");
+        lines.add(choiceCost(c, device));
         lines.add(String.format(Locale.ROOT, "%-16s %10s %10s %10s %10s %10s %10s", "algorithm", "bytes", "min us", "median us",
                 "max us", "algbw GB/s", "busbw GB/s"));
         AllReduceChoice staged = new AllReduceChoice(AllReduceAlgorithms.named("ring"), TransportOptions.DEFAULT.messageBytes());
@@ -109,6 +110,28 @@ final class AllReduceStage implements GpuCheck.Stage {
         }
         lines.add(bits.toString());
         return lines;
+    }
+
+    /**
+     * What choosing the algorithm for a 16 MiB device buffer costs (the transport naming it to the peers, through
+     * CUDA IPC between processes): the median of 1000 choices.
+     */
+    private static String choiceCost(Communicator c, CudaDevice device) {
+        GradientBuffer buffer = device.allocate(DataType.FLOAT32, 4 << 20);
+        try {
+            long[] nanos = new long[1000];
+            String chosen = "";
+            for (int i = 0; i < nanos.length; i++) {
+                long start = System.nanoTime();
+                chosen = c.allReduceChoice(buffer, buffer).algorithm().name();
+                nanos[i] = System.nanoTime() - start;
+            }
+            Arrays.sort(nanos);
+            return String.format(Locale.ROOT, "choosing %s for a 16 MiB device buffer: %.1f us (median of 1000)", chosen,
+                    nanos[nanos.length / 2] / 1e3);
+        } finally {
+            device.free(buffer);
+        }
     }
 
     /** The fingerprints of the timed results, from a rank's report. */

@@ -96,6 +96,12 @@ public interface CudaDriver {
 
     void eventDestroy(long event);
 
+    /**
+     * The id of the allocation that holds {@code devicePointer} ({@code CU_POINTER_ATTRIBUTE_BUFFER_ID}): unique
+     * among the allocations of the process's lifetime, so a freed allocation's id never names another.
+     */
+    long pointerBufferId(long devicePointer);
+
     /** The allocation that holds {@code devicePointer}: its base pointer and its size in bytes. */
     long[] memGetAddressRange(long devicePointer);
 

@@ -7,6 +7,7 @@ import io.gradsync.core.transport.JobContext;
 import io.gradsync.core.transport.SharedMemory;
 import io.gradsync.core.transport.TransportException;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -71,12 +72,18 @@ final class DeviceSharedMemory implements SharedMemory {
     private final boolean oneProcess;
     /** False where device buffers are never named to the peers (they stage). */
     private final boolean shareable;
-    private final ByteBuffer exports;
+    private final ByteBuffer table;
+    /** This rank's allocations by buffer id. */
+    private final Map<Long, Export> exports = new HashMap<>();
     private final long[] peerTables;
     private final Map<Long, Integer> exportedBases = new HashMap<>();
     private final Map<Long, Mapping> opened = new HashMap<>();
     /** Mappings whose entry now names another allocation: released with the endpoint, as device work may still use them. */
     private final List<IpcHandle> retired = new ArrayList<>();
+
+    /** An allocation of this rank's, as its export table names it. */
+    private record Export(long base, long size, int entry) {
+    }
 
     /** A peer's exported allocation mapped here. */
     private record Mapping(IpcHandle handle, long pointer) {
@@ -87,7 +94,7 @@ final class DeviceSharedMemory implements SharedMemory {
         this.device = device;
         this.driver = device.driver();
         this.rank = rank;
-        this.exports = exports;
+        this.table = exports;
         this.where = new byte[gathered.length][];
         this.peerTables = new long[gathered.length];
         for (int r = 0; r < gathered.length; r++) {
@@ -152,46 +159,53 @@ final class DeviceSharedMemory implements SharedMemory {
         return exported(region.address(), region.byteLength());
     }
 
-    /** The name of {@code bytes} at {@code address} in an exported allocation, exporting it first; -1 if CUDA cannot. */
+    /**
+     * The name of {@code bytes} at {@code address} in an exported allocation, exporting it first; -1 if CUDA cannot.
+     * An allocation is known by its buffer id, one driver query a call; a new one (another id, though at the same
+     * base) is exported again, so that its entry never names freed memory.
+     */
     private long exported(long address, long bytes) {
-        long base;
-        long size;
-        IpcHandle handle;
+        Export export;
         try {
             device.makeCurrent();
-            long[] range = driver.memGetAddressRange(address);
-            base = range[0];
-            size = range[1];
-            handle = driver.ipcGetMemHandle(base);
+            long id = driver.pointerBufferId(address);
+            export = exports.get(id);
+            if (export == null) {
+                export = export(id, address);
+            }
         } catch (CudaException e) {
             return -1;
         }
-        long offset = address - base;
-        if (size < MIN_EXPORT_BYTES || offset + bytes > size || offset > OFFSET_MASK) {
+        long offset = address - export.base();
+        if (export.entry() < 0 || offset + bytes > export.size() || offset > OFFSET_MASK) {
             return -1;
         }
-        Integer entry = exportedBases.get(base);
-        if (entry == null) {
-            if (exportedBases.size() == ENTRIES) {
-                return -1;
-            }
-            entry = exportedBases.size();
-            exportedBases.put(base, entry);
-        }
-        byte[] bytesOfHandle = handle.toBytes();
-        int at = entry * ENTRY_BYTES;
-        if (!Arrays.equals(bytesOfHandle, entryHandle(exports, at)) || exports.getLong(at + SIZE_AT) != size) {
-            exports.put(at, bytesOfHandle);
-            exports.putLong(at + BASE_AT, base);
-            exports.putLong(at + SIZE_AT, size);
-        }
-        return DEVICE | EXPORTED | (long) entry << OFFSET_BITS | offset;
+        return DEVICE | EXPORTED | (long) export.entry() << OFFSET_BITS | offset;
     }
 
-    private static byte[] entryHandle(ByteBuffer table, int at) {
-        byte[] bytes = new byte[IpcHandle.BYTES];
-        table.get(at, bytes);
-        return bytes;
+    /** Exports the allocation {@code id} that holds {@code address} into the table entry of its base (entry -1: not exportable). */
+    private Export export(long id, long address) {
+        long[] range = driver.memGetAddressRange(address);
+        long base = range[0];
+        long size = range[1];
+        Integer entry = exportedBases.get(base);
+        if (size < MIN_EXPORT_BYTES || entry == null && exportedBases.size() == ENTRIES) {
+            entry = -1;
+        } else {
+            byte[] handle = driver.ipcGetMemHandle(base).toBytes();
+            if (entry == null) {
+                entry = exportedBases.size();
+                exportedBases.put(base, entry);
+            }
+            int at = entry * ENTRY_BYTES;
+            table.put(at, handle);
+            table.putLong(at + BASE_AT, base);
+            table.putLong(at + SIZE_AT, size);
+        }
+        exports.values().removeIf(e -> e.base() == base); // the allocation this one replaced at its base
+        Export export = new Export(base, size, entry);
+        exports.put(id, export);
+        return export;
     }
 
     @Override
@@ -211,11 +225,11 @@ final class DeviceSharedMemory implements SharedMemory {
         if (entry >= ENTRIES || peerTables[peer] < 0) {
             throw new TransportException(peer, "rank " + peer + " named export entry " + entry + " of a table it has not shared");
         }
-        Region table = host.peerRegion(peer, peerTables[peer], (long) ENTRIES * ENTRY_BYTES);
+        Region peerTable = host.peerRegion(peer, peerTables[peer], (long) ENTRIES * ENTRY_BYTES);
         byte[] entryBytes = new byte[ENTRY_BYTES];
         Region into = Region.ofArray(entryBytes, 0, ENTRY_BYTES);
-        Kernels.copy(table.base(), table.offset() + (long) entry * ENTRY_BYTES, into.base(), into.offset(), ENTRY_BYTES);
-        ByteBuffer read = ByteBuffer.wrap(entryBytes).order(exports.order());
+        Kernels.copy(peerTable.base(), peerTable.offset() + (long) entry * ENTRY_BYTES, into.base(), into.offset(), ENTRY_BYTES);
+        ByteBuffer read = ByteBuffer.wrap(entryBytes).order(ByteOrder.nativeOrder());
         long base = read.getLong(BASE_AT);
         long size = read.getLong(SIZE_AT);
         if (offset + bytes > size) {

@@ -21,6 +21,7 @@ import jcuda.driver.CUipcEventHandle;
 import jcuda.driver.CUipcMemHandle;
 import jcuda.driver.CUipcMem_flags;
 import jcuda.driver.CUmodule;
+import jcuda.driver.CUpointer_attribute;
 import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
 import jcuda.driver.CUstream_flags;
@@ -311,6 +312,14 @@ public final class JCudaDriverApi implements CudaDriver {
     @Override
     public void eventDestroy(long event) {
         check(JCudaDriver.cuEventDestroy(events.remove(event, "cuEventDestroy")), "cuEventDestroy");
+    }
+
+    @Override
+    public long pointerBufferId(long devicePointer) {
+        long[] id = new long[1];
+        check(JCudaDriver.cuPointerGetAttribute(Pointer.to(id), CUpointer_attribute.CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                DeviceAddress.of(devicePointer)), "cuPointerGetAttribute");
+        return id[0];
     }
 
     @Override

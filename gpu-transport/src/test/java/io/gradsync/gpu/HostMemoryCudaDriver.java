@@ -405,6 +405,12 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
         events.remove(event, "cuEventDestroy");
     }
 
+    /** The allocation's base: this driver never reuses an address, so it names one allocation for good. */
+    @Override
+    public long pointerBufferId(long devicePointer) {
+        return memGetAddressRange(devicePointer)[0];
+    }
+
     @Override
     public long[] memGetAddressRange(long devicePointer) {
         enter("cuMemGetAddressRange");
