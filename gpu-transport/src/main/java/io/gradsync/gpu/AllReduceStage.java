@@ -45,20 +45,9 @@ final class AllReduceStage implements GpuCheck.Stage {
         for (int ranks : RANKS) {
             List<List<String>> reports = DeviceRanks.run(device, ranks, TransportOptions.DEFAULT, null, Duration.ofSeconds(60),
                     c -> rankRun(c, device, counts, sizes, runs, quick ? 1 : WARM_UPS, 0));
-            List<String> wrong = new ArrayList<>();
-            for (int r = 0; r < ranks; r++) {
-                reports.get(r).stream().filter(line -> line.startsWith("WRONG")).forEach(wrong::add);
-                if (!bits(reports.get(r)).equals(bits(reports.get(0)))) {
-                    wrong.add("WRONG rank " + r + ": the timed results differ from rank 0's: " + bits(reports.get(r)) + " vs "
-                            + bits(reports.get(0)));
-                }
-            }
-            reports.get(0).stream().filter(line -> !line.startsWith("BITS")).forEach(log::println);
-            wrong.forEach(log::println);
-            exact &= wrong.isEmpty();
-            String largest = reports.get(0).stream().filter(line -> line.startsWith("default")).reduce((a, b) -> b).orElse("");
-            summary.add(ranks + " ranks " + (wrong.isEmpty() ? "exact, bitwise equal" : wrong.size() + " WRONG") + ", "
-                    + largest.strip().replaceAll(" +", " "));
+            String judged = judge(reports, ranks + " ranks", log);
+            exact &= !judged.contains("WRONG");
+            summary.add(judged);
         }
         return new GpuCheck.Outcome(exact, String.join("; ", summary));
     }
@@ -132,6 +121,26 @@ final class AllReduceStage implements GpuCheck.Stage {
         } finally {
             device.free(buffer);
         }
+    }
+
+    /**
+     * Logs rank 0's report and every wrong line of any rank ("WRONG ...", "FAILED ..."), a rank whose timed results
+     * differ from rank 0's being wrong too; returns the summary: {@code who}, exact or how many wrong, the largest size's
+     * timing as the defaults chose.
+     */
+    static String judge(List<List<String>> reports, String who, PrintStream log) {
+        List<String> wrong = new ArrayList<>();
+        for (int r = 0; r < reports.size(); r++) {
+            List<String> report = reports.get(r);
+            report.stream().filter(line -> line.startsWith("WRONG") || line.startsWith("FAILED")).forEach(wrong::add);
+            if (!bits(report).equals(bits(reports.get(0)))) {
+                wrong.add("WRONG rank " + r + ": the timed results differ from rank 0's: " + bits(report) + " vs " + bits(reports.get(0)));
+            }
+        }
+        reports.get(0).stream().filter(line -> !line.startsWith("BITS")).forEach(log::println);
+        wrong.forEach(log::println);
+        String largest = reports.get(0).stream().filter(line -> line.startsWith("default")).reduce((a, b) -> b).orElse("none");
+        return who + " " + (wrong.isEmpty() ? "exact, bitwise equal" : wrong.size() + " WRONG") + ", " + largest.strip().replaceAll(" +", " ");
     }
 
     /** The fingerprints of the timed results, from a rank's report. */

@@ -35,26 +35,11 @@ final class ProcessesStage implements GpuCheck.Stage {
         List<String> summary = new ArrayList<>();
         for (int ranks : RANKS) {
             List<List<String>> reports = launch(ranks, check.device().ordinal(), check.options().quick(), log);
-            List<String> wrong = new ArrayList<>();
-            for (int r = 0; r < ranks; r++) {
-                List<String> report = reports.get(r);
-                report.stream().filter(line -> line.startsWith("WRONG") || line.startsWith("FAILED")).forEach(wrong::add);
-                if (!bits(report).equals(bits(reports.get(0)))) {
-                    wrong.add("WRONG rank " + r + ": the timed results differ from rank 0's");
-                }
-            }
-            reports.get(0).stream().filter(line -> !line.startsWith("BITS")).forEach(log::println);
-            wrong.forEach(log::println);
-            passed &= wrong.isEmpty();
-            String largest = reports.get(0).stream().filter(line -> line.startsWith("default")).reduce((a, b) -> b).orElse("none");
-            summary.add(ranks + " processes " + (wrong.isEmpty() ? "exact, bitwise equal" : wrong.size() + " WRONG") + ", "
-                    + largest.strip().replaceAll(" +", " "));
+            String judged = AllReduceStage.judge(reports, ranks + " processes", log);
+            passed &= !judged.contains("WRONG");
+            summary.add(judged);
         }
         return new GpuCheck.Outcome(passed, String.join("; ", summary));
-    }
-
-    private static String bits(List<String> report) {
-        return report.stream().filter(line -> line.startsWith("BITS")).findFirst().orElse("none");
     }
 
     /** Starts {@code ranks} processes of {@link ProcessRank} and returns each one's output lines. */
