@@ -36,7 +36,7 @@ import java.util.UUID;
  * enabled yet). Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
  * allocations without a shareable handle, more than {@value #ENTRIES} allocations) gets no name, and its AllReduce
  * runs staged; ranks that decide differently for one call fail at its first message, naming the plans. Used by the
- * communicator's progress thread.
+ * communicator's progress thread, and {@link #handleOf} by the caller's too (the selector asks it).
  */
 final class DeviceSharedMemory implements SharedMemory {
     /** Marks a handle as naming device memory: host handles never set it, and device addresses stay below it. */
@@ -134,11 +134,6 @@ final class DeviceSharedMemory implements SharedMemory {
         return host == null ? null : new DeviceSharedMemory(host, device, job.rank(), gathered, exports);
     }
 
-    /** Whether every rank is a thread of this process on this device, naming its device buffers by address. */
-    boolean oneProcess() {
-        return oneProcess;
-    }
-
     @Override
     public ByteBuffer allocate(int bytes) {
         return host.allocate(bytes);
@@ -162,9 +157,10 @@ final class DeviceSharedMemory implements SharedMemory {
     /**
      * The name of {@code bytes} at {@code address} in an exported allocation, exporting it first; -1 if CUDA cannot.
      * An allocation is known by its buffer id, one driver query a call; a new one (another id, though at the same
-     * base) is exported again, so that its entry never names freed memory.
+     * base) is exported again, so that its entry never names freed memory. Synchronised: the caller's thread asks
+     * too, when the selector chooses.
      */
-    private long exported(long address, long bytes) {
+    private synchronized long exported(long address, long bytes) {
         Export export;
         try {
             device.makeCurrent();
