@@ -191,6 +191,25 @@ class CudaCollectivesTest {
         }
     }
 
+    /**
+     * Direct forced where one rank's buffer is on the device and the other's in shared host memory: each rank alone
+     * could run it, but one segment cannot be reduced from both kinds of memory; every rank fails naming the mismatch,
+     * none reads device memory as host memory.
+     */
+    @Test
+    void directWithOneRankOnTheDeviceAndTheOtherOnTheHostFailsOnBothNamingIt() throws Exception {
+        List<DeviceRanks.Outcome<Object>> outcomes = DeviceRanks.outcomes(device, 2, SMALL_SLOTS, null, Duration.ofSeconds(20), c -> {
+            GradientBuffer buffer = c.rank() == 0 ? device.allocate(DataType.FLOAT32, 100_003)
+                    : GradientBuffer.wrap(c.allocate(100_003 * 4), DataType.FLOAT32);
+            c.allReduce(buffer, buffer, ReduceOp.SUM, new AllReduceChoice(AllReduceAlgorithms.named("direct"), 4096)).block();
+            return "completed";
+        });
+        for (int r = 0; r < 2; r++) {
+            String error = String.valueOf(outcomes.get(r).error());
+            assertTrue(error.contains("the direct allreduce needs every rank's alike"), "rank " + r + ": " + error);
+        }
+    }
+
     /** The algorithms the defaults choose for a small (400 KB) and a large (4 MiB) float32 buffer on {@code device}. */
     private static String choices(Communicator c, CudaDevice device) {
         GradientBuffer small = device.allocate(DataType.FLOAT32, 100_003);

@@ -392,9 +392,20 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
                 for (int p : peers) {
                     inputs[p] = (peerFlags[p] & INPUT_BY_ADDRESS) != 0 ? null : shared.peerRegion(p, peerInput[p], bytes);
                     outputs[p] = (peerFlags[p] & OUTPUT_BY_ADDRESS) != 0 ? null : shared.peerRegion(p, peerOutput[p], bytes);
+                    requireSamePlace(p);
                 }
             }
             return true;
+        }
+
+        /** A rank's kernels compute on host or device memory, not both in one segment: every rank's buffers must lie alike. */
+        private void requireSamePlace(int peer) {
+            boolean mine = output.isDevice();
+            boolean theirs = inputs[peer] != null && inputs[peer].isDevice() || outputs[peer] != null && outputs[peer].isDevice();
+            if (theirs != mine) {
+                throw ctx.protocolViolation(peer, "its buffers lie in " + (theirs ? "a device's" : "host") + " memory and this "
+                        + "rank's in " + (mine ? "a device's" : "host") + " memory: the direct allreduce needs every rank's alike");
+            }
         }
 
         /**

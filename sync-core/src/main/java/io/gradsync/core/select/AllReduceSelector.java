@@ -165,7 +165,7 @@ public final class AllReduceSelector {
      */
     public AllReduceChoice choose(GradientBuffer input, GradientBuffer output) {
         if (input.isDevice() || output.isDevice()) {
-            return direct != null && direct.takesDevice(input, output) ? direct.choice()
+            return direct != null && input.isDevice() && output.isDevice() && direct.takesDevice(input, output) ? direct.choice()
                     : choose((long) input.count() * input.dataType().bytes());
         }
         AllReduceChoice choice = choose(input.count(), input.dataType());
