@@ -298,8 +298,8 @@ public final class Communicator implements AutoCloseable {
             throw new IllegalArgumentException("rank " + rank() + ": allreduce of " + input + " as " + algorithm.name()
                     + " on a " + choice.wire() + " wire: device buffers reduce on their device, without a 16-bit wire");
         }
-        if (device && algorithm instanceof DirectAllReduce && !(input.isDevice() && output.isDevice()
-                && DirectAllReduce.sharedInPlace(endpoint.sharedMemory(), input, output))) {
+        if (device && algorithm instanceof DirectAllReduce
+                && !DirectAllReduce.takesDeviceBuffers(endpoint.sharedMemory(), input, output)) {
             throw new IllegalArgumentException("rank " + rank() + ": allreduce of " + input + " into " + output + " as direct: "
                     + "device buffers go direct only where every peer reads both in place (the cuda transport, every rank "
                     + "on one host) and input and output lie on the device alike");

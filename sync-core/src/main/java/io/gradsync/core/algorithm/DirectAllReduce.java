@@ -91,6 +91,14 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
     }
 
     /**
+     * True when it can run on these device buffers: both on the device, both read in place by the peers (device
+     * buffers are never staged).
+     */
+    public static boolean takesDeviceBuffers(SharedMemory shared, GradientBuffer input, GradientBuffer output) {
+        return input.isDevice() && output.isDevice() && sharedInPlace(shared, input, output);
+    }
+
+    /**
      * Throws unless {@link #accepts} these buffers.
      *
      * @throws IllegalArgumentException naming {@code rank} and what it lacks

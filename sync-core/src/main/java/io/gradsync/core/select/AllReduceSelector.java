@@ -47,16 +47,13 @@ public final class AllReduceSelector {
     private record Direct(AllReduceChoice choice, SharedMemory shared, long minBytes, boolean stagePlainBuffers) {
         boolean takes(GradientBuffer input, GradientBuffer output) {
             return input.byteSize() >= minBytes && DirectAllReduce.accepts(shared, input.byteSize())
-                    && (stagePlainBuffers || sharedInPlace(input, output));
-        }
-
-        boolean sharedInPlace(GradientBuffer input, GradientBuffer output) {
-            return DirectAllReduce.sharedInPlace(shared, input, output);
+                    && (stagePlainBuffers || DirectAllReduce.sharedInPlace(shared, input, output));
         }
 
         /** Device buffers go direct only where every peer reads them in place: they are never staged. */
         boolean takesDevice(GradientBuffer input, GradientBuffer output) {
-            return input.byteSize() >= minBytes && DirectAllReduce.accepts(shared, input.byteSize()) && sharedInPlace(input, output);
+            return input.byteSize() >= minBytes && DirectAllReduce.accepts(shared, input.byteSize())
+                    && DirectAllReduce.takesDeviceBuffers(shared, input, output);
         }
     }
 
@@ -165,7 +162,7 @@ public final class AllReduceSelector {
      */
     public AllReduceChoice choose(GradientBuffer input, GradientBuffer output) {
         if (input.isDevice() || output.isDevice()) {
-            return direct != null && input.isDevice() && output.isDevice() && direct.takesDevice(input, output) ? direct.choice()
+            return direct != null && direct.takesDevice(input, output) ? direct.choice()
                     : choose((long) input.count() * input.dataType().bytes());
         }
         AllReduceChoice choice = choose(input.count(), input.dataType());
