@@ -143,6 +143,15 @@ final class AllReduceStage implements GpuCheck.Stage {
         return who + " " + (wrong.isEmpty() ? "exact, bitwise equal" : wrong.size() + " WRONG") + ", " + largest.strip().replaceAll(" +", " ");
     }
 
+    /** One AllReduce as the defaults choose (a blocking call), or as {@code choice}. */
+    private static void allReduce(Communicator c, GradientBuffer in, GradientBuffer out, ReduceOp op, AllReduceChoice choice) {
+        if (choice == null) {
+            c.allReduceBlocking(in, out, op);
+        } else {
+            c.allReduce(in, out, op, choice).block();
+        }
+    }
+
     /** The fingerprints of the timed results, from a rank's report. */
     private static String bits(List<String> report) {
         return report.stream().filter(line -> line.startsWith("BITS")).findFirst().orElse("none");
@@ -156,11 +165,7 @@ final class AllReduceStage implements GpuCheck.Stage {
         GradientBuffer out = device.allocate(type, count);
         try {
             device.copyFromHost(host, in);
-            if (choice == null) {
-                c.allReduceBlocking(in, out, op);
-            } else {
-                c.allReduce(in, out, op, choice).block();
-            }
+            allReduce(c, in, out, op, choice);
             GradientBuffer result = GradientBuffer.allocateDirect(type, count);
             device.copyToHost(out, result);
             long wrong = CheckPattern.countWrong(result, op, c.size());
@@ -196,11 +201,7 @@ final class AllReduceStage implements GpuCheck.Stage {
             for (int i = -warmUps; i < runs; i++) {
                 c.barrierBlocking();
                 long start = System.nanoTime();
-                if (choice == null) {
-                    c.allReduceBlocking(buffer, ReduceOp.SUM);
-                } else {
-                    c.allReduce(buffer, buffer, ReduceOp.SUM, choice).block();
-                }
+                allReduce(c, buffer, buffer, ReduceOp.SUM, choice);
                 if (i >= 0) {
                     nanos[i] = System.nanoTime() - start;
                 }

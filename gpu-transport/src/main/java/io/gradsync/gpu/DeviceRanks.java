@@ -7,6 +7,7 @@ import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.InMemoryJob;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -55,6 +56,15 @@ final class DeviceRanks {
     /** As {@link #run}, returning each rank's outcome. */
     static <T> List<Outcome<T>> outcomes(CudaDevice device, int ranks, TransportOptions options, String algorithm,
                                          Duration timeout, Body<T> body) throws InterruptedException {
+        CudaDevice[] devices = new CudaDevice[ranks];
+        Arrays.fill(devices, device);
+        return outcomes(devices, options, algorithm, timeout, body);
+    }
+
+    /** As {@link #outcomes(CudaDevice, int, TransportOptions, String, Duration, Body)}, rank {@code r} on {@code devices[r]}. */
+    static <T> List<Outcome<T>> outcomes(CudaDevice[] devices, TransportOptions options, String algorithm, Duration timeout,
+                                         Body<T> body) throws InterruptedException {
+        int ranks = devices.length;
         InMemoryJob job = InMemoryJob.create(ranks);
         ExecutorService pool = Executors.newFixedThreadPool(ranks);
         try {
@@ -62,7 +72,7 @@ final class DeviceRanks {
             for (int r = 0; r < ranks; r++) {
                 int rank = r;
                 futures.add(pool.submit(() -> {
-                    Endpoint endpoint = CudaTransport.over(Transports.open("shm", job.context(rank), options), device);
+                    Endpoint endpoint = CudaTransport.over(Transports.open("shm", job.context(rank), options), devices[rank]);
                     Communicator.Builder builder = Communicator.builder(endpoint).timeout(timeout)
                             .chunkBytes(options.messageBytes());
                     try (Communicator comm = (algorithm == null ? builder : builder.allReduceAlgorithm(algorithm)).build()) {

@@ -19,7 +19,6 @@ import io.gradsync.core.transport.local.InMemoryJob;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.function.BiConsumer;
 import java.util.stream.Stream;
@@ -232,31 +231,15 @@ class CudaCollectivesTest {
      * returns each rank's report after checking that none failed, none is wrong, and all are the same.
      */
     private static List<List<String>> onDevices(CudaDevice[] devices, OnDevice body) throws Exception {
-        int n = devices.length;
-        InMemoryJob job = InMemoryJob.create(n);
-        List<List<String>> reports = new ArrayList<>(Collections.nCopies(n, List.of()));
-        Throwable[] failures = new Throwable[n];
-        Thread[] ranks = new Thread[n];
-        for (int r = 0; r < n; r++) {
-            int rank = r;
-            ranks[r] = new Thread(() -> {
-                try (Communicator c = Communicator.builder(CudaTransport.over(Transports.open("shm", job.context(rank), SMALL_SLOTS),
-                        devices[rank])).timeout(RANK_TIMEOUT).chunkBytes(SMALL_SLOTS.messageBytes()).build()) {
-                    reports.set(rank, body.run(c, devices[rank]));
-                } catch (Throwable e) {
-                    failures[rank] = e;
-                }
-            });
-            ranks[r].start();
-        }
-        for (Thread t : ranks) {
-            t.join(RANK_TIMEOUT.toMillis());
-        }
-        for (int r = 0; r < n; r++) {
-            assertEquals(null, failures[r], "rank " + r);
-            List<String> report = reports.get(r);
+        List<DeviceRanks.Outcome<List<String>>> outcomes = DeviceRanks.outcomes(devices, SMALL_SLOTS, null, RANK_TIMEOUT,
+                c -> body.run(c, devices[c.rank()]));
+        List<List<String>> reports = new ArrayList<>();
+        for (int r = 0; r < devices.length; r++) {
+            assertEquals(null, outcomes.get(r).error(), "rank " + r);
+            List<String> report = outcomes.get(r).value();
             assertTrue(report.stream().noneMatch(s -> s.startsWith("WRONG")), "rank " + r + ": " + report);
-            assertEquals(reports.get(0), report, "rank " + r + " differs from rank 0");
+            assertEquals(outcomes.get(0).value(), report, "rank " + r + " differs from rank 0");
+            reports.add(report);
         }
         return reports;
     }
