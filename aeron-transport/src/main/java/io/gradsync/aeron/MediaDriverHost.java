@@ -26,11 +26,14 @@ import org.agrona.concurrent.IdleStrategy;
  */
 final class MediaDriverHost {
     private static final System.Logger LOG = System.getLogger(MediaDriverHost.class.getName());
-    /** A driver whose heartbeat is older than this is dead; Aeron's own default is 10 s. */
-    private static final long STALE_MS = 10_000;
     static final int COUNTER_VALUES_BYTES = 1 << 20;
-    /** Seconds before Aeron gives up on a silent peer's image or an unconnected publication. */
+    /**
+     * Seconds before Aeron gives up on a silent peer's image, an unconnected publication or a client whose
+     * conductor has not run; the longest pause between two duty cycles a driver or a client survives.
+     */
     static final int LIVENESS_TIMEOUT_S = 30;
+    /** A driver whose heartbeat is older than this is dead: twice the pause a live one survives. */
+    private static final long STALE_MS = TimeUnit.SECONDS.toMillis(2L * LIVENESS_TIMEOUT_S);
     /**
      * Every thread of a driver and of a client is a daemon: a program that forgets to close its communicator
      * still exits when its {@code main} returns (a shutdown hook then closes the driver).
@@ -94,10 +97,14 @@ final class MediaDriverHost {
                 .counterValuesBufferLength(COUNTER_VALUES_BYTES)
                 .performStorageChecks(false)
                 // A dead peer is reported by the rendezvous at once; these only bound Aeron's own clean-up. They
-                // must outlast a peer's longest pause between two duty cycles of its driver (in the invoker mode,
-                // its progress thread's): 5 s closed a live peer's image in an emulated guest.
+                // must outlast a rank's longest pause between two duty cycles of its driver and client (in the
+                // invoker mode, its progress thread's): in an emulated guest 5 s closed a live peer's image, and
+                // Aeron's default client liveness of 10 s failed a client whose thread had paused 11.4 s. The
+                // client takes its conductor's service-interval limit from the driver's client liveness.
                 .publicationConnectionTimeoutNs(TimeUnit.SECONDS.toNanos(LIVENESS_TIMEOUT_S))
                 .imageLivenessTimeoutNs(TimeUnit.SECONDS.toNanos(LIVENESS_TIMEOUT_S))
+                .clientLivenessTimeoutNs(TimeUnit.SECONDS.toNanos(LIVENESS_TIMEOUT_S))
+                .publicationUnblockTimeoutNs(TimeUnit.SECONDS.toNanos(2L * LIVENESS_TIMEOUT_S)) // must exceed it
                 .sendChannelEndpointSupplier((channel, status, context) ->
                         new SegmentingSendChannelEndpoint(channel, status, context, segmentation))
                 .receiveChannelEndpointSupplier((channel, dispatcher, status, context) ->
