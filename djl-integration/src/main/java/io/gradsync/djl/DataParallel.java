@@ -3,9 +3,11 @@ package io.gradsync.djl;
 import ai.djl.Model;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.training.Trainer;
+import ai.djl.training.evaluator.Evaluator;
 import ai.djl.training.listener.TrainingListener;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.bucket.GradientBuckets;
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -36,11 +38,16 @@ import java.util.Objects;
  *   <li><b>Replica check.</b> At the end of every epoch, and every {@link #checkReplicasEvery} steps: one collective
  *   of a hash per parameter; replicas that differ fail every rank with a {@link ReplicasDifferException} naming the
  *   first parameter that differs.</li>
+ *   <li><b>Metrics.</b> The trainer's evaluators (its loss, the accuracies in the configuration) report the whole
+ *   job's epoch values on every rank: reading an evaluator's training or validation epoch accumulator, as DJL's
+ *   {@code EvaluatorTrainingListener} does at the end of each epoch, averages it across ranks, weighted by the samples
+ *   each rank evaluated; so {@code trainer.getTrainingResult()}, the trainer's metrics and DJL's log lines are the
+ *   same on every rank. Per-batch values (the progress bar's) stay each rank's own.</li>
+ *   <li><b>{@link #noSync()}</b> pauses the averaging for gradient accumulation, as DDP's {@code no_sync}.</li>
  * </ul>
  * Errors of the collectives (a rank that died, a layout that differs between ranks) are the communicator's: every rank
- * fails the step with an exception naming the rank and the collective. The training metrics DJL's own listeners
- * log (loss, accuracy) are each rank's, over its share. One {@code DataParallel} serves one trainer; it closes its
- * buckets at {@code onTrainingEnd} (the trainer's {@code close}), not the communicator.
+ * fails the step with an exception naming the rank and the collective. One {@code DataParallel} serves one trainer;
+ * it closes its buckets at {@code onTrainingEnd} (the trainer's {@code close}), not the communicator.
  */
 public final class DataParallel implements TrainingListener {
     private final Communicator comm;
@@ -49,6 +56,7 @@ public final class DataParallel implements TrainingListener {
     private ModelParameters parameters;
     private StepGradients gradients;
     private boolean replicasIdentical;
+    private boolean paused;
     private long steps;
     private int epochs;
 
@@ -124,8 +132,50 @@ public final class DataParallel implements TrainingListener {
         return gradients == null ? -1 : gradients.throughCopies();
     }
 
+    /**
+     * {@code no_sync} for gradient accumulation: until the returned scope is closed, training batches leave their
+     * gradients on this rank, where the engine adds the next backward pass's to them (PyTorch's does, until the
+     * optimizer step zeroes them); the first batch after it averages the sum. Every rank must pause the same
+     * batches. DJL's way to accumulate over {@code k} batches is a loop of its own:
+     * <pre>{@code
+     * for (Batch batch : trainer.iterateDataset(train)) {
+     *     if (++i % k != 0) {
+     *         try (DataParallel.NoSync paused = ddp.noSync()) {
+     *             EasyTrain.trainBatch(trainer, batch);
+     *         }
+     *     } else {
+     *         EasyTrain.trainBatch(trainer, batch);   // averages the k batches' gradients
+     *         trainer.step();
+     *     }
+     *     batch.close();
+     * }
+     * }</pre>
+     * ({@code EasyTrain.fit} steps after every batch, so it has nothing to accumulate.)
+     *
+     * @throws IllegalStateException if a {@code noSync} scope is open already
+     */
+    public NoSync noSync() {
+        if (paused) {
+            throw new IllegalStateException("rank " + comm.rank() + ": noSync() inside another noSync() scope");
+        }
+        paused = true;
+        return () -> paused = false;
+    }
+
+    /** A {@link #noSync()} scope: closing it makes the next training batch average the gradients again. */
+    public interface NoSync extends AutoCloseable {
+        @Override
+        void close();
+    }
+
     @Override
     public void onTrainingBegin(Trainer trainer) {
+        List<Evaluator> evaluators = trainer.getEvaluators();
+        for (int i = 0; i < evaluators.size(); i++) {
+            if (!(evaluators.get(i) instanceof RankAveragedEvaluator)) {
+                evaluators.set(i, new RankAveragedEvaluator(evaluators.get(i), comm, trainer));
+            }
+        }
         ModelParameters found = ModelParameters.of(trainer.getModel());
         if (found.initialized()) {
             synchronize(trainer.getModel());
@@ -138,6 +188,9 @@ public final class DataParallel implements TrainingListener {
             throw new IllegalStateException("rank " + comm.rank() + ": a training step before the replicas were made "
                     + "identical: call DataParallel.initialize(trainer, shapes) instead of trainer.initialize(shapes), "
                     + "or synchronize(model) once the model's parameters exist");
+        }
+        if (paused) {
+            return;
         }
         if (gradients == null) {
             gradients = new StepGradients(trainer.getModel());

@@ -20,10 +20,15 @@ import org.junit.jupiter.api.Test;
  */
 class DataParallelJobTest {
     private static final Pattern RESULT = Pattern.compile(
-            "rank (\\d+): loss ([0-9.]+) -> ([0-9.]+), steps (\\d+), hash ([0-9a-f]+), copies (-?\\d+)");
+            "rank (\\d+): loss ([0-9.]+) -> ([0-9.]+), steps (\\d+), hash ([0-9a-f]+), copies (-?\\d+), "
+                    + "(train loss [0-9.]+, validate loss ([0-9.]+), validate accuracy ([0-9.]+)), whole accuracy ([0-9.]+)");
 
-    /** One rank's printed line. */
-    private record RankResult(int rank, double before, double after, long steps, String hash, int copies) {
+    /**
+     * One rank's printed line: the loss before and after, steps, parameters' hash, gradients through copies, DJL's
+     * training result (its text, its validation loss and accuracy) and the accuracy over the whole dataset.
+     */
+    private record RankResult(int rank, double before, double after, long steps, String hash, int copies, String metrics,
+                              double validateLoss, double validateAccuracy, double wholeAccuracy) {
     }
 
     private static Jobs.Result run(int ranks, String... args) throws Exception {
@@ -38,7 +43,9 @@ class DataParallelJobTest {
         Matcher m = RESULT.matcher(job.out());
         while (m.find()) {
             out.add(new RankResult(Integer.parseInt(m.group(1)), Double.parseDouble(m.group(2)),
-                    Double.parseDouble(m.group(3)), Long.parseLong(m.group(4)), m.group(5), Integer.parseInt(m.group(6))));
+                    Double.parseDouble(m.group(3)), Long.parseLong(m.group(4)), m.group(5), Integer.parseInt(m.group(6)),
+                    m.group(7), Double.parseDouble(m.group(8)), Double.parseDouble(m.group(9)),
+                    Double.parseDouble(m.group(10))));
         }
         out.sort((a, b) -> Integer.compare(a.rank(), b.rank()));
         return out;
@@ -47,27 +54,47 @@ class DataParallelJobTest {
     /**
      * Two ranks at global batch 32 learn, end with the same parameters bit for bit (checked every 8 steps and every
      * epoch inside the run, and here by hash), reduce every gradient in PyTorch's own memory, and follow the
-     * one-process run at batch 32: the same steps and the loss after training within rounding of it.
+     * one-process run at batch 32: the same steps and the loss after training within rounding of it. DJL's training
+     * result is the same on both ranks, and its validation accuracy, averaged over the ranks' halves of the dataset, is
+     * the accuracy over the whole dataset.
      */
     @Test
     void twoProcessesFollowTheOneProcessRunWithIdenticalReplicas() throws Exception {
-        Jobs.Result one = run(1, "--epochs", "2", "--global-batch", "32");
-        Jobs.Result two = run(2, "--epochs", "2", "--global-batch", "32");
+        assertTwoProcessesFollowTheOneProcessRun("--epochs", "2", "--global-batch", "32");
+    }
+
+    /**
+     * Gradients accumulated over 2 batches, the first in {@code noSync}: two ranks follow the one-process run that
+     * accumulates the same way, and average once per optimizer step.
+     */
+    @Test
+    void gradientAccumulationWithNoSyncFollowsTheOneProcessRun() throws Exception {
+        assertTwoProcessesFollowTheOneProcessRun("--epochs", "2", "--global-batch", "32", "--accumulate", "2");
+    }
+
+    private static void assertTwoProcessesFollowTheOneProcessRun(String... args) throws Exception {
+        List<String> options = List.of(args);
+        int accumulate = options.contains("--accumulate") ? Integer.parseInt(options.get(options.indexOf("--accumulate") + 1)) : 1;
+        Jobs.Result one = run(1, args);
+        Jobs.Result two = run(2, args);
         System.out.println(one.out() + "\n" + two.out());
         assertEquals(0, one.status(), one.out());
         assertEquals(0, two.status(), two.out());
         RankResult single = results(one).get(0);
         List<RankResult> pair = results(two);
         assertEquals(2, pair.size(), two.out());
-        long stepsPerEpoch = EasyTrainRank.SAMPLES / 32;
+        long stepsPerEpoch = EasyTrainRank.SAMPLES / 32 / accumulate;
         for (RankResult r : pair) {
             assertEquals(2 * stepsPerEpoch, r.steps(), r.toString());
+            assertEquals(r.wholeAccuracy(), r.validateAccuracy(), 1e-6, "the ranks' validation accuracy: " + r);
+            assertEquals(r.after(), r.validateLoss(), 1e-5, "the ranks' validation loss: " + r);
             assertEquals(0, r.copies(), "gradients reduced through copies: " + r);
             assertTrue(r.after() < 0.5 * r.before(), "the loss did not fall: " + r);
             assertEquals(single.after(), r.after(), 2e-3, "2 ranks against 1 process: " + r + " / " + single);
         }
         assertEquals(pair.get(0).hash(), pair.get(1).hash(), "replicas differ");
         assertEquals(pair.get(0).after(), pair.get(1).after(), 0.0);
+        assertEquals(pair.get(0).metrics(), pair.get(1).metrics(), "the ranks report different metrics");
         assertEquals(single.steps(), pair.get(0).steps());
     }
 
@@ -127,6 +154,24 @@ class DataParallelJobTest {
             assertTrue(Arrays.stream(job.out().split("\n")).anyMatch(l -> l.startsWith(prefix)
                             && l.contains("ReplicasDifferException") && l.contains("the ranks built different models: parameter 0 of")),
                     "rank " + rank + " does not name the parameter:\n" + job.out());
+        }
+    }
+
+    /**
+     * Ranks whose evaluators differ (an accuracy on rank 0 only) cannot average their metrics: every rank fails at the
+     * end of the first epoch, saying so, instead of reporting numbers that are not the job's.
+     */
+    @Test
+    void evaluatorsThatDifferAcrossRanksFailEveryRankSayingSo() throws Exception {
+        Jobs.Result job = run(2, "--epochs", "1", "--accuracy-on-rank-0-only");
+        System.out.println(job.out());
+        assertNotEquals(0, job.status());
+        assertNotEquals(Jobs.KILLED, job.status(), "the job hung");
+        assertTrue(results(job).isEmpty(), job.out());
+        for (int rank = 0; rank < 2; rank++) {
+            String line = "[" + rank + "] Exception in thread \"main\" java.lang.IllegalStateException: rank " + rank
+                    + ": the ranks read different evaluators at the same point";
+            assertTrue(job.out().contains(line), "no line " + line + ":\n" + job.out());
         }
     }
 }

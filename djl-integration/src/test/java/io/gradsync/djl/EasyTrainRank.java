@@ -5,6 +5,7 @@ import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.nn.Parameter;
@@ -14,7 +15,12 @@ import ai.djl.nn.norm.BatchNorm;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
+import ai.djl.training.TrainingResult;
 import ai.djl.training.dataset.ArrayDataset;
+import ai.djl.training.dataset.Batch;
+import ai.djl.training.dataset.Dataset;
+import ai.djl.training.evaluator.Accuracy;
+import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
@@ -29,14 +35,19 @@ import java.util.Random;
  * launcher started: a small classifier (two linear layers, with {@code --batch-norm} a batch normalisation between
  * them) on a synthetic dataset of
  * {@value #SAMPLES} samples whose labels a fixed random teacher assigns. Every rank initialises its parameters from its
- * own seed, so only the broadcast makes the replicas equal. It prints one line:
- * {@code rank R: loss BEFORE -> AFTER, steps S, hash H, copies C} (the loss over the whole dataset before and after
- * training, the parameters' hash); with {@code --die-at-step K} rank 1 halts at step K; with
+ * own seed, so only the broadcast makes the replicas equal. The whole dataset, sharded, is also its validation set,
+ * and DJL's own listeners keep its loss and accuracy. It prints one line:
+ * {@code rank R: loss BEFORE -> AFTER, steps S, hash H, copies C, train loss L, validate loss V, validate accuracy A,
+ * whole accuracy W} (the loss over the whole dataset before and after training, the parameters' hash, the last epoch's
+ * values of DJL's training result, the accuracy over the whole dataset computed by this rank alone); with
+ * {@code --accumulate K} it runs its own loop that accumulates the gradients of K batches before each optimizer step
+ * (the first K - 1 in {@link DataParallel#noSync()}); with {@code --die-at-step K} rank 1 halts at step K; with
  * {@code --nudge-on-rank-1 K} rank 1 changes its third parameter after step K; with {@code --wider-on-rank-1} rank 1's
- * hidden layer is wider (a model that differs).
+ * hidden layer is wider (a model that differs); with {@code --accuracy-on-rank-0-only} only rank 0 adds an accuracy
+ * evaluator (ranks whose evaluators differ).
  *
- * <pre>EasyTrainRank [--epochs 2] [--global-batch 32] [--batch-norm] [--die-at-step K] [--nudge-on-rank-1 K]
- *     [--wider-on-rank-1]</pre>
+ * <pre>EasyTrainRank [--epochs 2] [--global-batch 32] [--batch-norm] [--accumulate K] [--die-at-step K]
+ *     [--nudge-on-rank-1 K] [--wider-on-rank-1] [--accuracy-on-rank-0-only]</pre>
  */
 public final class EasyTrainRank {
     static final int SAMPLES = 512;
@@ -46,81 +57,114 @@ public final class EasyTrainRank {
     private EasyTrainRank() {
     }
 
-    public static void main(String[] args) throws Exception {
+    /** The command line's options. */
+    static final class Options {
         int epochs = 2;
         int globalBatch = 32;
+        int accumulate = 1;
         int dieAtStep = -1;
-        boolean wider = false;
-        boolean batchNorm = false;
         int nudgeAtStep = -1;
-        for (int i = 0; i < args.length; i++) {
-            switch (args[i]) {
-                case "--epochs" -> epochs = Integer.parseInt(args[++i]);
-                case "--global-batch" -> globalBatch = Integer.parseInt(args[++i]);
-                case "--die-at-step" -> dieAtStep = Integer.parseInt(args[++i]);
-                case "--wider-on-rank-1" -> wider = true;
-                case "--batch-norm" -> batchNorm = true;
-                case "--nudge-on-rank-1" -> nudgeAtStep = Integer.parseInt(args[++i]);
-                default -> throw new IllegalArgumentException("unknown option " + args[i]);
+        boolean widerOnRank1;
+        boolean batchNorm;
+        boolean accuracyOnRank0Only;
+
+        static Options parse(String[] args) {
+            Options o = new Options();
+            for (int i = 0; i < args.length; i++) {
+                switch (args[i]) {
+                    case "--epochs" -> o.epochs = Integer.parseInt(args[++i]);
+                    case "--global-batch" -> o.globalBatch = Integer.parseInt(args[++i]);
+                    case "--accumulate" -> o.accumulate = Integer.parseInt(args[++i]);
+                    case "--die-at-step" -> o.dieAtStep = Integer.parseInt(args[++i]);
+                    case "--nudge-on-rank-1" -> o.nudgeAtStep = Integer.parseInt(args[++i]);
+                    case "--wider-on-rank-1" -> o.widerOnRank1 = true;
+                    case "--batch-norm" -> o.batchNorm = true;
+                    case "--accuracy-on-rank-0-only" -> o.accuracyOnRank0Only = true;
+                    default -> throw new IllegalArgumentException("unknown option " + args[i]);
+                }
             }
+            return o;
         }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Options options = Options.parse(args);
         System.setProperty("ai.djl.offline", "true");
         System.setProperty("ai.djl.default_engine", "PyTorch");
         System.setProperty("ai.djl.pytorch.num_threads", "1");
         System.setProperty("ai.djl.pytorch.num_interop_threads", "1");
         try (Communicator comm = Communicator.connect()) {
-            System.out.println(train(comm, epochs, globalBatch, dieAtStep, nudgeAtStep, wider && comm.rank() == 1, batchNorm));
+            System.out.println(train(comm, options));
         }
     }
 
-    static String train(Communicator comm, int epochs, int globalBatch, int dieAtStep, int nudgeAtStep, boolean wider,
-                        boolean batchNorm)
-            throws Exception {
+    static String train(Communicator comm, Options o) throws Exception {
         int rank = comm.rank();
+        boolean withAccuracy = !o.accuracyOnRank0Only || rank == 0;
         Engine.getEngine("PyTorch").setRandomSeed(1000 + rank);
         try (NDManager data = NDManager.newBaseManager(); Model model = Model.newInstance("rank" + rank)) {
             NDArray[] xy = dataset(data);
-            SequentialBlock block = new SequentialBlock().add(Linear.builder().setUnits(wider ? 40 : 32).build());
-            if (batchNorm) {
+            SequentialBlock block = new SequentialBlock()
+                    .add(Linear.builder().setUnits(o.widerOnRank1 && rank == 1 ? 40 : 32).build());
+            if (o.batchNorm) {
                 block.add(BatchNorm.builder().build());
             }
             model.setBlock(block.add(Activation::relu).add(Linear.builder().setUnits(CLASSES).build()));
             DataParallel ddp = DataParallel.over(comm).checkReplicasEvery(8);
             ArrayDataset train = new ArrayDataset.Builder().setData(xy[0]).optLabels(xy[1])
-                    .setSampling(ddp.sampler(globalBatch, true, 7)).build();
+                    .setSampling(ddp.sampler(o.globalBatch, true, 7)).build();
+            ArrayDataset validate = new ArrayDataset.Builder().setData(xy[0]).optLabels(xy[1])
+                    .setSampling(ddp.sampler(o.globalBatch, false)).build();
             DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                    .addTrainingListeners(TrainingListener.Defaults.basic())
                     .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(0.05f)).optMomentum(0.9f).build())
                     .addTrainingListeners(ddp);
-            if (dieAtStep >= 0 && rank == 1) {
-                config.addTrainingListeners(new TrainingListenerAdapter() {
-                    @Override
-                    public void onTrainingBatch(Trainer trainer, BatchData batchData) {
-                        if (ddp.steps() == dieAtStep) {
-                            System.out.println("rank 1 halts at step " + dieAtStep);
-                            System.out.flush();
-                            Runtime.getRuntime().halt(3);
-                        }
-                    }
-                });
+            if (withAccuracy) {
+                config.addEvaluator(new Accuracy());
             }
-            if (nudgeAtStep >= 0 && rank == 1) {
-                config.addTrainingListeners(new TrainingListenerAdapter() {
-                    @Override
-                    public void onTrainingBatch(Trainer trainer, BatchData batchData) {
-                        if (ddp.steps() == nudgeAtStep) {
-                            model.getBlock().getParameters().valueAt(2).getArray().addi(1e-3f);
-                        }
-                    }
-                });
-            }
+            addFaults(config, o, rank, ddp, model);
             try (Trainer trainer = model.newTrainer(config)) {
-                ddp.initialize(trainer, new Shape(globalBatch / comm.size(), FEATURES));
+                ddp.initialize(trainer, new Shape(o.globalBatch / comm.size(), FEATURES));
                 float before = loss(trainer, xy);
-                EasyTrain.fit(trainer, epochs, train, null);
+                if (o.accumulate == 1) {
+                    EasyTrain.fit(trainer, o.epochs, train, validate);
+                } else {
+                    fitAccumulating(trainer, ddp, o.accumulate, o.epochs, train, validate);
+                }
                 float after = loss(trainer, xy);
-                return String.format(Locale.ROOT, "rank %d: loss %.6f -> %.6f, steps %d, hash %016x, copies %d", rank,
-                        before, after, ddp.steps(), hash(model), ddp.gradientsThroughCopies());
+                TrainingResult result = trainer.getTrainingResult();
+                return String.format(Locale.ROOT, "rank %d: loss %.6f -> %.6f, steps %d, hash %016x, copies %d, "
+                                + "train loss %.9f, validate loss %.9f, validate accuracy %.9f, whole accuracy %.9f",
+                        rank, before, after, ddp.steps(), hash(model), ddp.gradientsThroughCopies(), result.getTrainLoss(),
+                        result.getValidateLoss(), withAccuracy ? result.getValidateEvaluation("Accuracy") : Float.NaN,
+                        accuracy(trainer, xy));
             }
+        }
+    }
+
+    /** Rank 1's faults the options ask for: halting at a step, nudging a parameter after one. */
+    private static void addFaults(DefaultTrainingConfig config, Options o, int rank, DataParallel ddp, Model model) {
+        if (o.dieAtStep >= 0 && rank == 1) {
+            config.addTrainingListeners(new TrainingListenerAdapter() {
+                @Override
+                public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                    if (ddp.steps() == o.dieAtStep) {
+                        System.out.println("rank 1 halts at step " + o.dieAtStep);
+                        System.out.flush();
+                        Runtime.getRuntime().halt(3);
+                    }
+                }
+            });
+        }
+        if (o.nudgeAtStep >= 0 && rank == 1) {
+            config.addTrainingListeners(new TrainingListenerAdapter() {
+                @Override
+                public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                    if (ddp.steps() == o.nudgeAtStep) {
+                        model.getBlock().getParameters().valueAt(2).getArray().addi(1e-3f);
+                    }
+                }
+            });
         }
     }
 
@@ -150,6 +194,39 @@ public final class EasyTrainRank {
             }
         }
         return new NDArray[] {manager.create(x, new Shape(SAMPLES, FEATURES)), manager.create(y, new Shape(SAMPLES))};
+    }
+
+    /** {@code EasyTrain.fit} with gradients accumulated over {@code k} batches before each optimizer step. */
+    private static void fitAccumulating(Trainer trainer, DataParallel ddp, int k, int epochs, Dataset train,
+                                        Dataset validate) throws Exception {
+        for (int epoch = 0; epoch < epochs; epoch++) {
+            int i = 0;
+            for (Batch batch : trainer.iterateDataset(train)) {
+                if (++i % k != 0) {
+                    try (DataParallel.NoSync paused = ddp.noSync()) {
+                        EasyTrain.trainBatch(trainer, batch);
+                    }
+                } else {
+                    EasyTrain.trainBatch(trainer, batch);
+                    trainer.step();
+                }
+                batch.close();
+            }
+            EasyTrain.evaluateDataset(trainer, validate);
+            trainer.notifyListeners(listener -> listener.onEpoch(trainer));
+        }
+    }
+
+    /** The share of the whole dataset the model classifies right, computed by this rank alone. */
+    private static float accuracy(Trainer trainer, NDArray[] xy) {
+        try (NDManager scratch = trainer.getManager().newSubManager()) {
+            NDList predictions = trainer.evaluate(new NDList(xy[0]));
+            NDArray right = predictions.singletonOrThrow().argMax(1).toType(DataType.FLOAT32, false).eq(xy[1]);
+            float value = right.sum().getLong() / (float) SAMPLES;
+            predictions.close();
+            right.close();
+            return value;
+        }
     }
 
     /** The mean loss over the whole dataset, in inference mode (batch normalisation's running statistics). */
