@@ -14,5 +14,10 @@ for rep in 1 2 3; do
   run overhead-loop-$rep examples/bin/gradsync-run -n 2 -- examples/bin/train-fashion-mnist --epochs 1 --global-batch 64 \
     --transport auto --check-every 0
 done
+# ResNet-20 (65 gradient tensors, batch normalisation after every convolution) in buckets of 256 KiB, 1 and 2 processes.
+for n in 1 2; do
+  run resnet-n$n examples/bin/gradsync-run -n $n -- examples/bin/fit-fashion-mnist --model resnet20 --epochs 1 \
+    --train-samples 9600 --test-samples 2000 --global-batch 64 --bucket-kb 256
+done
 # The outputs name files by the checkout's path (DJL logs where it found its native library): made relative.
 sed -i "s|$PWD/||g" "$out"/*.txt
