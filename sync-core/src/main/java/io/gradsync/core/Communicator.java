@@ -21,6 +21,7 @@ import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.SharedMemory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -78,7 +79,7 @@ public final class Communicator implements AutoCloseable {
         this.allReduceSelector = settings.allReduceSelector;
         this.maxInFlight = settings.maxInFlight;
         this.progress = new ProgressThread(endpoint, settings.timeout.toNanos(), maxInFlight, settings.aheadMessages,
-                settings.idleStrategy, settings.callerRuns);
+                settings.idleStrategy, settings.callerRuns, settings.flightEntries, settings.flightDirectory);
     }
 
     /** A communicator over {@code endpoint} with settings from {@link GradSyncConfiguration}. */
@@ -606,6 +607,8 @@ public final class Communicator implements AutoCloseable {
         private Integer chunkBytes;
         private Duration timeout;
         private Integer maxInFlight;
+        private int flightEntries;
+        private Path flightDirectory;
         private Integer aheadMessages;
         private Supplier<IdleStrategy> idleStrategy;
         private Boolean callerRuns;
@@ -769,6 +772,9 @@ public final class Communicator implements AutoCloseable {
             aheadMessages = aheadMessages != null ? aheadMessages : GradSyncConfiguration.aheadMessages();
             idleStrategy = idleStrategy != null ? idleStrategy : IdleStrategy.named(GradSyncConfiguration.idleStrategy());
             callerRuns = callerRuns != null ? callerRuns : GradSyncConfiguration.callerRuns();
+            flightEntries = GradSyncConfiguration.flightEntries();
+            String flight = GradSyncConfiguration.flightDirectory();
+            flightDirectory = flight == null ? null : Path.of(flight);
             if (fixedAlgorithm == null && allReduceAlgorithm == null) {
                 allReduceAlgorithm(GradSyncConfiguration.allReduceAlgorithm());
             }

@@ -112,6 +112,25 @@ public final class GradSyncConfiguration {
     private static final Setting<Duration> TIMEOUT = Setting.timeout(TIMEOUT_MS_PROP, Duration.ofMillis(TIMEOUT_MS_DEFAULT));
 
     /**
+     * How many of its last collectives each rank's flight recorder keeps (0: none): what each was, when it began and
+     * ended, how, and which peer it last waited for. About 50 bytes each, written without allocating.
+     */
+    public static final String FLIGHT_ENTRIES_PROP = "gradsync.flight.entries";
+    public static final int FLIGHT_ENTRIES_DEFAULT = 2048;
+    private static final Setting<Integer> FLIGHT_ENTRIES = Setting.integer(FLIGHT_ENTRIES_PROP, FLIGHT_ENTRIES_DEFAULT, 0,
+            1 << 20);
+
+    /**
+     * The directory, private to this user, into which each rank writes its flight recorder
+     * ({@code gradsync-flight-rank<R>.txt}) when its communicator fails and when its JVM exits with the communicator
+     * open; unset, nothing is written. {@code gradsync-run} sets {@value #FLIGHT_DIR_ENV} for its ranks.
+     */
+    public static final String FLIGHT_DIR_PROP = "gradsync.flight.dir";
+    public static final String FLIGHT_DIR_ENV = "GRADSYNC_FLIGHT_DIR";
+    private static final Setting<String> FLIGHT_DIR = Setting.text(FLIGHT_DIR_PROP, null, "a directory")
+            .orEnvironment(FLIGHT_DIR_ENV).unsetMeans("no flight recorder files");
+
+    /**
      * How a waiting progress thread idles: {@code busy-spin} (lowest latency, burns a core),
      * {@code yield}, or {@code backoff} (spin, then yield, then park with growing pauses: the choice
      * for shared or oversubscribed machines).
@@ -280,6 +299,22 @@ public final class GradSyncConfiguration {
      */
     public static boolean callerRuns() {
         return CALLER_RUNS.get();
+    }
+
+    /**
+     * {@value #FLIGHT_ENTRIES_PROP}: a whole number from 0 to 1048576.
+     *
+     * @throws IllegalArgumentException for a malformed or out-of-range value, naming the property
+     */
+    public static int flightEntries() {
+        return FLIGHT_ENTRIES.get();
+    }
+
+    /**
+     * {@value #FLIGHT_DIR_PROP} or {@value #FLIGHT_DIR_ENV}: the flight recorder's directory, or null for none.
+     */
+    public static String flightDirectory() {
+        return FLIGHT_DIR.get();
     }
 
     /**

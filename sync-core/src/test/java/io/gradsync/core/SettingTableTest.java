@@ -37,6 +37,8 @@ class SettingTableTest extends SettingsContract {
             row("gradsync.transport", accepts("auto", "shm", "aeron-udp", "aeron", "rdma"), refuses("tcp", "aeron_udp")),
             row("gradsync.trace", accepts("traces"), refuses()),
             row("gradsync.trace.events", accepts("1", "4194304"), refuses("0", "-1", "4194305", "2000000000")),
+            row("gradsync.flight.entries", accepts("0", "1048576"), refuses("-1", "1048577", "lots")),
+            row("gradsync.flight.dir", accepts("flight"), refuses()),
             row("gradsync.auth", accepts("secret", "none", "NONE"), refuses("off", "yes")),
             row("gradsync.shm.dir.root", accepts("shm-root"), refuses()),
             row("gradsync.shm.cross.memory", accepts("true", "false"), refuses("1", "on")),

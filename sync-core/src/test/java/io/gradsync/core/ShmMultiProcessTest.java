@@ -102,6 +102,27 @@ class ShmMultiProcessTest {
         assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
     }
 
+    /**
+     * A rank that never enters a collective: the others fail at their deadline, each rank's flight recorder is written
+     * (the waiting ranks' when they fail, the sleeping one's when gradsync-run stops it), and gradsync-run's report
+     * names the call, the rank that never entered it and the ranks that waited in it. (A failed rank's close waits for
+     * its peers to leave, up to the rendezvous deadline, here 5 s: then gradsync-run stops the sleeping rank.)
+     */
+    @Test
+    void aRankThatNeverEntersACallIsNamedByTheFlightRecorders() throws Exception {
+        Jobs.Result job = gradsyncRun("shm", List.of("-Dgradsync.timeout.ms=2000",
+                "-D" + GradSyncConfiguration.RENDEZVOUS_TIMEOUT_MS_PROP + "=5000"), 3, 90, "skip", "2", "5");
+        assertTrue(job.out().contains("rank 2 skips call 5"), job.out());
+        assertTrue(job.status() != 0, job.out());
+        Matcher report = Pattern.compile("gradsync-run:   allreduce (#\\d+) \\(allreduce of 1000 FLOAT32 with SUM[^)]*\\): "
+                + "rank 2 never entered it \\(its last call (#\\d+) completed\\); ranks 0, 1 waited in it ([0-9.]+) s / ([0-9.]+) s")
+                .matcher(job.out());
+        assertTrue(report.find(), "no report naming rank 2 and the call it never entered:\n" + job.out());
+        for (int waited = 3; waited <= 4; waited++) {
+            assertTrue(Double.parseDouble(report.group(waited)) >= 1.9, "waited less than the deadline: " + report.group());
+        }
+    }
+
     /** The same with the ranks' shm root set on their command line, which gradsync-run does not read: they tell it. */
     @Test
     void ringFilesUnderAnotherRootAreRemovedByGradsyncRunToo() throws Exception {

@@ -7,12 +7,15 @@ import io.gradsync.core.StreamEndedException;
 import io.gradsync.core.memory.MemoryFaults;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
+import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.Link;
 import io.gradsync.core.transport.RecvSlot;
 import io.gradsync.core.transport.SendSlot;
 import io.gradsync.core.transport.StreamEnd;
 import io.gradsync.core.transport.TransportException;
+import java.io.IOException;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -71,12 +74,18 @@ final class Engine {
     private long lastProgressNanos = System.nanoTime();
     /** Passes in a row that moved nothing; every {@link #STALL_CHECK_EVERY}-th checks the stalled collectives. */
     private int idlePasses;
+    private final FlightRecorder recorder;
+    /** Where the recorder is written when the communicator fails; null for nowhere. */
+    private final Path flightDirectory;
 
-    Engine(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long timeoutNanos) {
+    Engine(Endpoint endpoint, Inbox inbox, StreamLedger ledger, long timeoutNanos, FlightRecorder recorder,
+           Path flightDirectory) {
         this.endpoint = endpoint;
         this.inbox = inbox;
         this.ledger = ledger;
         this.timeoutNanos = timeoutNanos;
+        this.recorder = recorder;
+        this.flightDirectory = flightDirectory;
         this.rank = endpoint.job().rank();
         int size = endpoint.job().size();
         this.sendTaken = new boolean[size];
@@ -100,6 +109,11 @@ final class Engine {
         String collective = request.collective();
         Call call = request.header(id, endpoint.maxMessageBytes());
         Run run = new Run(collective, call, completion, request);
+        run.record = recorder.admitted(call);
+        if (CollectiveEvent.recording()) {
+            run.event = new CollectiveEvent();
+            run.event.begin();
+        }
         takeStreamEnds(); // the new collective checks for itself, below
         active.add(run);
         lastProgressNanos = System.nanoTime();
@@ -221,6 +235,8 @@ final class Engine {
             try {
                 if (!run.done) {
                     Phase phase = run.plan.get(run.phase);
+                    recorder.waiting(run.record, run.call.id(), phase.awaitedPeer());
+                    run.waitedFor = phase.awaitedPeer() >= 0 ? phase.awaitedPeer() : run.waitedFor;
                     run.context.stalled(lastProgressNanos, phase.awaitedPeer(), phase.awaiting());
                 } else if (run.error == null) {
                     int unread = run.unreadInPlacePeer();
@@ -393,6 +409,24 @@ final class Engine {
         failure = e;
         LOG.log(System.Logger.Level.ERROR, e.getMessage());
         endpoint.job().abort(call, e.getMessage(), e instanceof CollectiveMismatchException);
+        writeFlightRecorder(e.getMessage());
+    }
+
+    /**
+     * Writes the flight recorder into its directory, if there is one, with {@code reason}; a failure to write is
+     * logged, never thrown. Called by the thread that drives the engine, or, at exit, by one that could not become it.
+     */
+    void writeFlightRecorder(String reason) {
+        if (flightDirectory == null) {
+            return;
+        }
+        try {
+            Path written = FlightFile.write(flightDirectory, rank, endpoint.job().size(), recorder, reason);
+            LOG.log(System.Logger.Level.INFO, "rank " + rank + ": flight recorder written to " + written);
+        } catch (IOException | RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": cannot write the flight recorder into "
+                    + flightDirectory + ": " + e.getMessage());
+        }
     }
 
     private void retire() {
@@ -408,6 +442,12 @@ final class Engine {
             ledger.finish(head.call.id());
             lastRetired = head.call.id();
             CollectiveException error = released(head);
+            byte outcome = error == null ? FlightRecorder.COMPLETED
+                    : error instanceof StreamEndedException ? FlightRecorder.ABANDONED : FlightRecorder.FAILED;
+            recorder.retired(head.record, head.call.id(), outcome);
+            if (head.event != null) {
+                commit(head.event, head, outcome);
+            }
             try {
                 if (error == null) {
                     head.completion.succeeded();
@@ -436,6 +476,15 @@ final class Engine {
             fail(run, fault);
             return true;
         }
+    }
+
+    private void commit(CollectiveEvent event, Run run, byte outcome) {
+        event.rank = rank;
+        event.call = CallIds.describe(run.call.id());
+        event.collective = CollectiveDescriptor.describe(run.call.descriptor(), run.call.arguments());
+        event.outcome = FlightRecorder.stateName(outcome);
+        event.waitedFor = run.waitedFor;
+        event.commit();
     }
 
     /**
@@ -475,6 +524,12 @@ final class Engine {
         CollectiveContext context;
         List<Phase> plan;
         int phase;
+        /** Its slot in the flight recorder, or -1. */
+        int record = -1;
+        /** Its flight recorder event, while a recording takes them; else null. */
+        CollectiveEvent event;
+        /** The peer it last waited for when nothing moved, or -1. */
+        int waitedFor = -1;
         /**
          * Messages left to send per peer over the whole plan (on those links later collectives send only
          * ahead), and messages left per peer in the current phase.
@@ -533,6 +588,7 @@ final class Engine {
                 return;
             }
             Phase next = plan.get(phase);
+            recorder.phase(record, call.id(), phase, plan.size());
             next.begin();
             receivePeers = next.receivePeers();
             sendPeers = next.sendPeers();

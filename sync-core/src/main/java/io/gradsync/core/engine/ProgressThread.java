@@ -3,6 +3,7 @@ package io.gradsync.core.engine;
 import io.gradsync.core.CollectiveException;
 import io.gradsync.core.IdleStrategy;
 import io.gradsync.core.transport.Endpoint;
+import java.nio.file.Path;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -38,6 +39,8 @@ public final class ProgressThread {
     private static final Object RESUME = new Object();
     /** Long enough to catch a back-to-back call, short enough not to steal a shared core for long. */
     private static final long WAIT_BEFORE_BLOCKING_NANOS = 50_000;
+    /** How long the exit hook waits to take the engine from whoever drives it. */
+    private static final long EXIT_DUMP_WAIT_MILLIS = 200;
 
     /** One submitted collective: call {@code id} of {@code request}. */
     private record Task(Request request, long id, Completion completion) {
@@ -74,15 +77,19 @@ public final class ProgressThread {
     private volatile boolean closeEndpointOnExit;
     /** A request the progress thread took from the queue and has not yet acted on: kept across a late fault. */
     private Object held;
+    /** Writes the flight recorder if the JVM exits before {@link #shutdown}; null without a flight directory. */
+    private final Thread exitHook;
 
     /**
      * Starts the thread of a communicator over {@code endpoint}: collectives fail after {@code timeoutNanos} without
      * progress, at most {@code maxInFlight} run at once, each may send up to {@code aheadMessages} messages ahead of
      * an earlier one per link (0..{@value #MAX_AHEAD_MESSAGES}), the thread idles with a new {@code idleStrategy},
-     * and a blocking caller runs its collective itself when nothing else is in flight if {@code callerRuns}.
+     * and a blocking caller runs its collective itself when nothing else is in flight if {@code callerRuns}. The
+     * flight recorder keeps the last {@code flightEntries} collectives and is written into {@code flightDirectory}
+     * (null: nowhere) when the communicator fails, and when the JVM exits before {@link #shutdown}.
      */
     public ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, int aheadMessages,
-                          Supplier<IdleStrategy> idleStrategy, boolean callerRuns) {
+                          Supplier<IdleStrategy> idleStrategy, boolean callerRuns, int flightEntries, Path flightDirectory) {
         if (maxInFlight < 1) {
             throw new IllegalArgumentException("at least one collective in flight, not " + maxInFlight);
         }
@@ -93,10 +100,37 @@ public final class ProgressThread {
         this.callerRuns = callerRuns;
         this.callerIdle = idleStrategy.get();
         this.inbox = new Inbox(endpoint.job().size(), ledger, aheadMessages, endpoint.kernels());
-        this.engine = new Engine(endpoint, inbox, ledger, timeoutNanos);
+        this.engine = new Engine(endpoint, inbox, ledger, timeoutNanos, new FlightRecorder(flightEntries), flightDirectory);
         this.thread = new Thread(this::run, "gradsync-progress-rank-" + endpoint.job().rank());
         thread.setDaemon(true);
+        this.exitHook = flightDirectory == null ? null
+                : new Thread(this::writeFlightRecorderAtExit, "gradsync-flight-recorder-rank-" + endpoint.job().rank());
+        if (exitHook != null) {
+            Runtime.getRuntime().addShutdownHook(exitHook);
+        }
         thread.start();
+    }
+
+    /**
+     * The JVM exits (its program returned or was told to stop, e.g. by its launcher's SIGTERM) with this communicator
+     * open: its flight recorder says where each rank was. Written by the thread that drives the engine when it is
+     * idle; if it stays busy, as it is, a line may mix two collectives.
+     */
+    private void writeFlightRecorderAtExit() {
+        boolean driving = false;
+        try {
+            driving = driver.tryLock(EXIT_DUMP_WAIT_MILLIS, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        try {
+            engine.writeFlightRecorder("the JVM is exiting with the communicator open"
+                    + (driving ? "" : " (read while a collective ran)"));
+        } finally {
+            if (driving) {
+                driver.unlock();
+            }
+        }
     }
 
     /** Queues call {@code id} of {@code request}; its completion is called on this thread, in submission order. */
@@ -224,6 +258,13 @@ public final class ProgressThread {
      */
     public void shutdown() {
         closing = true;
+        if (exitHook != null && !isCurrentThread()) {
+            try {
+                Runtime.getRuntime().removeShutdownHook(exitHook);
+            } catch (IllegalStateException exiting) {
+                // The JVM is exiting already: the hook runs, or ran.
+            }
+        }
         enqueue(STOP);
         if (isCurrentThread()) {
             closeEndpointOnExit = true;

@@ -1,19 +1,24 @@
 package io.gradsync.core.launch;
 
+import io.gradsync.core.GradSyncConfiguration;
+import io.gradsync.core.engine.FlightReport;
 import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.SecureRandom;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
+import java.util.stream.Stream;
 
 /**
  * {@code gradsync-run}: starts the ranks of a job on this machine and supervises them, in the spirit of
@@ -116,6 +121,18 @@ public final class GradSyncRun {
                        PrintStream out, PrintStream err) {
         Map<String, String> rankEnvironment = new HashMap<>(environment); // never an outer launch's file
         rankEnvironment.put(SharedMemoryDirectories.LAUNCH_ROOTS_VAR, roots == null ? "" : roots.file().toString());
+        Path ownFlightDirectory = null;
+        String flightDirectory = environment.get(GradSyncConfiguration.FLIGHT_DIR_ENV);
+        if (flightDirectory == null || flightDirectory.isBlank()) {
+            try {
+                ownFlightDirectory = Files.createTempDirectory("gradsync-flight-"); // mode 0700
+                flightDirectory = ownFlightDirectory.toString();
+                rankEnvironment.put(GradSyncConfiguration.FLIGHT_DIR_ENV, flightDirectory);
+            } catch (IOException e) {
+                say(err, "gradsync-run: cannot make a directory for the ranks' flight recorders (" + e + "): a failed "
+                        + "job's report on where each rank stopped is left out");
+            }
+        }
         RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(options.nproc(), options.nnodes()),
                 identity, masterPort, rankEnvironment, binding);
         Supervisor supervisor = new Supervisor(spec, options.grace(), options.stopDelay(), options.deadline(), options.prefixOutput(),
@@ -133,6 +150,9 @@ public final class GradSyncRun {
         Runtime.getRuntime().addShutdownHook(hook);
         try {
             int status = supervisor.run();
+            if (status != 0 && flightDirectory != null) {
+                reportFlights(Path.of(flightDirectory), err);
+            }
             Consumer<String> problems = problem -> say(err, "gradsync-run: " + problem);
             for (Path root : roots == null ? List.of(shmRoot) : roots.roots(shmRoot, problems)) {
                 for (Path dir : new ShmCleaner(root).removeLeftovers(identity.launchId(), problems)) {
@@ -141,12 +161,38 @@ public final class GradSyncRun {
             }
             return status;
         } finally {
+            if (ownFlightDirectory != null) {
+                deleteRecursively(ownFlightDirectory, err);
+            }
             finished.countDown();
             try {
                 Runtime.getRuntime().removeShutdownHook(hook);
             } catch (IllegalStateException shuttingDown) {
                 // The hook is running, and waits for the countdown above.
             }
+        }
+    }
+
+    /** Prints where each rank stopped, from the flight recorders the ranks wrote into {@code dir}, if any. */
+    private static void reportFlights(Path dir, PrintStream err) {
+        try {
+            List<String> report = FlightReport.summarize(dir);
+            if (!report.isEmpty()) {
+                say(err, "gradsync-run: the ranks' flight recorders (" + FlightReport.class.getSimpleName() + "):");
+                report.forEach(line -> say(err, "gradsync-run:   " + line));
+            }
+        } catch (IOException | RuntimeException e) {
+            say(err, "gradsync-run: cannot read the ranks' flight recorders in " + dir + ": " + e);
+        }
+    }
+
+    private static void deleteRecursively(Path dir, PrintStream err) {
+        try (Stream<Path> paths = Files.walk(dir)) {
+            for (Path p : (Iterable<Path>) paths.sorted(Comparator.reverseOrder())::iterator) {
+                Files.deleteIfExists(p);
+            }
+        } catch (IOException e) {
+            say(err, "gradsync-run: cannot remove " + dir + ": " + e);
         }
     }
 

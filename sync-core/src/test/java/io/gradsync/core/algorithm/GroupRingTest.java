@@ -76,7 +76,7 @@ class GroupRingTest {
         int[] group = groupOf(n, endpoint.job().rank());
         List<String> problems = new ArrayList<>();
         Member member = new Member(new ProgressThread(endpoint, TimeUnit.SECONDS.toNanos(30), 1,
-                ProgressThread.MAX_AHEAD_MESSAGES, IdleStrategy.named("backoff"), true), endpoint.job().rank(), n, new long[1]);
+                ProgressThread.MAX_AHEAD_MESSAGES, IdleStrategy.named("backoff"), true, 0, null), endpoint.job().rank(), n, new long[1]);
         for (int length : lengths) {
             GroupRing.Span span = new GroupRing.Span(group, 3, 3 + length);
             for (DataType type : DataType.values()) {

@@ -46,7 +46,7 @@ class StreamEndCutTest {
         try (LocalTransport transport = LocalTransport.create(3, CHUNK, 8)) {
             StreamLedger ledger = new StreamLedger();
             Inbox inbox = new Inbox(3, ledger, Inbox.STASH_CELLS, MemoryKernels.HOST);
-            Engine engine = new Engine(transport.endpoint(0), inbox, ledger, TimeUnit.SECONDS.toNanos(10));
+            Engine engine = new Engine(transport.endpoint(0), inbox, ledger, TimeUnit.SECONDS.toNanos(10), new FlightRecorder(16), null);
             Link toRank0 = transport.endpoint(1).link(0);
 
             Reduction a = new Reduction("a", CallIds.of(STREAM, 0), 16); // two chunks

@@ -44,6 +44,8 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code ahead CALLS}: rank 0 submits every call at once while the others call one at a time, so its later
  *       collectives go ahead of its earlier ones on each link;</li>
  *   <li>{@code broadcast}: chained broadcasts of real values from three roots, one buffer refilled between calls;</li>
+ *   <li>{@code skip RANK K}: AllReduce of 1000 floats, call after call; RANK sleeps (10 minutes) instead of making its
+ *       K-th (from 0), so the others fail at their deadline;</li>
  *   <li>{@code die-in-setup KILLED_RANK}: a shm endpoint over the rendezvous, where the killed rank SIGKILLs itself
  *       at the set-up's first all-gather, after creating its ring files and before any peer has mapped them.</li>
  * </ul>
@@ -84,6 +86,7 @@ public final class RankProgram {
                 case "alloc" -> alloc(comm);
                 case "ahead" -> ahead(comm, Integer.parseInt(args[1]));
                 case "broadcast" -> broadcast(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 16) + 3});
+                case "skip" -> skip(comm, Integer.parseInt(args[1]), Integer.parseInt(args[2]));
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             }
         } catch (Exception e) {
@@ -178,6 +181,17 @@ public final class RankProgram {
         GradientBuffer buffer = allocate(comm, DataType.FLOAT32, count, shared);
         while (true) {
             comm.allReduceBlocking(buffer, ReduceOp.MAX);
+        }
+    }
+
+    private static void skip(Communicator comm, int skipping, int k) throws InterruptedException {
+        GradientBuffer buffer = GradientBuffer.allocateDirect(DataType.FLOAT32, 1000);
+        for (int call = 0; call <= k + 2; call++) {
+            if (call == k && comm.rank() == skipping) {
+                System.out.println("rank " + skipping + " skips call " + k);
+                Thread.sleep(600_000);
+            }
+            comm.allReduceBlocking(buffer, ReduceOp.SUM);
         }
     }
 
