@@ -1,12 +1,15 @@
 package io.gradsync.djl;
 
 import ai.djl.Model;
+import ai.djl.engine.Engine;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.training.Trainer;
 import ai.djl.training.evaluator.Evaluator;
 import ai.djl.training.listener.TrainingListener;
 import io.gradsync.core.Communicator;
+import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.bucket.GradientBuckets;
+import java.security.SecureRandom;
 import java.util.List;
 import java.util.Objects;
 
@@ -23,14 +26,18 @@ import java.util.Objects;
  * TrainingConfig config = new DefaultTrainingConfig(loss).addTrainingListeners(ddp);
  * RandomAccessDataset train = Mnist.builder().setSampling(ddp.sampler(64, true)).build();   // global batch 64
  * Trainer trainer = model.newTrainer(config);
- * ddp.initialize(trainer, new Shape(1, 28 * 28));                           // instead of trainer.initialize
+ * trainer.initialize(new Shape(1, 28 * 28));                                // the same parameters on every rank
  * EasyTrain.fit(trainer, epochs, train, validate);
  * }</pre>
  *
  * <ul>
- *   <li><b>Start.</b> Every parameter becomes rank 0's: in {@link #initialize}, or at {@code onTrainingBegin} when
- *   the model's parameters exist already (a loaded model, a block initialised before the trainer). A step before
- *   either fails, saying so, rather than averaging gradients of different models.</li>
+ *   <li><b>Start.</b> When the trainer is created ({@code onTrainingBegin}) and the model's parameters exist already
+ *   (a loaded model, a block initialised before the trainer), every parameter becomes rank 0's. Otherwise every
+ *   rank's engine gets rank 0's random seed, so that the program's own {@code trainer.initialize} draws the same
+ *   parameters everywhere; the first step checks that the ranks built the same model with the same initial
+ *   parameters, and fails on every rank, naming the first that differs, if not (a seed set per rank after the trainer
+ *   was created; an initializer that ignores the engine's seed). {@link #initialize} instead of
+ *   {@code trainer.initialize} broadcasts rank 0's parameters, whatever the seeds.</li>
  *   <li><b>Every step</b> ({@code onTrainingBatch}, after backward): the trainable parameters' gradients are fed to a
  *   {@link GradientBuckets} last layer first and averaged bucket by bucket, in the engine's own gradient memory
  *   where it hands it out (PyTorch's CPU tensors), else through host copies; then the layers' running statistics
@@ -57,6 +64,8 @@ public final class DataParallel implements TrainingListener {
     private StepGradients gradients;
     private boolean replicasIdentical;
     private boolean paused;
+    /** Whether {@code onTrainingBegin} gave every rank rank 0's seed, for the program's own initialisation. */
+    private boolean seeded;
     private long steps;
     private int epochs;
 
@@ -179,15 +188,37 @@ public final class DataParallel implements TrainingListener {
         ModelParameters found = ModelParameters.of(trainer.getModel());
         if (found.initialized()) {
             synchronize(trainer.getModel());
+        } else {
+            seedInitialization(trainer.getManager().getEngine());
         }
+    }
+
+    /**
+     * Gives every rank's engine rank 0's random seed (the one rank 0's program set, or a random one), so that the
+     * program's own {@code trainer.initialize} draws the same parameters on every rank; the first step checks that it
+     * did. DJL calls {@code onTrainingBegin} in the trainer's constructor, before the parameters exist.
+     */
+    private void seedInitialization(Engine engine) {
+        Integer own = engine.getSeed();
+        long[] seed = {own != null ? own : new SecureRandom().nextInt()};
+        comm.broadcastBlocking(GradientBuffer.wrap(seed), 0);
+        engine.setRandomSeed((int) seed[0]);
+        seeded = true;
     }
 
     @Override
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
         if (!replicasIdentical) {
-            throw new IllegalStateException("rank " + comm.rank() + ": a training step before the replicas were made "
-                    + "identical: call DataParallel.initialize(trainer, shapes) instead of trainer.initialize(shapes), "
-                    + "or synchronize(model) once the model's parameters exist");
+            if (!seeded) {
+                throw new IllegalStateException("rank " + comm.rank() + ": a training step before the replicas were made "
+                        + "identical: call DataParallel.initialize(trainer, shapes) instead of trainer.initialize(shapes), "
+                        + "or synchronize(model) once the model's parameters exist");
+            }
+            parameters = ModelParameters.of(trainer.getModel());
+            parameters.checkInitializedAlike(comm, "at the first step, after trainer.initialize from rank 0's seed (a "
+                    + "seed set per rank after the trainer was created, or an initializer that ignores the engine's seed): "
+                    + "call DataParallel.initialize(trainer, shapes) instead, which broadcasts rank 0's parameters");
+            replicasIdentical = true;
         }
         if (paused) {
             return;

@@ -64,6 +64,29 @@ class DataParallelJobTest {
     }
 
     /**
+     * The program's own {@code trainer.initialize}, with each rank's seed set before the trainer: DataParallel gives
+     * every rank rank 0's seed, so the replicas start alike and the run follows the one-process run.
+     */
+    @Test
+    void theProgramsOwnInitializeStartsEveryRankAlike() throws Exception {
+        assertTwoProcessesFollowTheOneProcessRun("--epochs", "1", "--global-batch", "32", "--plain-initialize");
+    }
+
+    /** A seed set per rank after the trainer was created makes different replicas: every rank fails at the first step. */
+    @Test
+    void replicasInitialisedApartFailTheFirstStepOnEveryRank() throws Exception {
+        Jobs.Result job = run(2, "--epochs", "1", "--plain-initialize", "--seed-after-trainer");
+        System.out.println(job.out());
+        assertNotEquals(0, job.status());
+        assertNotEquals(Jobs.KILLED, job.status(), "the job hung");
+        for (int rank = 0; rank < 2; rank++) {
+            String line = "[" + rank + "] Exception in thread \"main\" io.gradsync.djl.ReplicasDifferException: rank " + rank
+                    + ": the replicas differ at the first step, after trainer.initialize";
+            assertTrue(job.out().contains(line), "no line " + line + ":\n" + job.out());
+        }
+    }
+
+    /**
      * Gradients accumulated over 2 batches, the first in {@code noSync}: two ranks follow the one-process run that
      * accumulates the same way, and average once per optimizer step.
      */
@@ -84,8 +107,9 @@ class DataParallelJobTest {
         List<RankResult> pair = results(two);
         assertEquals(2, pair.size(), two.out());
         long stepsPerEpoch = EasyTrainRank.SAMPLES / 32 / accumulate;
+        int epochs = Integer.parseInt(options.get(options.indexOf("--epochs") + 1));
         for (RankResult r : pair) {
-            assertEquals(2 * stepsPerEpoch, r.steps(), r.toString());
+            assertEquals(epochs * stepsPerEpoch, r.steps(), r.toString());
             assertEquals(r.wholeAccuracy(), r.validateAccuracy(), 1e-6, "the ranks' validation accuracy: " + r);
             assertEquals(r.after(), r.validateLoss(), 1e-5, "the ranks' validation loss: " + r);
             assertEquals(0, r.copies(), "gradients reduced through copies: " + r);

@@ -35,7 +35,9 @@ import java.util.Random;
  * launcher started: a small classifier (two linear layers, with {@code --batch-norm} a batch normalisation between
  * them) on a synthetic dataset of
  * {@value #SAMPLES} samples whose labels a fixed random teacher assigns. Every rank initialises its parameters from its
- * own seed, so only the broadcast makes the replicas equal. The whole dataset, sharded, is also its validation set,
+ * own seed (set after the trainer is created), so only the broadcast makes the replicas equal; with
+ * {@code --plain-initialize} it calls {@code trainer.initialize} itself, its seed set before the trainer is created
+ * (DataParallel gives every rank rank 0's), or after it with {@code --seed-after-trainer} (replicas that differ). The whole dataset, sharded, is also its validation set,
  * and DJL's own listeners keep its loss and accuracy. It prints one line:
  * {@code rank R: loss BEFORE -> AFTER, steps S, hash H, copies C, train loss L, validate loss V, validate accuracy A,
  * whole accuracy W} (the loss over the whole dataset before and after training, the parameters' hash, the last epoch's
@@ -47,7 +49,7 @@ import java.util.Random;
  * evaluator (ranks whose evaluators differ).
  *
  * <pre>EasyTrainRank [--epochs 2] [--global-batch 32] [--batch-norm] [--accumulate K] [--die-at-step K]
- *     [--nudge-on-rank-1 K] [--wider-on-rank-1] [--accuracy-on-rank-0-only]</pre>
+ *     [--nudge-on-rank-1 K] [--wider-on-rank-1] [--accuracy-on-rank-0-only] [--plain-initialize [--seed-after-trainer]]</pre>
  */
 public final class EasyTrainRank {
     static final int SAMPLES = 512;
@@ -67,6 +69,8 @@ public final class EasyTrainRank {
         boolean widerOnRank1;
         boolean batchNorm;
         boolean accuracyOnRank0Only;
+        boolean plainInitialize;
+        boolean seedAfterTrainer;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -80,6 +84,8 @@ public final class EasyTrainRank {
                     case "--wider-on-rank-1" -> o.widerOnRank1 = true;
                     case "--batch-norm" -> o.batchNorm = true;
                     case "--accuracy-on-rank-0-only" -> o.accuracyOnRank0Only = true;
+                    case "--plain-initialize" -> o.plainInitialize = true;
+                    case "--seed-after-trainer" -> o.seedAfterTrainer = true;
                     default -> throw new IllegalArgumentException("unknown option " + args[i]);
                 }
             }
@@ -101,7 +107,9 @@ public final class EasyTrainRank {
     static String train(Communicator comm, Options o) throws Exception {
         int rank = comm.rank();
         boolean withAccuracy = !o.accuracyOnRank0Only || rank == 0;
-        Engine.getEngine("PyTorch").setRandomSeed(1000 + rank);
+        if (o.plainInitialize && !o.seedAfterTrainer) {
+            Engine.getEngine("PyTorch").setRandomSeed(1000 + rank); // DataParallel gives every rank rank 0's
+        }
         try (NDManager data = NDManager.newBaseManager(); Model model = Model.newInstance("rank" + rank)) {
             NDArray[] xy = dataset(data);
             SequentialBlock block = new SequentialBlock()
@@ -124,7 +132,15 @@ public final class EasyTrainRank {
             }
             addFaults(config, o, rank, ddp, model);
             try (Trainer trainer = model.newTrainer(config)) {
-                ddp.initialize(trainer, new Shape(o.globalBatch / comm.size(), FEATURES));
+                Shape input = new Shape(o.globalBatch / comm.size(), FEATURES);
+                if (!o.plainInitialize || o.seedAfterTrainer) {
+                    Engine.getEngine("PyTorch").setRandomSeed(1000 + rank); // each rank its own parameters
+                }
+                if (o.plainInitialize) {
+                    trainer.initialize(input);
+                } else {
+                    ddp.initialize(trainer, input);
+                }
                 float before = loss(trainer, xy);
                 if (o.accumulate == 1) {
                     EasyTrain.fit(trainer, o.epochs, train, validate);

@@ -25,8 +25,9 @@ import java.util.Locale;
 /**
  * Data-parallel LeNet-5 (or ResNet-20) on Fashion-MNIST as a DJL user writes it: an ordinary {@code EasyTrain.fit}
  * program with DJL's PyTorch engine on CPU, made data-parallel by gradsync-djl's {@link DataParallel}. The lines marked
- * {@code // gradsync} are all that differs from the one-process program: connect, add the listener, take the
- * samplers (the training set's and the test set's), and initialise through it. Each rank trains on its share of
+ * {@code // gradsync} are all that differs from the one-process program: connect, add the listener, and take the
+ * samplers (the training set's and the test set's); the program's own {@code trainer.initialize} draws the same
+ * parameters on every rank, from rank 0's seed. Each rank trains on its share of
  * every global batch; the gradients are averaged in buckets before every optimizer step, so N ranks at global batch B
  * follow the one-process run at batch B.
  *
@@ -119,7 +120,7 @@ public final class FitFashionMnist {
                     .addTrainingListeners(ddp);                                                  // gradsync
             Engine.getEngine("PyTorch").setRandomSeed((int) seed);
             try (Trainer trainer = model.newTrainer(config)) {
-                ddp.initialize(trainer, new Shape(globalBatch / comm.size(), 1, 28, 28));      // gradsync
+                trainer.initialize(new Shape(globalBatch / comm.size(), 1, 28, 28));
                 for (int epoch = 1; epoch <= epochs; epoch++) {
                     long start = System.nanoTime();
                     long stepsBefore = ddp.steps();
