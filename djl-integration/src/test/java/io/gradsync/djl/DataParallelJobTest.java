@@ -77,13 +77,7 @@ class DataParallelJobTest {
     void replicasInitialisedApartFailTheFirstStepOnEveryRank() throws Exception {
         Jobs.Result job = run(2, "--epochs", "1", "--plain-initialize", "--seed-after-trainer");
         System.out.println(job.out());
-        assertNotEquals(0, job.status());
-        assertNotEquals(Jobs.KILLED, job.status(), "the job hung");
-        for (int rank = 0; rank < 2; rank++) {
-            String line = "[" + rank + "] Exception in thread \"main\" io.gradsync.djl.ReplicasDifferException: rank " + rank
-                    + ": the replicas differ at the first step, after trainer.initialize";
-            assertTrue(job.out().contains(line), "no line " + line + ":\n" + job.out());
-        }
+        assertEveryRankFailed(job, "io.gradsync.djl.ReplicasDifferException", ": the replicas differ at the first step, after trainer.initialize");
     }
 
     /**
@@ -156,13 +150,7 @@ class DataParallelJobTest {
     void aParameterChangedOnOneRankFailsTheNextReplicaCheckNamingIt() throws Exception {
         Jobs.Result job = run(2, "--epochs", "1", "--nudge-on-rank-1", "3");
         System.out.println(job.out());
-        assertNotEquals(0, job.status());
-        assertNotEquals(Jobs.KILLED, job.status(), "the job hung");
-        for (int rank = 0; rank < 2; rank++) {
-            String line = "[" + rank + "] Exception in thread \"main\" io.gradsync.djl.ReplicasDifferException: rank " + rank
-                    + ": the replicas differ after step 8: parameter 2 of 4, '03Linear_weight'";
-            assertTrue(job.out().contains(line), "no line " + line + ":\n" + job.out());
-        }
+        assertEveryRankFailed(job, "io.gradsync.djl.ReplicasDifferException", ": the replicas differ after step 8: parameter 2 of 4, '03Linear_weight'");
     }
 
     /** Ranks whose models differ fail together with an error that says so, before any step. */
@@ -189,12 +177,16 @@ class DataParallelJobTest {
     void evaluatorsThatDifferAcrossRanksFailEveryRankSayingSo() throws Exception {
         Jobs.Result job = run(2, "--epochs", "1", "--accuracy-on-rank-0-only");
         System.out.println(job.out());
+        assertTrue(results(job).isEmpty(), job.out());
+        assertEveryRankFailed(job, "java.lang.IllegalStateException", ": the ranks read different evaluators at the same point");
+    }
+
+    /** The job failed without hanging, and each of its 2 ranks printed {@code EXCEPTION: rank R<rest>}. */
+    private static void assertEveryRankFailed(Jobs.Result job, String exception, String rest) {
         assertNotEquals(0, job.status());
         assertNotEquals(Jobs.KILLED, job.status(), "the job hung");
-        assertTrue(results(job).isEmpty(), job.out());
         for (int rank = 0; rank < 2; rank++) {
-            String line = "[" + rank + "] Exception in thread \"main\" java.lang.IllegalStateException: rank " + rank
-                    + ": the ranks read different evaluators at the same point";
+            String line = "[" + rank + "] Exception in thread \"main\" " + exception + ": rank " + rank + rest;
             assertTrue(job.out().contains(line), "no line " + line + ":\n" + job.out());
         }
     }
