@@ -66,6 +66,7 @@ public final class DataParallel implements TrainingListener {
     private boolean paused;
     /** Whether {@code onTrainingBegin} gave every rank rank 0's seed, for the program's own initialisation. */
     private boolean seeded;
+    private boolean copyAll;
     private long steps;
     private int epochs;
 
@@ -124,6 +125,15 @@ public final class DataParallel implements TrainingListener {
         parameters.broadcastAll(comm);
         parameters.checkIdentical(comm, "after the parameters were broadcast from rank 0");
         replicasIdentical = true;
+    }
+
+    /**
+     * Reduces every gradient through a host copy written back with {@code set}, as for an engine that hands out no
+     * gradient's memory (DJL's GPU tensors): tests run that path on the CPU engine with it.
+     */
+    DataParallel throughCopies() {
+        this.copyAll = true;
+        return this;
     }
 
     /** The communicator the ranks train over. */
@@ -224,7 +234,7 @@ public final class DataParallel implements TrainingListener {
             return;
         }
         if (gradients == null) {
-            gradients = new StepGradients(trainer.getModel());
+            gradients = new StepGradients(trainer.getModel(), copyAll);
         }
         gradients.reduce(buckets, trainer.getManager());
         parameters.broadcastStatistics(comm);

@@ -12,6 +12,7 @@ import io.gradsync.core.bucket.GradientBuckets;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import reactor.core.publisher.Flux;
 
@@ -34,8 +35,12 @@ final class StepGradients {
     private final ByteBuffer[] memory;
     /** Per gradient, once the first step has probed it: whether the engine hands out a copy of its memory. */
     private boolean[] viaCopy;
+    /** Every gradient through a copy, as for an engine that hands out none (the path GPU tensors take). */
+    private final boolean copyAll;
 
-    StepGradients(Model model) {
+    /** The trainable gradients of {@code model}; all through host copies if {@code copyAll}. */
+    StepGradients(Model model, boolean copyAll) {
+        this.copyAll = copyAll;
         for (Pair<String, Parameter> p : model.getBlock().getParameters()) {
             if (p.getValue().requiresGradient()) {
                 names.add(p.getKey());
@@ -78,6 +83,9 @@ final class StepGradients {
             }
             if (viaCopy == null) {
                 viaCopy = probe();
+                if (copyAll) {
+                    Arrays.fill(viaCopy, true);
+                }
             }
             for (int i = 0; i < buffers.length; i++) {
                 memory[i] = viaCopy[i] ? copyOf(open[i].toByteBuffer()) : open[i].toByteBuffer(true);

@@ -37,7 +37,8 @@ import java.util.Random;
  * {@value #SAMPLES} samples whose labels a fixed random teacher assigns. Every rank initialises its parameters from its
  * own seed (set after the trainer is created), so only the broadcast makes the replicas equal; with
  * {@code --plain-initialize} it calls {@code trainer.initialize} itself, its seed set before the trainer is created
- * (DataParallel gives every rank rank 0's), or after it with {@code --seed-after-trainer} (replicas that differ). The whole dataset, sharded, is also its validation set,
+ * (DataParallel gives every rank rank 0's), or after it with {@code --seed-after-trainer} (replicas that differ);
+ * with {@code --through-copies} every gradient goes through a host copy, the path of DJL's GPU tensors. The whole dataset, sharded, is also its validation set,
  * and DJL's own listeners keep its loss and accuracy. It prints one line:
  * {@code rank R: loss BEFORE -> AFTER, steps S, hash H, copies C, train loss L, validate loss V, validate accuracy A,
  * whole accuracy W} (the loss over the whole dataset before and after training, the parameters' hash, the last epoch's
@@ -49,7 +50,8 @@ import java.util.Random;
  * evaluator (ranks whose evaluators differ).
  *
  * <pre>EasyTrainRank [--epochs 2] [--global-batch 32] [--batch-norm] [--accumulate K] [--die-at-step K]
- *     [--nudge-on-rank-1 K] [--wider-on-rank-1] [--accuracy-on-rank-0-only] [--plain-initialize [--seed-after-trainer]]</pre>
+ *     [--nudge-on-rank-1 K] [--wider-on-rank-1] [--accuracy-on-rank-0-only] [--plain-initialize [--seed-after-trainer]]
+ *     [--through-copies]</pre>
  */
 public final class EasyTrainRank {
     static final int SAMPLES = 512;
@@ -71,6 +73,7 @@ public final class EasyTrainRank {
         boolean accuracyOnRank0Only;
         boolean plainInitialize;
         boolean seedAfterTrainer;
+        boolean throughCopies;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -86,6 +89,7 @@ public final class EasyTrainRank {
                     case "--accuracy-on-rank-0-only" -> o.accuracyOnRank0Only = true;
                     case "--plain-initialize" -> o.plainInitialize = true;
                     case "--seed-after-trainer" -> o.seedAfterTrainer = true;
+                    case "--through-copies" -> o.throughCopies = true;
                     default -> throw new IllegalArgumentException("unknown option " + args[i]);
                 }
             }
@@ -119,6 +123,9 @@ public final class EasyTrainRank {
             }
             model.setBlock(block.add(Activation::relu).add(Linear.builder().setUnits(CLASSES).build()));
             DataParallel ddp = DataParallel.over(comm).checkReplicasEvery(8);
+            if (o.throughCopies) {
+                ddp.throughCopies();
+            }
             ArrayDataset train = new ArrayDataset.Builder().setData(xy[0]).optLabels(xy[1])
                     .setSampling(ddp.sampler(o.globalBatch, true, 7)).build();
             ArrayDataset validate = new ArrayDataset.Builder().setData(xy[0]).optLabels(xy[1])
