@@ -11,14 +11,12 @@ import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.SecureRandom;
-import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
-import java.util.stream.Stream;
 
 /**
  * {@code gradsync-run}: starts the ranks of a job on this machine and supervises them, in the spirit of
@@ -162,7 +160,11 @@ public final class GradSyncRun {
             return status;
         } finally {
             if (ownFlightDirectory != null) {
-                deleteRecursively(ownFlightDirectory, err);
+                try {
+                    ShmCleaner.deleteTree(ownFlightDirectory);
+                } catch (IOException e) {
+                    say(err, "gradsync-run: cannot remove " + ownFlightDirectory + ": " + e);
+                }
             }
             finished.countDown();
             try {
@@ -183,16 +185,6 @@ public final class GradSyncRun {
             }
         } catch (IOException | RuntimeException e) {
             say(err, "gradsync-run: cannot read the ranks' flight recorders in " + dir + ": " + e);
-        }
-    }
-
-    private static void deleteRecursively(Path dir, PrintStream err) {
-        try (Stream<Path> paths = Files.walk(dir)) {
-            for (Path p : (Iterable<Path>) paths.sorted(Comparator.reverseOrder())::iterator) {
-                Files.deleteIfExists(p);
-            }
-        } catch (IOException e) {
-            say(err, "gradsync-run: cannot remove " + dir + ": " + e);
         }
     }
 

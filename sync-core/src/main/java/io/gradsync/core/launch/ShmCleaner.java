@@ -72,7 +72,8 @@ final class ShmCleaner {
         return removed;
     }
 
-    private static void deleteTree(Path dir) throws IOException {
+    /** Deletes {@code dir} and everything in it, never following a link; what vanished meanwhile is no error. */
+    static void deleteTree(Path dir) throws IOException {
         Files.walkFileTree(dir, new SimpleFileVisitor<>() {
             @Override
             public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
