@@ -1,14 +1,17 @@
 // gradsync's reduction kernels for device memory: out[i] = a[i] op b[i] (out may be a or b), and
 // dst[i] /= divisor (the finishing step of AVG), for every data type gradsync has, with the arithmetic of
-// sync-core's host kernels bit for bit (elements.cuh says how).
+// sync-core's host kernels bit for bit (elements.cuh says how); and the one pass of the direct AllReduce on
+// device buffers: the inputs of up to GS_MAX_RANKS ranks reduced in the order given, as that many pairwise
+// reductions into the first would (bit for bit), divided for AVG, and written into every rank's output.
 //
 // Each kernel is a grid-stride loop, right for any grid; the host's launch shape (io.gradsync.gpu.LaunchShape)
 // only makes it fast. When all pointers of a call sit at the same offset within 16 bytes, the elements before
 // the first 16-byte boundary and after the last are done one at a time and the rest as 16-byte vectors;
 // otherwise every element is done on its own.
 //
-// Entry points are extern "C", named gs_reduce_<type>_<op> and gs_divide_<type>; every parameter is 8 bytes
-// (pointers, the element count, the divisor), which is what io.gradsync.gpu.CudaDriver#launchKernel passes.
+// Entry points are extern "C", named gs_reduce_<type>_<op>, gs_divide_<type> and gs_allreduce_<type>_<op>; every
+// parameter is 8 bytes (pointers, the element count, the divisor), which is what
+// io.gradsync.gpu.CudaDriver#launchKernel passes.
 #include "elements.cuh"
 
 // Blocks of at most GS_BLOCK threads, compiled to fit GS_MIN_BLOCKS of them on an SM at once (at most 32
@@ -16,6 +19,9 @@
 // resident wave is resident in full. LaunchShape holds the same numbers.
 #define GS_BLOCK 256
 #define GS_MIN_BLOCKS 8
+// The most ranks one pass reduces (io.gradsync.gpu.ReductionKernels.MAX_RANKS): their pointers are kernel
+// parameters, indexed by constants once the loops over them are unrolled, so they stay in registers.
+#define GS_MAX_RANKS 8
 
 using namespace gs;
 
@@ -106,14 +112,86 @@ template <typename T> __device__ __forceinline__ void divide(T* dst, u64 n, int6
     }
 }
 
+// The ranks' pointers: in[0] is the reducing rank's own input (read first: in place it is also out[k] for some k).
+template <typename T> struct Ranks {
+    const T* in[GS_MAX_RANKS];
+    T* out[GS_MAX_RANKS];
+};
+
+// One element (or vector) through the pass: read from every input, combined in order, divided for AVG
+// (divisor > 0), written to every output; every read comes before the writes, in the same thread.
+template <typename T, typename Op, typename V, typename Combine, typename Divide>
+__device__ __forceinline__ void passOne(const Ranks<T>& r, int ranks, u64 at, int64_t divisor, Combine combine, Divide divide) {
+    V acc = reinterpret_cast<const V*>(r.in[0])[at];
+#pragma unroll
+    for (int k = 1; k < GS_MAX_RANKS; k++) {
+        if (k < ranks) {
+            acc = combine(acc, reinterpret_cast<const V*>(r.in[k])[at]);
+        }
+    }
+    if (divisor > 0) {
+        acc = divide(acc, divisor);
+    }
+#pragma unroll
+    for (int k = 0; k < GS_MAX_RANKS; k++) {
+        if (k < ranks) {
+            reinterpret_cast<V*>(r.out[k])[at] = acc;
+        }
+    }
+}
+
+template <typename T, typename Op>
+__device__ __forceinline__ void allReduce(const Ranks<T>& r, int ranks, u64 n, int64_t divisor) {
+    const u64 stride = (u64) gridDim.x * blockDim.x;
+    const u64 thread = (u64) blockIdx.x * blockDim.x + threadIdx.x;
+    const uintptr_t first = (uintptr_t) r.in[0];
+    uintptr_t apart = 0;
+#pragma unroll
+    for (int k = 0; k < GS_MAX_RANKS; k++) {
+        if (k < ranks) {
+            apart |= (first ^ (uintptr_t) r.in[k]) | (first ^ (uintptr_t) r.out[k]);
+        }
+    }
+    const Plan p = plan<T>(first, apart, n);
+    auto combineElement = [](T x, T y) { return Element<T>::template combine<Op>(x, y); };
+    auto divideElement = [](T x, int64_t d) { return Element<T>::divide(x, d); };
+    for (u64 e = thread; e < p.peel; e += stride) {
+        passOne<T, Op, T>(r, ranks, e, divisor, combineElement, divideElement);
+    }
+    Ranks<T> v = r;
+#pragma unroll
+    for (int k = 0; k < GS_MAX_RANKS; k++) {
+        v.in[k] = r.in[k] + p.peel;
+        v.out[k] = r.out[k] + p.peel;
+    }
+    auto combineVectors = [](uint4 x, uint4 y) { return combineVector<T, Op>(x, y); };
+    auto divideVectors = [](uint4 x, int64_t d) { return divideVector<T>(x, d); };
+    for (u64 i = thread; i < p.vectors; i += stride) {
+        passOne<T, Op, uint4>(v, ranks, i, divisor, combineVectors, divideVectors);
+    }
+    for (u64 e = p.peel + p.vectors * (16 / sizeof(T)) + thread; e < n; e += stride) {
+        passOne<T, Op, T>(r, ranks, e, divisor, combineElement, divideElement);
+    }
+}
+
 }  // namespace
 
+#define GS_ALLREDUCE(NAME, T, OP, Op)                                                                      \
+    extern "C" __global__ void __launch_bounds__(GS_BLOCK, GS_MIN_BLOCKS) gs_allreduce_##NAME##_##OP(       \
+        u64 n, u64 ranks, long long divisor, const T* in0, const T* in1, const T* in2, const T* in3,      \
+        const T* in4, const T* in5, const T* in6, const T* in7, T* out0, T* out1, T* out2, T* out3,       \
+        T* out4, T* out5, T* out6, T* out7) {                                                              \
+        const Ranks<T> r = {{in0, in1, in2, in3, in4, in5, in6, in7}, {out0, out1, out2, out3, out4, out5, out6, out7}}; \
+        allReduce<T, Op>(r, (int) ranks, n, divisor);                                                       \
+    }
 #define GS_REDUCE(NAME, T, OP, Op)                                                                         \
     extern "C" __global__ void __launch_bounds__(GS_BLOCK, GS_MIN_BLOCKS)                                 \
     gs_reduce_##NAME##_##OP(const T* a, const T* b, T* out, u64 n) { reduce<T, Op>(a, b, out, n); }
 #define GS_TYPE(NAME, T)                                                                                   \
     GS_REDUCE(NAME, T, sum, Sum) GS_REDUCE(NAME, T, prod, Prod)                                            \
     GS_REDUCE(NAME, T, max, Max) GS_REDUCE(NAME, T, min, Min)                                              \
+    GS_ALLREDUCE(NAME, T, sum, Sum) GS_ALLREDUCE(NAME, T, prod, Prod)                                      \
+    GS_ALLREDUCE(NAME, T, max, Max) GS_ALLREDUCE(NAME, T, min, Min)                                        \
     extern "C" __global__ void __launch_bounds__(GS_BLOCK, GS_MIN_BLOCKS)                                 \
     gs_divide_##NAME(T* dst, u64 n, long long divisor) { divide<T>(dst, n, divisor); }
 

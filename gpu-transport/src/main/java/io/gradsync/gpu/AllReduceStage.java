@@ -5,6 +5,7 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.DirectAllReduce;
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
@@ -24,7 +25,8 @@ import java.util.zip.CRC32;
  * exact results on every rank (the check pattern, nccl-tests' {@code -c}) for every operator, four types and the
  * counts 0, 1, odd and a million and three; then nccl-tests' algorithm and bus bandwidth of float32 SUM, in place,
  * from 1 MiB to 256 MiB of Gaussian values, with the algorithm the user's defaults choose (direct: the peers' device
- * buffers read in place) and with the ring staged through the host transport: min, median and max of {@value #RUNS}
+ * buffers read in place, in one pass), with the direct AllReduce reducing pairwise and copying
+ * ({@link DirectAllReduce#pairwise()}), and with the ring staged through the host transport: min, median and max of {@value #RUNS}
  * timed calls after {@value #WARM_UPS} untimed; the results of each size bitwise equal on every rank.
  */
 final class AllReduceStage implements GpuCheck.Stage {
@@ -72,11 +74,13 @@ final class AllReduceStage implements GpuCheck.Stage {
         List<String> lines = new ArrayList<>();
         int checked = 0;
         AllReduceChoice direct = new AllReduceChoice(AllReduceAlgorithms.named("direct"), TransportOptions.DEFAULT.messageBytes());
+        AllReduceChoice pairwise = new AllReduceChoice(DirectAllReduce.pairwise(), TransportOptions.DEFAULT.messageBytes());
         for (int count : counts) {
             for (DataType type : TYPES) {
                 for (ReduceOp op : ReduceOp.values()) {
                     boolean directToo = (long) count * type.bytes() >= directMinBytes;
-                    for (AllReduceChoice choice : directToo ? new AllReduceChoice[] {null, direct} : new AllReduceChoice[] {null}) {
+                    AllReduceChoice[] choices = directToo ? new AllReduceChoice[] {null, direct, pairwise} : new AllReduceChoice[] {null};
+                    for (AllReduceChoice choice : choices) {
                         String wrong = exactCase(c, device, type, op, count, choice);
                         if (wrong != null) {
                             lines.add("WRONG rank " + c.rank() + ": " + wrong);
@@ -86,8 +90,8 @@ final class AllReduceStage implements GpuCheck.Stage {
                 }
             }
         }
-        lines.add(c.size() + " ranks over " + c.transportName() + ": " + checked + " AllReduce cases (the defaults' choice and "
-                + "direct) checked on every rank");
+        lines.add(c.size() + " ranks over " + c.transportName() + ": " + checked + " AllReduce cases (the defaults' choice, "
+                + "direct and direct pairwise) checked on every rank");
         lines.add(choiceCost(c, device));
         lines.add(String.format(Locale.ROOT, "%-16s %10s %10s %10s %10s %10s %10s", "algorithm", "bytes", "min us", "median us",
                 "max us", "algbw GB/s", "busbw GB/s"));
@@ -95,6 +99,9 @@ final class AllReduceStage implements GpuCheck.Stage {
         StringBuilder bits = new StringBuilder("BITS");
         for (long bytes : sizes) {
             lines.add(timed(c, device, bytes, runs, warmUps, null, bits));
+            if (bytes >= directMinBytes) {
+                lines.add(timed(c, device, bytes, runs, warmUps, pairwise, bits));
+            }
             lines.add(timed(c, device, bytes, runs, warmUps, staged, bits));
         }
         lines.add(bits.toString());
@@ -152,6 +159,10 @@ final class AllReduceStage implements GpuCheck.Stage {
         }
     }
 
+    private static String choiceName(AllReduceChoice choice) {
+        return choice.algorithm() instanceof DirectAllReduce direct ? direct.toString() : choice.algorithm().name() + " (staged)";
+    }
+
     /** The fingerprints of the timed results, from a rank's report. */
     private static String bits(List<String> report) {
         return report.stream().filter(line -> line.startsWith("BITS")).findFirst().orElse("none");
@@ -171,7 +182,7 @@ final class AllReduceStage implements GpuCheck.Stage {
             long wrong = CheckPattern.countWrong(result, op, c.size());
             device.copyToHost(in, result);
             long changed = CheckPattern.countChanged(result, op, c.rank());
-            return wrong == 0 && changed == 0 ? null : count + " " + type + " " + op + (choice == null ? "" : " as direct") + ": "
+            return wrong == 0 && changed == 0 ? null : count + " " + type + " " + op + (choice == null ? "" : " as " + choiceName(choice)) + ": "
                     + wrong + " elements wrong, "
                     + changed + " input elements changed";
         } finally {
@@ -196,7 +207,7 @@ final class AllReduceStage implements GpuCheck.Stage {
             GradientBuffer host = GradientBuffer.wrap(values);
             device.copyFromHost(host, buffer);
             String name = choice == null ? "default " + c.allReduceChoice(buffer, buffer).algorithm().name()
-                    : choice.algorithm().name() + " (staged)";
+                    : choiceName(choice);
             long[] nanos = new long[runs];
             for (int i = -warmUps; i < runs; i++) {
                 c.barrierBlocking();

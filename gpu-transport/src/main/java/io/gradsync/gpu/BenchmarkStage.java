@@ -15,7 +15,8 @@ import java.util.Locale;
  * (3 buffers for the sum, 2 for the copy). Timed with events around a pass over {@value #ROTATION} MiB of
  * buffers (so that no size runs from the L2 cache), after {@value #WARM_UPS} untimed passes; the median of
  * {@value #RUNS} passes. Then, at 256 MiB of float32, grids of 1, 2 and 4 resident waves and one thread per
- * vector, and pointers one element off 16-byte alignment. The goal (issue 35): the sum at 256 MiB moves at
+ * vector, and pointers one element off 16-byte alignment; and the direct AllReduce's one pass over 2 and 3 buffers
+ * in place (each read and written once) with grids of 1 and 4 waves and one thread per vector. The goal (issue 35): the sum at 256 MiB moves at
  * least {@value #GOAL} of the copy's bytes per second.
  */
 final class BenchmarkStage implements GpuCheck.Stage {
@@ -104,6 +105,28 @@ final class BenchmarkStage implements GpuCheck.Stage {
             log.printf(Locale.ROOT, "%-9s %10s %12.1f %12.1f %9.3f   pointers one element off 16-byte alignment%n",
                     type, size(size), copy, offset, offset / copy);
         }
+        double copy = timer.gigabytesPerSecond(a, b, out, size, 2, (x, y, z, bytes) -> driver.memcpyDtoDAsync(z, x, bytes, stream));
+        for (int ranks : new int[] {2, 3}) {
+            for (int waves : new int[] {1, 4, 0}) {
+                double pass = timer.gigabytesPerSecond(a, b, out, size, 2 * ranks, onePass(check, ranks, waves));
+                log.printf(Locale.ROOT, "%-9s %10s %12.1f %12.1f %9.3f   the direct AllReduce's one pass of %d ranks in place, grid %s%n",
+                        DataType.FLOAT32, size(size), copy, pass, pass / copy, ranks, waves == 0 ? "one thread per vector" : waves
+                                + " wave(s)");
+            }
+        }
+    }
+
+    /** The one pass over {@code ranks} buffers (two or three of a, b, out) in place, each {@code bytes} long. */
+    private static Operation onePass(GpuCheck.CheckContext check, int ranks, int waves) {
+        long[] pointers = new long[ranks];
+        return (x, y, z, bytes) -> {
+            pointers[0] = x;
+            pointers[1] = y;
+            if (ranks > 2) {
+                pointers[2] = z;
+            }
+            check.kernels().allReduce(DataType.FLOAT32, ReduceOp.SUM, pointers, pointers, ranks, bytes / Float.BYTES, check.stream(), waves);
+        };
     }
 
     private static String size(long bytes) {

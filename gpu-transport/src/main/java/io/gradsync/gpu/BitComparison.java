@@ -89,7 +89,7 @@ final class BitComparison {
         };
     }
 
-    private static long bits(ByteBuffer buffer, long at, DataType type) {
+    static long bits(ByteBuffer buffer, long at, DataType type) {
         int i = (int) at;
         return switch (type.bytes()) {
             case 2 -> buffer.getShort(i) & 0xFFFFL;

@@ -11,7 +11,8 @@ import java.util.List;
  * {@value #DIVISOR}), counts from 0 to 64 Mi elements, with the pointers aligned, all one element on, only
  * the second input one element on, and the output being the first input; each result against sync-core's
  * host kernels bit for bit ({@link BitComparison}), with fresh random inputs per type ({@link CheckInputs}).
- * The output is poisoned before each run and the elements just outside the range must stay poisoned.
+ * The output is poisoned before each run and the elements just outside the range must stay poisoned. Then the
+ * direct AllReduce's one pass ({@link OnePassCases}).
  */
 final class CorrectnessStage implements GpuCheck.Stage {
     static final int DIVISOR = 3;
@@ -74,7 +75,8 @@ final class CorrectnessStage implements GpuCheck.Stage {
                 driver.memFreeHost(buffer);
             }
         }
-        return new GpuCheck.Outcome(tally.failed == 0, tally.summary());
+        OnePassCases onePass = OnePassCases.run(check, log);
+        return new GpuCheck.Outcome(tally.failed == 0 && onePass.failed == 0, tally.summary() + "; " + onePass.summary());
     }
 
     /** The largest count runs the first two placements only (each is a 512 MiB pass for float64). */

@@ -27,6 +27,8 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
     private final ByteBuffer[] pinned = new ByteBuffer[3];
     private final long[] pinnedAddress = new long[3];
     private final long[] scratch = new long[3];
+    private final long[] onePassInputs = new long[ReductionKernels.MAX_RANKS];
+    private final long[] onePassOutputs = new long[ReductionKernels.MAX_RANKS];
 
     /** Kernels on {@code device}, staging host operands {@code stagingBytes} at a time (a message's size). */
     DeviceKernels(CudaDevice device, int stagingBytes) {
@@ -112,6 +114,36 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
             }
             finishStagedCopy(dst, dstOff + done, toDevice, piece);
         }
+    }
+
+    @Override
+    public int onePassInputs() {
+        return ReductionKernels.MAX_RANKS;
+    }
+
+    /** One launch of reduce.cu's one pass, on the stream: every input and output in this device's memory. */
+    @Override
+    public void reduceAcross(DataType type, ReduceOp op, Region[] inputs, Region[] outputs, long at, int count) {
+        int ranks = inputs.length;
+        if (ranks > ReductionKernels.MAX_RANKS || outputs.length != ranks) {
+            throw new IllegalArgumentException(ranks + " inputs and " + outputs.length + " outputs: the one pass takes as many "
+                    + "of each, at most " + ReductionKernels.MAX_RANKS);
+        }
+        for (int k = 0; k < ranks; k++) {
+            if (!onDevice(inputs[k].base()) || !onDevice(outputs[k].base())) {
+                throw new IllegalArgumentException("the one pass on " + device.name() + " reduces its own memory only: input "
+                        + inputs[k] + ", output " + outputs[k]);
+            }
+            long bytes = at + (long) count * type.bytes();
+            if (at < 0 || bytes > inputs[k].byteLength() || bytes > outputs[k].byteLength()) {
+                throw new IndexOutOfBoundsException("elements " + at / type.bytes() + " + " + count + " of " + type
+                        + " outside input " + inputs[k] + " or output " + outputs[k]);
+            }
+            onePassInputs[k] = inputs[k].offset() + at;
+            onePassOutputs[k] = outputs[k].offset() + at;
+        }
+        device.makeCurrent();
+        reductions.allReduce(type, op, onePassInputs, onePassOutputs, ranks, count, stream);
     }
 
     @Override

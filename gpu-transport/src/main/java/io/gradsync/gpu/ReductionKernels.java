@@ -10,6 +10,9 @@ import java.util.Locale;
  * on a stream. Loaded once per context (module load), then used from any thread; a launch allocates nothing.
  */
 public final class ReductionKernels implements AutoCloseable {
+    /** reduce.cu's GS_MAX_RANKS: the most ranks {@link #allReduce} takes. */
+    public static final int MAX_RANKS = 8;
+    private static final int ALL_REDUCE_HEADER = 3;
     private static final ReduceOp[] KERNEL_OPS = {ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN};
 
     private final CudaDriver driver;
@@ -18,8 +21,10 @@ public final class ReductionKernels implements AutoCloseable {
     private final long module;
     /** By type, then by operator as in {@link #KERNEL_OPS}. */
     private final long[][] reduceFunctions = new long[DataType.values().length][KERNEL_OPS.length];
+    private final long[][] allReduceFunctions = new long[DataType.values().length][KERNEL_OPS.length];
     private final long[] divideFunctions = new long[DataType.values().length];
-    private final ThreadLocal<long[][]> arguments = ThreadLocal.withInitial(() -> new long[][] {new long[3], new long[4]});
+    private final ThreadLocal<long[][]> arguments = ThreadLocal.withInitial(
+            () -> new long[][] {new long[3], new long[4], new long[ALL_REDUCE_HEADER + 2 * MAX_RANKS]});
 
     private ReductionKernels(CudaDriver driver, DeviceProperties device, KernelImage image) {
         this.driver = driver;
@@ -30,6 +35,7 @@ public final class ReductionKernels implements AutoCloseable {
             for (DataType type : DataType.values()) {
                 for (int o = 0; o < KERNEL_OPS.length; o++) {
                     reduceFunctions[type.ordinal()][o] = driver.moduleGetFunction(module, reduceName(type, KERNEL_OPS[o]));
+                    allReduceFunctions[type.ordinal()][o] = driver.moduleGetFunction(module, allReduceName(type, KERNEL_OPS[o]));
                 }
                 divideFunctions[type.ordinal()] = driver.moduleGetFunction(module, divideName(type));
             }
@@ -99,6 +105,50 @@ public final class ReductionKernels implements AutoCloseable {
         driver.launchKernel(divideFunctions[type.ordinal()], shape.grid(), shape.block(), stream, args);
     }
 
+    /**
+     * Enqueues the direct AllReduce's one pass over a segment of {@code count} elements: the {@code ranks} inputs
+     * combined in the order given, as {@code ranks - 1} calls of {@link #reduce} into the first would (the same
+     * bits), divided by {@code ranks} for {@link ReduceOp#AVG} as {@link #divide} would, and written into each of
+     * the {@code ranks} outputs. Each output is one of the inputs or apart from all of them; every element is read
+     * from every input before any output is written. Allocates nothing.
+     *
+     * @param inputs  the inputs' device addresses, the first {@code ranks} used
+     * @param outputs the outputs' device addresses, likewise
+     * @throws IllegalArgumentException for 0 or more than {@value #MAX_RANKS} ranks, a negative count or a pointer
+     *                                  not aligned to the element size
+     */
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    public void allReduce(DataType type, ReduceOp op, long[] inputs, long[] outputs, int ranks, long count, long stream) {
+        allReduce(type, op, inputs, outputs, ranks, count, stream, 1);
+    }
+
+    /** {@link #allReduce} with a grid of at most {@code waves} resident waves (0: one thread per work item). */
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    void allReduce(DataType type, ReduceOp op, long[] inputs, long[] outputs, int ranks, long count, long stream, int waves) {
+        if (ranks < 1 || ranks > MAX_RANKS || inputs.length < ranks || outputs.length < ranks) {
+            throw new IllegalArgumentException(ranks + " ranks (1 to " + MAX_RANKS + "), " + inputs.length + " inputs, "
+                    + outputs.length + " outputs");
+        }
+        long apart = 0;
+        for (int k = 0; k < ranks; k++) {
+            checkElements(type, count, inputs[k], outputs[k], inputs[0]);
+            apart |= (inputs[0] ^ inputs[k]) | (inputs[0] ^ outputs[k]);
+        }
+        LaunchShape shape = LaunchShape.of(LaunchShape.workItems(count, type.bytes(), inputs[0], apart), device, waves);
+        if (shape.grid() == 0) {
+            return;
+        }
+        long[] args = arguments.get()[2];
+        args[0] = count;
+        args[1] = ranks;
+        args[2] = op == ReduceOp.AVG ? ranks : 0;
+        for (int k = 0; k < MAX_RANKS; k++) {
+            args[ALL_REDUCE_HEADER + k] = k < ranks ? inputs[k] : 0;
+            args[ALL_REDUCE_HEADER + MAX_RANKS + k] = k < ranks ? outputs[k] : 0;
+        }
+        driver.launchKernel(allReduceFunctions[type.ordinal()][kernelOp(op)], shape.grid(), shape.block(), stream, args);
+    }
+
     /** Unloads the module. */
     @Override
     public void close() {
@@ -107,6 +157,10 @@ public final class ReductionKernels implements AutoCloseable {
 
     static String reduceName(DataType type, ReduceOp op) {
         return "gs_reduce_" + type.name().toLowerCase(Locale.ROOT) + "_" + KERNEL_OPS[kernelOp(op)].shortName();
+    }
+
+    static String allReduceName(DataType type, ReduceOp op) {
+        return "gs_allreduce_" + type.name().toLowerCase(Locale.ROOT) + "_" + KERNEL_OPS[kernelOp(op)].shortName();
     }
 
     static String divideName(DataType type) {

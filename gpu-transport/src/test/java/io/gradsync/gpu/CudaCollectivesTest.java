@@ -11,6 +11,7 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.algorithm.AllReduceAlgorithms;
+import io.gradsync.core.algorithm.DirectAllReduce;
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
@@ -209,6 +210,60 @@ class CudaCollectivesTest {
         }
     }
 
+    /**
+     * The direct AllReduce reducing pairwise and copying (what ran before the one pass, and runs past its
+     * {@value ReductionKernels#MAX_RANKS} ranks) gives the one pass's bits, exact on every rank, every type and operator.
+     */
+    @Test
+    void thePairwiseDirectGivesTheOnePassesBits() throws Exception {
+        List<List<String>> reports = DeviceRanks.run(device, 3, SMALL_SLOTS, null, RANK_TIMEOUT, c -> {
+            AllReduceChoice onePass = new AllReduceChoice(AllReduceAlgorithms.named("direct"), 4096);
+            AllReduceChoice pairwise = new AllReduceChoice(DirectAllReduce.pairwise(), 4096);
+            List<String> report = new ArrayList<>();
+            for (DataType type : DataType.values()) {
+                for (ReduceOp op : ReduceOp.values()) {
+                    String first = allReduceCase(c, device, type, op, 10_007, true, onePass);
+                    String second = allReduceCase(c, device, type, op, 10_007, false, pairwise);
+                    report.add(first.replace(" in place", "").equals(second) ? second : "WRONG one pass " + first + ", pairwise " + second);
+                }
+            }
+            return report;
+        });
+        for (List<String> report : reports) {
+            assertTrue(report.stream().noneMatch(s -> s.startsWith("WRONG")), report.toString());
+            assertEquals(reports.get(0), report);
+        }
+    }
+
+    /**
+     * One rank reducing pairwise beside ranks that reduce in one pass would leave its segment unwritten in theirs
+     * outputs and theirs in its: every rank fails naming it before anything is written, and every buffer still
+     * holds its rank's input.
+     */
+    @Test
+    void aRankReducingPairwiseBesideOnePassRanksFailsEveryRankBeforeAnythingIsWritten() throws Exception {
+        List<DeviceRanks.Outcome<Object>> outcomes = DeviceRanks.outcomes(device, 3, SMALL_SLOTS, null, Duration.ofSeconds(20), c -> {
+            AllReduceChoice choice = new AllReduceChoice(c.rank() == 0 ? DirectAllReduce.pairwise() : AllReduceAlgorithms.named("direct"),
+                    4096);
+            GradientBuffer host = GradientBuffer.allocateDirect(DataType.FLOAT32, 100_003);
+            CheckPattern.fill(host, ReduceOp.SUM, c.rank());
+            GradientBuffer buffer = device.allocate(DataType.FLOAT32, 100_003);
+            try {
+                device.copyFromHost(host, buffer);
+                Throwable error = assertThrows(Throwable.class, () -> c.allReduce(buffer, buffer, ReduceOp.SUM, choice).block());
+                device.copyToHost(buffer, host);
+                throw new IllegalStateException(error.getMessage() + "; changed: " + CheckPattern.countChanged(host, ReduceOp.SUM, c.rank()));
+            } finally {
+                device.free(buffer);
+            }
+        });
+        for (int r = 0; r < 3; r++) {
+            String error = String.valueOf(outcomes.get(r).error());
+            assertTrue(error.contains("every rank of a direct allreduce must run the same way") && error.endsWith("changed: 0"),
+                    "rank " + r + ": " + error);
+        }
+    }
+
     /** The algorithms the defaults choose for a small (400 KB) and a large (4 MiB) float32 buffer on {@code device}. */
     private static String choices(Communicator c, CudaDevice device) {
         GradientBuffer small = device.allocate(DataType.FLOAT32, 100_003);
@@ -251,6 +306,13 @@ class CudaCollectivesTest {
 
     /** As above, on {@code device}. */
     private static String allReduceCase(Communicator c, CudaDevice device, DataType type, ReduceOp op, int count, boolean inPlace) {
+        return allReduceCase(c, device, type, op, count, inPlace, null);
+    }
+
+    /** {@code choice} null: the communicator's own choice. */
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    private static String allReduceCase(Communicator c, CudaDevice device, DataType type, ReduceOp op, int count, boolean inPlace,
+                                        AllReduceChoice choice) {
         String name = count + " " + type + " " + op + (inPlace ? " in place" : "");
         GradientBuffer host = GradientBuffer.allocateDirect(type, count);
         CheckPattern.fill(host, op, c.rank());
@@ -258,7 +320,11 @@ class CudaCollectivesTest {
         GradientBuffer out = inPlace ? in : device.allocate(type, count);
         try {
             device.copyFromHost(host, in);
-            c.allReduceBlocking(in, out, op);
+            if (choice == null) {
+                c.allReduceBlocking(in, out, op);
+            } else {
+                c.allReduce(in, out, op, choice).block();
+            }
             GradientBuffer result = GradientBuffer.allocateDirect(type, count);
             device.copyToHost(out, result);
             long wrong = CheckPattern.countWrong(result, op, c.size());

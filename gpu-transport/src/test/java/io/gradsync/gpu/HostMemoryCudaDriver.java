@@ -68,7 +68,7 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     private static final int HANDLE_MAGIC = 0x67734650;
     private static final VarHandle LONGS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.nativeOrder());
     private static final AtomicLong PROCESSES = new AtomicLong();
-    private static final Pattern KERNEL = Pattern.compile("gs_(reduce|divide)_([a-z0-9]+)(?:_(sum|prod|max|min))?");
+    private static final Pattern KERNEL = Pattern.compile("gs_(reduce|divide|allreduce)_([a-z0-9]+)(?:_(sum|prod|max|min))?");
 
     private final long process = PROCESSES.incrementAndGet() + ProcessHandle.current().pid() * 1000;
     private final Path directory;
@@ -135,6 +135,8 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
             }
         }
     }
+
+    private static final int ALL_REDUCE_PARAMETERS = 3 + 2 * ReductionKernels.MAX_RANKS;
 
     private record Kernel(String name, DataType type, ReduceOp op, int parameters) {
     }
@@ -511,13 +513,17 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
             throw new CudaException(call, CUresult.CUDA_ERROR_NOT_FOUND, "the image has no such function");
         }
         Matcher kernel = KERNEL.matcher(name);
-        if (!kernel.matches() || kernel.group(1).equals("reduce") == (kernel.group(3) == null)) {
+        if (!kernel.matches() || kernel.group(1).equals("divide") != (kernel.group(3) == null)) {
             throw new CudaException(call, CUresult.CUDA_ERROR_NOT_FOUND, "the host-memory device has no host version of it");
         }
         DataType type = DataType.valueOf(kernel.group(2).toUpperCase(Locale.ROOT));
-        boolean reduce = kernel.group(1).equals("reduce");
-        ReduceOp op = reduce ? ReduceOp.valueOf(kernel.group(3).toUpperCase(Locale.ROOT)) : null;
-        return functions.add(new Kernel(name, type, op, reduce ? 4 : 3));
+        ReduceOp op = kernel.group(3) == null ? null : ReduceOp.valueOf(kernel.group(3).toUpperCase(Locale.ROOT));
+        int parameters = switch (kernel.group(1)) {
+            case "reduce" -> 4;
+            case "divide" -> 3;
+            default -> ALL_REDUCE_PARAMETERS;
+        };
+        return functions.add(new Kernel(name, type, op, parameters));
     }
 
     @Override
@@ -552,6 +558,10 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     }
 
     private void run(Kernel kernel, long[] args) {
+        if (kernel.parameters() == ALL_REDUCE_PARAMETERS) {
+            runAllReduce(kernel, args);
+            return;
+        }
         DataType type = kernel.type();
         int size = type.bytes();
         long count = args[kernel.op() == null ? 1 : 3];
@@ -584,8 +594,13 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
             Kernels.reduce(type, kernel.op(), a.base(), a.offset() + at, b.base(), b.offset() + at, out.base(), out.offset() + at,
                     (int) Math.min(1 << 30, count - done));
         }
-        if (fault != KernelFault.NONE && count > 0) {
-            Region wrong = fault == KernelFault.FLIP_A_BIT ? out.slice(bytes - size, 1) : find(args[2] + bytes, 1);
+        injectInto(args[2], out, bytes, size);
+    }
+
+    /** The injected fault, if any, in a kernel's output of {@code bytes} bytes at {@code pointer}. */
+    private void injectInto(long pointer, Region out, long bytes, int size) {
+        if (fault != KernelFault.NONE && bytes > 0) {
+            Region wrong = fault == KernelFault.FLIP_A_BIT ? out.slice(bytes - size, 1) : find(pointer + bytes, 1);
             if (wrong != null) {
                 byte[] cell = new byte[1];
                 Region copy = Region.ofArray(cell, 0, 1);
@@ -594,6 +609,47 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
                 Kernels.copy(copy.base(), copy.offset(), wrong.base(), wrong.offset(), 1);
             }
         }
+    }
+
+    /**
+     * reduce.cu's one pass (count, ranks, divisor, 8 inputs, 8 outputs): the inputs combined in order into a host
+     * accumulator, divided when the divisor is positive, the result written into every output; the fault, if any,
+     * in the first output.
+     */
+    private void runAllReduce(Kernel kernel, long[] args) {
+        DataType type = kernel.type();
+        int size = type.bytes();
+        long count = args[0];
+        int ranks = (int) args[1];
+        long divisor = args[2];
+        String what = kernel.name();
+        if (count < 0 || ranks < 1 || ranks > ReductionKernels.MAX_RANKS || divisor < 0 || divisor > ranks) {
+            throw new CudaException(what, CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, "count " + count + ", ranks " + ranks + ", divisor " + divisor);
+        }
+        Region[] inputs = new Region[ranks];
+        Region[] outputs = new Region[ranks];
+        for (int k = 0; k < ranks; k++) {
+            inputs[k] = operand(args[3 + k], count, size, what);
+            outputs[k] = operand(args[3 + ReductionKernels.MAX_RANKS + k], count, size, what);
+        }
+        Region sum = Region.ofDirect(ByteBuffer.allocateDirect((int) Math.min(count * size, 1 << 20)).order(ByteOrder.nativeOrder()));
+        int step = sum.byteLength() == 0 ? 1 : (int) (sum.byteLength() / size);
+        for (long done = 0; done < count; done += step) {
+            int elements = (int) Math.min(step, count - done);
+            long at = done * size;
+            Kernels.copy(inputs[0].base(), inputs[0].offset() + at, sum.base(), sum.offset(), (long) elements * size);
+            for (int k = 1; k < ranks; k++) {
+                Kernels.reduce(type, kernel.op(), sum.base(), sum.offset(), inputs[k].base(), inputs[k].offset() + at,
+                        sum.base(), sum.offset(), elements);
+            }
+            if (divisor > 0) {
+                Kernels.divide(type, sum.base(), sum.offset(), elements, (int) divisor);
+            }
+            for (Region out : outputs) {
+                Kernels.copy(sum.base(), sum.offset(), out.base(), out.offset() + at, (long) elements * size);
+            }
+        }
+        injectInto(args[3 + ReductionKernels.MAX_RANKS], outputs[0], count * size, size);
     }
 
     /** A kernel's operand, when the kernel runs: outside every allocation is CUDA's sticky illegal address. */

@@ -47,10 +47,16 @@ import java.util.List;
  * against {@code 6.75 S}. The price is three rounds of small messages, so it pays from medium sizes on.
  *
  * <p>Buffers in a device's memory go direct where the transport names them to every peer (the {@code cuda}
- * transport, every rank a thread of one process on one device): the reduction runs as one launch of the device's
- * kernels per input for the whole segment, the copies as device copies, and the kernels' work is waited for
- * ({@link io.gradsync.core.memory.MemoryKernels#fence}) before each barrier, so that a peer never reads a segment
- * before it is written, nor a rank's buffer after its call has returned. Device buffers are never staged.
+ * transport: ranks on one device, threads of a process or processes through CUDA IPC). Where the device's kernels
+ * reduce that many inputs in one pass ({@link MemoryKernels#reduceAcross}), each rank reads its segment of every
+ * input once and writes the result into every rank's output, then waits for its kernel
+ * ({@link MemoryKernels#fence}) and passes one barrier, after which every output is final and no buffer is read any
+ * more: {@code S} read and {@code S} written per rank, the least an AllReduce in place moves. Elsewhere (more ranks
+ * than the one pass takes, or {@link #pairwise()}) the segment is reduced with one launch per input, the peers'
+ * segments copied by device copies, with a fence before each of the two barriers. Either way a peer never reads a
+ * segment before it is written, nor a rank's buffer after its call has returned, and every rank must run the
+ * same way (its handles say which; a rank that differs is named before anything is written). Device buffers are
+ * never staged.
  *
  * <p>Every segment is reduced by one rank, always in the order {@code r, r+1, ..., r-1} of inputs (starting
  * with its own input, which in place is its output and so must be read before anything is written over
@@ -70,10 +76,35 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
 
     /** Where this instance stages plain buffers, in the shared memory of the one communicator it serves; made on first use. */
     private StagingWindows staging;
+    private final boolean onePass;
+
+    /** The direct AllReduce, reducing device buffers in one pass where the device's kernels can. */
+    public DirectAllReduce() {
+        this(true);
+    }
+
+    private DirectAllReduce(boolean onePass) {
+        this.onePass = onePass;
+    }
+
+    /**
+     * The direct AllReduce that reduces device buffers pairwise and copies the peers' segments even where the
+     * device's kernels have a one pass: what the GPU check compares the one pass with. Every rank of a call must
+     * use it, or none.
+     */
+    public static DirectAllReduce pairwise() {
+        return new DirectAllReduce(false);
+    }
 
     @Override
     public String name() {
         return "direct";
+    }
+
+    /** Its name, and "(pairwise)" for {@link #pairwise()}'s. */
+    @Override
+    public String toString() {
+        return onePass ? name() : name() + " (pairwise)";
     }
 
     /**
@@ -130,6 +161,8 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         boolean outputByAddress = outputHandle < 0 && cross != null && output.region().isOffHeap();
         boolean stageInput = inputHandle < 0 && !inputByAddress;
         boolean stageOutput = outputHandle < 0 && !outputByAddress;
+        boolean device = input.isDevice() || output.isDevice();
+        boolean reduceAcross = onePass && device && ctx.size() <= ctx.kernels().onePassInputs();
         StagingWindows windows = staging(shared);
         WindowLease lease = stageInput || stageOutput ? new WindowLease(windows, input.region().byteLength()) : null;
         Region window = lease == null ? null : lease.window;
@@ -137,14 +170,21 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         Handles handles = new Handles(ctx, windows, input, output,
                 new Location(inputByAddress ? input.region().address() : stageInput ? windowHandle : inputHandle, inputByAddress),
                 new Location(outputByAddress ? output.region().address() : stageOutput ? windowHandle : outputHandle,
-                        outputByAddress));
+                        outputByAddress), reduceAcross);
         List<Phase> plan = new ArrayList<>();
+        if (reduceAcross) {
+            plan.add(handles);
+            plan.add(new LocalPhase(() -> reduceAcrossRanks(ctx, handles, type, op, count)));
+            plan.add(new LocalPhase(ctx.kernels()::fence)); // every output written before the barrier lets its owner return
+            plan.addAll(DisseminationBarrier.plan(ctx));
+            plan.add(new LocalPhase(handles::releaseNames));
+            return plan;
+        }
         if (stageInput) {
             plan.add(new LocalPhase(() -> stageOtherSegments(ctx, input.region(), window, type, count)));
         }
         plan.add(handles);
         Region stagedResult = stageOutput ? window : null;
-        boolean device = input.isDevice() || output.isDevice();
         plan.add(new LocalPhase(() -> reduceOwnSegment(ctx, handles, stagedResult, type, op, count)));
         if (device) {
             plan.add(new LocalPhase(ctx.kernels()::fence)); // the segment is on the device before peers read it
@@ -234,6 +274,21 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         }
     }
 
+    /** This rank's segment of every input, in the order r, r+1, ..., r-1, reduced into every rank's output in one pass. */
+    private static void reduceAcrossRanks(CollectiveContext ctx, Handles handles, DataType type, ReduceOp op, int count) {
+        int n = ctx.size();
+        int first = segmentStart(count, n, ctx.rank());
+        int length = segmentStart(count, n, ctx.rank() + 1) - first;
+        Region[] inputs = new Region[n];
+        Region[] outputs = new Region[n];
+        for (int k = 0; k < n; k++) {
+            int rank = (ctx.rank() + k) % n;
+            inputs[k] = handles.inputs[rank];
+            outputs[k] = handles.outputs[rank];
+        }
+        ctx.kernels().reduceAcross(type, op, inputs, outputs, (long) first * type.bytes(), length);
+    }
+
     private static void reducePiece(CollectiveContext ctx, Handles handles, DataType type, ReduceOp op, long at, int elements) {
         int n = ctx.size();
         int rank = ctx.rank();
@@ -311,17 +366,20 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
 
     /**
      * One message to and from every peer, carrying where to read its input and its result; once all have arrived,
-     * the peers' shared memory is mapped here. Its arrival is also the peer's word that its input is ready.
+     * the peers' shared memory is mapped here. Its arrival is also the peer's word that its input is ready (and its
+     * output may be written, in one pass).
      */
     private static final class Handles extends Phase {
         private static final int BYTES = 24;
         private static final long INPUT_BY_ADDRESS = 1;
         private static final long OUTPUT_BY_ADDRESS = 2;
+        private static final long REDUCE_ACROSS = 4;
         private final CollectiveContext ctx;
         private final StagingWindows staging;
         private final SharedMemory shared;
         private final Location input;
         private final Location ownOutput;
+        private final boolean reduceAcross;
         private final long bytes;
         private final int[] peers;
         private final boolean[] sentTo;
@@ -337,14 +395,18 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         final Region[] outputs;
         final Region output;
 
-        /** @param input where peers read this rank's input; {@code output}: its result */
+        /**
+         * @param input where peers read this rank's input; {@code output}: its result
+         * @param reduceAcross whether this rank reduces in one pass into every output, which every rank must
+         */
         Handles(CollectiveContext ctx, StagingWindows staging, GradientBuffer inputBuffer, GradientBuffer outputBuffer,
-                Location input, Location output) {
+                Location input, Location output, boolean reduceAcross) {
             this.ctx = ctx;
             this.staging = staging;
             this.shared = staging.shared();
             this.input = input;
             this.ownOutput = output;
+            this.reduceAcross = reduceAcross;
             this.bytes = inputBuffer.region().byteLength();
             int n = ctx.size();
             this.peers = new int[n - 1];
@@ -392,7 +454,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             peerInput[peer] = Elements.getLong(payload.base(), payload.offset());
             peerOutput[peer] = Elements.getLong(payload.base(), payload.offset() + 8);
             peerFlags[peer] = Elements.getLong(payload.base(), payload.offset() + 16);
-            if (peerFlags[peer] != 0 && shared.crossMemoryReads() == null) {
+            if ((peerFlags[peer] & (INPUT_BY_ADDRESS | OUTPUT_BY_ADDRESS)) != 0 && shared.crossMemoryReads() == null) {
                 throw ctx.protocolViolation(peer, "it names its buffers by address, but this rank cannot read across processes");
             }
             heardFrom[peer] = true;
@@ -401,6 +463,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
                     inputs[p] = (peerFlags[p] & INPUT_BY_ADDRESS) != 0 ? null : shared.peerRegion(p, peerInput[p], bytes);
                     outputs[p] = (peerFlags[p] & OUTPUT_BY_ADDRESS) != 0 ? null : shared.peerRegion(p, peerOutput[p], bytes);
                     requireSamePlace(p);
+                    requireSameWay(p);
                 }
             }
             return true;
@@ -413,6 +476,15 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             if (theirs != mine) {
                 throw ctx.protocolViolation(peer, "its buffers lie in " + (theirs ? "a device's" : "host") + " memory and this "
                         + "rank's in " + (mine ? "a device's" : "host") + " memory: the direct allreduce needs every rank's alike");
+            }
+        }
+
+        /** Every rank reduces in one pass into every output, or every rank pairwise: else segments would go unwritten. */
+        private void requireSameWay(int peer) {
+            if (((peerFlags[peer] & REDUCE_ACROSS) != 0) != reduceAcross) {
+                throw ctx.protocolViolation(peer, "it " + (reduceAcross ? "reduces pairwise" : "reduces in one pass into every "
+                        + "output") + " and this rank " + (reduceAcross ? "in one pass into every output" : "pairwise")
+                        + ": every rank of a direct allreduce must run the same way");
             }
         }
 
@@ -468,7 +540,8 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             Elements.putLong(payload.base(), payload.offset(), input.value());
             Elements.putLong(payload.base(), payload.offset() + 8, ownOutput.value());
             Elements.putLong(payload.base(), payload.offset() + 16,
-                    (input.byAddress() ? INPUT_BY_ADDRESS : 0) | (ownOutput.byAddress() ? OUTPUT_BY_ADDRESS : 0));
+                    (input.byAddress() ? INPUT_BY_ADDRESS : 0) | (ownOutput.byAddress() ? OUTPUT_BY_ADDRESS : 0)
+                            | (reduceAcross ? REDUCE_ACROSS : 0));
             sentTo[peer] = true;
             return 0;
         }

@@ -24,6 +24,28 @@ public interface MemoryKernels {
     /** Copies {@code bytes} bytes; the ranges must not overlap. */
     void copy(Object src, long srcOff, Object dst, long dstOff, long bytes);
 
+    /**
+     * The most inputs {@link #reduceAcross} takes in one pass; 0 (the default, and the host's) where these kernels
+     * have no such pass.
+     */
+    default int onePassInputs() {
+        return 0;
+    }
+
+    /**
+     * {@code count} elements from byte {@code at} of every input reduced in the order given, as pairwise
+     * {@link #reduce} calls into the first would (the same bits), divided by the number of inputs for
+     * {@link ReduceOp#AVG} as {@link #divide} would, and written at the same place into every output, in one pass
+     * over the memory: every element is read from every input before any output is written, so an output may be one
+     * of the inputs. For at most {@link #onePassInputs()} inputs, as many outputs.
+     *
+     * @throws UnsupportedOperationException where {@link #onePassInputs()} is smaller than the inputs
+     */
+    default void reduceAcross(DataType type, ReduceOp op, Region[] inputs, Region[] outputs, long at, int count) {
+        throw new UnsupportedOperationException("these kernels reduce " + onePassInputs() + " inputs in one pass, not "
+                + inputs.length);
+    }
+
     /** Whether these kernels compute on {@code region}'s memory. */
     boolean computesOn(Region region);
 
