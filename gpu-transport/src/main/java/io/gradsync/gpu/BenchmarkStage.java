@@ -63,7 +63,7 @@ final class BenchmarkStage implements GpuCheck.Stage {
                 driver.streamSynchronize(stream);
                 for (long size : sizes) {
                     double copy = timer.gigabytesPerSecond(a, b, out, size, 2, (x, y, z, bytes) -> driver.memcpyDtoDAsync(z, x, bytes, stream));
-                    double sum = timer.gigabytesPerSecond(a, b, out, size, 3, sum(check, type, 1, 0));
+                    double sum = timer.gigabytesPerSecond(a, b, out, size, 3, sum(check, type, LaunchShape.DEFAULT_WAVES, 0));
                     log.printf(Locale.ROOT, "%-9s %10s %12.1f %12.1f %9.3f%n", type, size(size), copy, sum, sum / copy);
                     if (size == sizes[sizes.length - 1]) {
                         met &= sum / copy >= GOAL;
@@ -98,10 +98,10 @@ final class BenchmarkStage implements GpuCheck.Stage {
             for (int waves : type == DataType.FLOAT32 ? new int[] {1, 2, 4, 0} : new int[] {1}) {
                 double sum = timer.gigabytesPerSecond(a, b, out, size, 3, sum(check, type, waves, 0));
                 log.printf(Locale.ROOT, "%-9s %10s %12.1f %12.1f %9.3f   grid %s%n", type, size(size), copy, sum, sum / copy,
-                        waves == 0 ? "one thread per vector" : waves + " wave(s) of " + LaunchShape.residentBlocks(check.device())
+                        waves == 0 ? "one thread per vector (the default)" : waves + " wave(s) of " + LaunchShape.residentBlocks(check.device())
                                 + " blocks");
             }
-            double offset = timer.gigabytesPerSecond(a, b, out, size, 3, sum(check, type, 1, type.bytes()));
+            double offset = timer.gigabytesPerSecond(a, b, out, size, 3, sum(check, type, LaunchShape.DEFAULT_WAVES, type.bytes()));
             log.printf(Locale.ROOT, "%-9s %10s %12.1f %12.1f %9.3f   pointers one element off 16-byte alignment%n",
                     type, size(size), copy, offset, offset / copy);
         }
@@ -110,7 +110,7 @@ final class BenchmarkStage implements GpuCheck.Stage {
             for (int waves : new int[] {1, 4, 0}) {
                 double pass = timer.gigabytesPerSecond(a, b, out, size, 2 * ranks, onePass(check, ranks, waves));
                 log.printf(Locale.ROOT, "%-9s %10s %12.1f %12.1f %9.3f   the direct AllReduce's one pass of %d ranks in place, grid %s%n",
-                        DataType.FLOAT32, size(size), copy, pass, pass / copy, ranks, waves == 0 ? "one thread per vector" : waves
+                        DataType.FLOAT32, size(size), copy, pass, pass / copy, ranks, waves == 0 ? "one thread per vector (the default)" : waves
                                 + " wave(s)");
             }
         }

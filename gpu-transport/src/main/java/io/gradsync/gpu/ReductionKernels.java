@@ -67,7 +67,7 @@ public final class ReductionKernels implements AutoCloseable {
      * @throws IllegalArgumentException for a negative count or a pointer not aligned to the element size
      */
     public void reduce(DataType type, ReduceOp op, long a, long b, long out, long count, long stream) {
-        reduce(type, op, a, b, out, count, stream, 1);
+        reduce(type, op, a, b, out, count, stream, LaunchShape.DEFAULT_WAVES);
     }
 
     /** {@link #reduce} with a grid of at most {@code waves} resident waves (0: one thread per work item). */
@@ -94,7 +94,7 @@ public final class ReductionKernels implements AutoCloseable {
             throw new IllegalArgumentException("divisor " + divisor + ": the number of ranks, at least 1");
         }
         checkElements(type, count, dst, dst, dst);
-        LaunchShape shape = LaunchShape.of(LaunchShape.workItems(count, type.bytes(), dst, 0), device, 1);
+        LaunchShape shape = LaunchShape.of(LaunchShape.workItems(count, type.bytes(), dst, 0), device, LaunchShape.DEFAULT_WAVES);
         if (shape.grid() == 0) {
             return;
         }
@@ -119,7 +119,7 @@ public final class ReductionKernels implements AutoCloseable {
      */
     @SuppressWarnings("checkstyle:ParameterNumber")
     public void allReduce(DataType type, ReduceOp op, long[] inputs, long[] outputs, int ranks, long count, long stream) {
-        allReduce(type, op, inputs, outputs, ranks, count, stream, 1);
+        allReduce(type, op, inputs, outputs, ranks, count, stream, LaunchShape.DEFAULT_WAVES);
     }
 
     /** {@link #allReduce} with a grid of at most {@code waves} resident waves (0: one thread per work item). */
