@@ -8,12 +8,12 @@ import io.gradsync.core.transport.SharedMemory;
 import io.gradsync.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.util.ArrayList;
+import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
-import java.util.List;
+import java.util.Iterator;
 import java.util.Map;
 import java.util.UUID;
 
@@ -34,7 +34,7 @@ import java.util.UUID;
  * </ul>
  * Ranks of one process on different devices name no device buffer (peer access between the devices is not
  * enabled yet). Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
- * allocations without a shareable handle, more than {@value #ENTRIES} allocations) gets no name, and its AllReduce
+ * allocations without a shareable handle, more than {@value #ENTRIES} live allocations) gets no name, and its AllReduce
  * runs staged; ranks that decide differently for one call fail at its first message, naming the plans. Used by the
  * communicator's progress thread, and {@link #handleOf} by the caller's too (the selector asks it).
  */
@@ -54,6 +54,8 @@ final class DeviceSharedMemory implements SharedMemory {
     /** Export table entries: an IPC handle, the allocation's base pointer in its process, and its size. */
     static final int ENTRIES = 1024;
     private static final int ENTRY_BYTES = 128;
+    /** How many allocations a rank remembers (exported or not) before it forgets the freed ones. */
+    private static final int KNOWN_ALLOCATIONS = 4 * ENTRIES;
     private static final int BASE_AT = IpcHandle.BYTES;
     private static final int SIZE_AT = IpcHandle.BYTES + 8;
     private static final int GATHERED_BYTES = 32;
@@ -77,9 +79,10 @@ final class DeviceSharedMemory implements SharedMemory {
     private final Map<Long, Export> exports = new HashMap<>();
     private final long[] peerTables;
     private final Map<Long, Integer> exportedBases = new HashMap<>();
+    /** Entries of freed allocations, taken again before {@link #nextEntry}. */
+    private final ArrayDeque<Integer> freeEntries = new ArrayDeque<>();
+    private int nextEntry;
     private final Map<Long, Mapping> opened = new HashMap<>();
-    /** Mappings whose entry now names another allocation: released with the endpoint, as device work may still use them. */
-    private final List<IpcHandle> retired = new ArrayList<>();
 
     /** An allocation of this rank's, as its export table names it. */
     private record Export(long base, long size, int entry) {
@@ -185,12 +188,16 @@ final class DeviceSharedMemory implements SharedMemory {
         long base = range[0];
         long size = range[1];
         Integer entry = exportedBases.get(base);
-        if (size < MIN_EXPORT_BYTES || entry == null && exportedBases.size() == ENTRIES) {
+        boolean tableFull = size >= MIN_EXPORT_BYTES && entry == null && nextEntry == ENTRIES && freeEntries.isEmpty();
+        if (tableFull || exports.size() >= KNOWN_ALLOCATIONS) {
+            reclaimFreedEntries();
+        }
+        if (size < MIN_EXPORT_BYTES || entry == null && nextEntry == ENTRIES && freeEntries.isEmpty()) {
             entry = -1;
         } else {
             byte[] handle = driver.ipcGetMemHandle(base).toBytes();
             if (entry == null) {
-                entry = exportedBases.size();
+                entry = freeEntries.isEmpty() ? nextEntry++ : freeEntries.pop();
                 exportedBases.put(base, entry);
             }
             int at = entry * ENTRY_BYTES;
@@ -202,6 +209,40 @@ final class DeviceSharedMemory implements SharedMemory {
         Export export = new Export(base, size, entry);
         exports.put(id, export);
         return export;
+    }
+
+    /**
+     * Forgets the allocations that have been freed since they were named (their base no longer holds the allocation
+     * with their buffer id) and gives their entries back, when the table is full or too many are remembered. A peer never reads such an entry again: it reads an
+     * entry only for a call that names it, and a buffer is freed only after its last call completed. Each entry
+     * given back is cleared (size 0), so that a name of it would fail rather than map another allocation.
+     */
+    private void reclaimFreedEntries() {
+        for (Iterator<Map.Entry<Long, Export>> it = exports.entrySet().iterator(); it.hasNext(); ) {
+            Map.Entry<Long, Export> known = it.next();
+            Export export = known.getValue();
+            if (!freed(known.getKey(), export.base())) {
+                continue;
+            }
+            it.remove();
+            if (export.entry() >= 0) {
+                exportedBases.remove(export.base());
+                freeEntries.push(export.entry());
+                int at = export.entry() * ENTRY_BYTES;
+                table.put(at, new byte[IpcHandle.BYTES]);
+                table.putLong(at + BASE_AT, 0);
+                table.putLong(at + SIZE_AT, 0);
+            }
+        }
+    }
+
+    /** Whether the allocation {@code id} that was at {@code base} has been freed. */
+    private boolean freed(long id, long base) {
+        try {
+            return driver.pointerBufferId(base) != id;
+        } catch (CudaException e) {
+            return true; // no allocation there any more
+        }
     }
 
     @Override
@@ -257,7 +298,9 @@ final class DeviceSharedMemory implements SharedMemory {
                     + e.getMessage());
         }
         if (mapping != null) {
-            retired.add(mapping.handle());
+            // the allocation the entry named before was freed by its owner after its last call, which completed after
+            // every rank's device work on it: nothing queued here reads the old mapping any more
+            device.releaseAllocation(mapping.handle());
         }
         opened.put(key, new Mapping(handle, mapped[0]));
         if (mapped[1] < size) {
@@ -284,8 +327,6 @@ final class DeviceSharedMemory implements SharedMemory {
         for (Mapping mapping : opened.values()) {
             device.releaseAllocation(mapping.handle());
         }
-        retired.forEach(device::releaseAllocation);
         opened.clear();
-        retired.clear();
     }
 }

@@ -163,6 +163,53 @@ class CudaCollectivesTest {
     }
 
     /**
+     * A training loop that allocates a new gradient buffer every step, at a new base each time, and frees the last:
+     * past the export table's {@value DeviceSharedMemory#ENTRIES} entries every call still runs direct and exact,
+     * the freed allocations' entries given back, and the peer process unmaps each freed allocation when its entry
+     * names the next (mapped and unmapped as often, but the one still in use).
+     */
+    @Test
+    void freedAllocationsGiveTheirExportEntriesBackAndTheirMappingsAreReleased() throws Exception {
+        int steps = DeviceSharedMemory.ENTRIES + 16;
+        int count = (int) (DeviceSharedMemory.MIN_EXPORT_BYTES / Float.BYTES);
+        try (HostMemoryCudaDriver other = new HostMemoryCudaDriver(directory)) {
+            List<List<String>> reports = onDevices(new CudaDevice[] {device, CudaDevice.open(other, 0)}, (c, mine) -> {
+                GradientBuffer host = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+                List<String> report = new ArrayList<>();
+                for (int step = 0; step < steps; step++) {
+                    GradientBuffer buffer = mine.allocate(DataType.FLOAT32, count);
+                    try {
+                        String chosen = c.allReduceChoice(buffer, buffer).algorithm().name();
+                        boolean checked = step % 256 == 0 || step >= DeviceSharedMemory.ENTRIES - 2; // the data: now and then
+                        if (checked) {
+                            CheckPattern.fill(host, ReduceOp.SUM, c.rank());
+                            mine.copyFromHost(host, buffer);
+                        }
+                        c.allReduceBlocking(buffer, ReduceOp.SUM);
+                        long wrong = 0;
+                        if (checked) {
+                            mine.copyToHost(buffer, host);
+                            wrong = CheckPattern.countWrong(host, ReduceOp.SUM, c.size());
+                        }
+                        if (!chosen.equals("direct") || wrong != 0) {
+                            report.add("WRONG step " + step + ": " + chosen + ", " + wrong + " elements wrong");
+                        }
+                    } finally {
+                        mine.free(buffer);
+                    }
+                }
+                return report;
+            });
+            assertTrue(reports.get(0).isEmpty(), reports.get(0).toString());
+            for (HostMemoryCudaDriver process : new HostMemoryCudaDriver[] {driver, other}) {
+                assertEquals(steps, process.calls("cuIpcOpenMemHandle"), "each peer allocation mapped once");
+                assertTrue(process.calls("cuIpcCloseMemHandle") >= steps - 1, "and unmapped once its entry names the next: "
+                        + process.calls("cuIpcCloseMemHandle"));
+            }
+        }
+    }
+
+    /**
      * Ranks of one process on two devices cannot read each other's buffers in place (peer access is not enabled):
      * the selector never picks direct for them, they stage, exactly; a call that asks for direct is refused by name.
      */
