@@ -3,6 +3,7 @@ package io.gradsync.core;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gradsync.core.launch.GradSyncRun;
 import io.gradsync.core.multiprocess.Jobs;
 import io.gradsync.core.multiprocess.RankProgram;
 import io.gradsync.core.transport.shm.ShmEndpoint;
@@ -121,6 +122,41 @@ class ShmMultiProcessTest {
         for (int waited = 3; waited <= 4; waited++) {
             assertTrue(Double.parseDouble(report.group(waited)) >= 1.9, "waited less than the deadline: " + report.group());
         }
+    }
+
+    /**
+     * {@code gradsync-run status PID} while a job runs, rank 2 never entering call 5: every rank answers with its
+     * host and pid, ranks 0 and 1 are shown in the call waiting for rank 2, and the last line names rank 2 as never
+     * having entered it. The job then stops on the launcher's SIGTERM, which also removes it from the registry.
+     */
+    @Test
+    void gradsyncRunStatusShowsWhereEveryRankIsWhileTheJobRuns() throws Exception {
+        List<String> command = Jobs.gradsyncRun(Jobs.CLASSPATH, 120, List.of("-n", "3"));
+        command.addAll(Jobs.rank(Jobs.CLASSPATH, List.of("-Xmx256m", "-Dgradsync.timeout.ms=60000",
+                "-D" + GradSyncConfiguration.RENDEZVOUS_TIMEOUT_MS_PROP + "=5000", "-D" + GradSyncConfiguration.TRANSPORT_PROP + "=shm"),
+                RankProgram.class, "skip", "2", "5"));
+        Jobs.Running job = Jobs.start(command, Map.of());
+        List<String> status = List.of(Jobs.JAVA, "-XX:TieredStopAtLevel=1", "-cp", Jobs.CLASSPATH,
+                GradSyncRun.class.getName(), "status", Long.toString(job.pid()));
+        String table = "";
+        try {
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (System.nanoTime() < deadline && !table.contains("never entered")) {
+                Thread.sleep(500);
+                table = Jobs.run(status, Map.of(), Duration.ofSeconds(30)).out();
+            }
+        } finally {
+            ProcessHandle.of(job.pid()).ifPresent(ProcessHandle::destroy);
+            job.await(Duration.ofSeconds(60));
+        }
+        for (int rank = 0; rank < 2; rank++) {
+            assertTrue(Pattern.compile("(?m)^" + rank + " +\\S+ +\\d+ +#\\d+ allreduce +#\\d+ allreduce \\(running[^)]*\\) +[0-9.]+ s "
+                    + "+rank 2$").matcher(table).find(), "rank " + rank + " not shown waiting for rank 2:\n" + table);
+        }
+        assertTrue(Pattern.compile("(?m)^2 +\\S+ +\\d+ +#\\d+ allreduce +idle").matcher(table).find(), table);
+        assertTrue(Pattern.compile("allreduce (#\\d+) \\(allreduce of 1000 FLOAT32 with SUM[^)]*\\): rank 2 never entered it")
+                .matcher(table).find(), table);
+        assertTrue(Jobs.run(status, Map.of(), Duration.ofSeconds(30)).out().contains("no running gradsync-run job"), "still registered");
     }
 
     /** The same with the ranks' shm root set on their command line, which gradsync-run does not read: they tell it. */

@@ -409,20 +409,21 @@ final class Engine {
         failure = e;
         LOG.log(System.Logger.Level.ERROR, e.getMessage());
         endpoint.job().abort(call, e.getMessage(), e instanceof CollectiveMismatchException);
-        writeFlightRecorder(e.getMessage());
+        writeFlightRecorder(e.getMessage(), System.Logger.Level.INFO);
     }
 
     /**
      * Writes the flight recorder into its directory, if there is one, with {@code reason}; a failure to write is
-     * logged, never thrown. Called by the thread that drives the engine, or, at exit, by one that could not become it.
+     * logged, never thrown; where it went, at {@code level}. Called by the thread that drives the engine, or, at exit
+     * or on a status request, by one that could not become it.
      */
-    void writeFlightRecorder(String reason) {
+    void writeFlightRecorder(String reason, System.Logger.Level level) {
         if (flightDirectory == null) {
             return;
         }
         try {
             Path written = FlightFile.write(flightDirectory, rank, endpoint.job().size(), recorder, reason);
-            LOG.log(System.Logger.Level.INFO, "rank " + rank + ": flight recorder written to " + written);
+            LOG.log(level, "rank " + rank + ": flight recorder written to " + written);
         } catch (IOException | RuntimeException e) {
             LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": cannot write the flight recorder into "
                     + flightDirectory + ": " + e.getMessage());

@@ -4,6 +4,7 @@ import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.CallIds;
 import java.io.IOException;
 import java.io.Writer;
+import java.net.InetAddress;
 import java.time.Instant;
 import java.util.Locale;
 
@@ -18,6 +19,8 @@ import java.util.Locale;
 final class FlightRecorder {
     /** The text's first line begins with this, then the rank, the job's size, its pid, the time and the reason. */
     static final String HEADER = "# gradsync flight recorder";
+    /** This rank's host, as the header names it: {@code GRADSYNC_HOST_ID} where a launcher set it, else the host name. */
+    static final String HOST = hostName();
     /** The column names, the text's second line. */
     static final String COLUMNS = "id\tcall\tstate\tadmitted\tms\tphase\twaited_for\tcollective";
 
@@ -114,8 +117,8 @@ final class FlightRecorder {
      */
     void write(Writer out, int rank, int size, String reason) throws IOException {
         long now = System.nanoTime();
-        out.write(HEADER + ": rank " + rank + " of " + size + ", pid " + ProcessHandle.current().pid() + ", at "
-                + time(now) + ": " + reason.replace('\n', ' ') + "\n");
+        out.write(HEADER + ": rank " + rank + " of " + size + ", pid " + ProcessHandle.current().pid() + ", host " + HOST
+                + ", at " + time(now) + ": " + reason.replace('\n', ' ') + "\n");
         out.write(COLUMNS + "\n");
         long first = Math.max(0, recorded - capacity);
         for (long n = first; n < recorded; n++) {
@@ -128,6 +131,18 @@ final class FlightRecorder {
                     phaseCounts[slot] == 0 ? "-" : (phases[slot] + 1) + "/" + phaseCounts[slot],
                     waitedFor[slot] < 0 ? "-" : Integer.toString(waitedFor[slot]),
                     CollectiveDescriptor.describe(descriptors[slot], arguments[slot])));
+        }
+    }
+
+    private static String hostName() {
+        String id = System.getenv("GRADSYNC_HOST_ID");
+        if (id != null && !id.isBlank()) {
+            return id.strip().replaceAll("\\s+", "_");
+        }
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (IOException | RuntimeException e) {
+            return "unknown";
         }
     }
 

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -25,17 +26,17 @@ import java.util.stream.Stream;
 public final class FlightReport {
     private static final Pattern FILE = Pattern.compile("gradsync-flight-rank(\\d+)\\.txt");
     private static final Pattern HEADER = Pattern.compile(Pattern.quote(FlightRecorder.HEADER)
-            + ": rank (\\d+) of (\\d+), pid (\\d+), at (\\S+): (.*)");
+            + ": rank (\\d+) of (\\d+), pid (\\d+)(?:, host (\\S+))?, at (\\S+): (.*)");
 
     /** One recorded call of one rank. */
-    private record Row(long id, String call, String state, double ms, String waitedFor, String collective) {
+    private record Row(long id, String call, String state, double ms, String phase, String waitedFor, String collective) {
         boolean completed() {
             return state.equals("completed");
         }
     }
 
     /** One rank's file. */
-    private record RankRecord(int rank, int size, String reason, List<Row> rows) {
+    private record RankRecord(int rank, int size, long pid, String host, Instant written, String reason, List<Row> rows) {
         /** The first call it did not complete, or null. */
         Row stuck() {
             return rows.stream().filter(r -> !r.completed()).findFirst().orElse(null);
@@ -43,6 +44,10 @@ public final class FlightReport {
 
         Row find(long id) {
             return rows.stream().filter(r -> r.id() == id).findFirst().orElse(null);
+        }
+
+        Row lastCompleted() {
+            return rows.stream().filter(Row::completed).reduce((a, b) -> b).orElse(null);
         }
     }
 
@@ -60,18 +65,7 @@ public final class FlightReport {
 
     /** The report's lines on the files in {@code dir}: empty if there are none. */
     public static List<String> summarize(Path dir) throws IOException {
-        Map<Integer, RankRecord> ranks = new TreeMap<>();
-        try (Stream<Path> files = Files.list(dir)) {
-            for (Path f : files.toList()) {
-                Matcher name = FILE.matcher(f.getFileName().toString());
-                if (name.matches() && Files.isRegularFile(f)) {
-                    RankRecord record = read(f);
-                    if (record != null) {
-                        ranks.put(record.rank(), record);
-                    }
-                }
-            }
-        }
+        Map<Integer, RankRecord> ranks = records(dir);
         if (ranks.isEmpty()) {
             return List.of();
         }
@@ -102,6 +96,69 @@ public final class FlightReport {
             lines.add("rank " + r.rank() + ": " + r.reason());
         }
         return lines;
+    }
+
+    /**
+     * Where every rank of a running job is, from the files in {@code dir} modified at {@code since} or later (each
+     * rank's answer to a status request): a line per rank with its host and pid, its last completed call, the call
+     * it is in, for how long and for whom it waits; a rank that has not answered since is named; last, as
+     * {@link #summarize} says it, the first call some rank has not completed, naming the ranks that never entered
+     * it (the ones behind) and those waiting in it.
+     */
+    public static List<String> status(Path dir, Instant since) throws IOException {
+        Map<Integer, RankRecord> all = records(dir);
+        Map<Integer, RankRecord> ranks = new TreeMap<>();
+        all.values().stream().filter(r -> !r.written().isBefore(since)).forEach(r -> ranks.put(r.rank(), r));
+        int size = all.values().stream().mapToInt(RankRecord::size).max().orElse(0);
+        List<String> lines = new ArrayList<>();
+        lines.add(String.format(Locale.ROOT, "%-5s %-16s %-8s %-24s %-40s %9s %s", "rank", "host", "pid", "last completed",
+                "now in", "for", "waits for"));
+        for (int rank = 0; rank < size; rank++) {
+            RankRecord r = ranks.get(rank);
+            if (r == null) {
+                lines.add(String.format(Locale.ROOT, "%-5d %s", rank, "no answer (no communicator yet, or gone)"));
+                continue;
+            }
+            Row last = r.lastCompleted();
+            Row now = r.stuck();
+            lines.add(String.format(Locale.ROOT, "%-5d %-16s %-8d %-24s %-40s %9s %s", rank, r.host(), r.pid(),
+                    last == null ? "-" : last.call() + " " + last.collective().split(" ", 2)[0],
+                    now == null ? "idle" : now.call() + " " + now.collective().split(" ", 2)[0] + " (" + now.state()
+                            + (now.phase().equals("-") ? "" : ", phase " + now.phase()) + ")",
+                    now == null ? "-" : String.format(Locale.ROOT, "%.1f s", now.ms() / 1000),
+                    now == null || now.waitedFor().equals("-") ? "-" : "rank " + now.waitedFor()));
+        }
+        Row first = null;
+        for (RankRecord r : ranks.values()) {
+            Row stuck = r.stuck();
+            if (stuck != null && (first == null || stuck.id() < first.id())) {
+                first = stuck;
+            }
+        }
+        lines.add(first == null ? "every rank that answered is between calls" : callLine(first, ranks));
+        return lines;
+    }
+
+    /** How many ranks' files in {@code dir} were modified at {@code since} or later. */
+    public static int answers(Path dir, Instant since) throws IOException {
+        return (int) records(dir).values().stream().filter(r -> !r.written().isBefore(since)).count();
+    }
+
+    /** The flight recorder files in {@code dir}, by rank. */
+    private static Map<Integer, RankRecord> records(Path dir) throws IOException {
+        Map<Integer, RankRecord> ranks = new TreeMap<>();
+        try (Stream<Path> files = Files.list(dir)) {
+            for (Path f : files.toList()) {
+                Matcher name = FILE.matcher(f.getFileName().toString());
+                if (name.matches() && Files.isRegularFile(f)) {
+                    RankRecord record = read(f);
+                    if (record != null) {
+                        ranks.put(record.rank(), record);
+                    }
+                }
+            }
+        }
+        return ranks;
     }
 
     /** What became of call {@code first} on every rank that wrote a record. */
@@ -170,12 +227,14 @@ public final class FlightReport {
             String[] f = line.split("\t", 8);
             if (f.length == 8) {
                 try {
-                    rows.add(new Row(Long.parseLong(f[0]), f[1], f[2], Double.parseDouble(f[4]), f[6], f[7]));
+                    rows.add(new Row(Long.parseLong(f[0]), f[1], f[2], Double.parseDouble(f[4]), f[5], f[6], f[7]));
                 } catch (NumberFormatException torn) {
                     // A line read while the engine wrote it (a dump at exit): left out.
                 }
             }
         }
-        return new RankRecord(Integer.parseInt(header.group(1)), Integer.parseInt(header.group(2)), header.group(5), rows);
+        Instant written = Files.getLastModifiedTime(file).toInstant();
+        return new RankRecord(Integer.parseInt(header.group(1)), Integer.parseInt(header.group(2)), Long.parseLong(header.group(3)),
+                header.group(4) == null ? "-" : header.group(4), written, header.group(6), rows);
     }
 }

@@ -107,6 +107,7 @@ public final class ProgressThread {
                 : new Thread(this::writeFlightRecorderAtExit, "gradsync-flight-recorder-rank-" + endpoint.job().rank());
         if (exitHook != null) {
             Runtime.getRuntime().addShutdownHook(exitHook);
+            StatusRequests.register(this);
         }
         thread.start();
     }
@@ -117,6 +118,15 @@ public final class ProgressThread {
      * idle; if it stays busy, as it is, a line may mix two collectives.
      */
     private void writeFlightRecorderAtExit() {
+        writeFlightRecorderWhileRunning("the JVM is exiting with the communicator open", System.Logger.Level.INFO);
+    }
+
+    /**
+     * Writes the flight recorder for {@code reason} from a thread that does not drive the engine: between two of its
+     * steps if the driver lets go within {@value #EXIT_DUMP_WAIT_MILLIS} ms, else while a collective runs, where a
+     * line may mix two collectives.
+     */
+    void writeFlightRecorderWhileRunning(String reason, System.Logger.Level level) {
         boolean driving = false;
         try {
             driving = driver.tryLock(EXIT_DUMP_WAIT_MILLIS, TimeUnit.MILLISECONDS);
@@ -124,8 +134,7 @@ public final class ProgressThread {
             Thread.currentThread().interrupt();
         }
         try {
-            engine.writeFlightRecorder("the JVM is exiting with the communicator open"
-                    + (driving ? "" : " (read while a collective ran)"));
+            engine.writeFlightRecorder(reason + (driving ? "" : " (read while a collective ran)"), level);
         } finally {
             if (driving) {
                 driver.unlock();
@@ -258,6 +267,7 @@ public final class ProgressThread {
      */
     public void shutdown() {
         closing = true;
+        StatusRequests.unregister(this);
         if (exitHook != null && !isCurrentThread()) {
             try {
                 Runtime.getRuntime().removeShutdownHook(exitHook);

@@ -11,6 +11,7 @@ import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.SecureRandom;
+import java.time.Instant;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -51,6 +52,7 @@ public final class GradSyncRun {
     private final Map<String, String> environment;
     private final Path shmRoot;
     private final SecureRandom random = new SecureRandom();
+    private final JobRegistry registry = JobRegistry.forUser();
 
     /**
      * A launcher whose ranks start from {@code environment} (where it also looks for an existing job id
@@ -73,6 +75,9 @@ public final class GradSyncRun {
      * the JVM is asked to exit.
      */
     int run(String[] args, PrintStream out, PrintStream err) {
+        if (args.length > 0 && args[0].equals("status")) {
+            return new JobStatus(registry).run(args, out, err);
+        }
         LaunchOptions options;
         JobIdentity identity;
         int masterPort;
@@ -119,18 +124,10 @@ public final class GradSyncRun {
                        PrintStream out, PrintStream err) {
         Map<String, String> rankEnvironment = new HashMap<>(environment); // never an outer launch's file
         rankEnvironment.put(SharedMemoryDirectories.LAUNCH_ROOTS_VAR, roots == null ? "" : roots.file().toString());
-        Path ownFlightDirectory = null;
-        String flightDirectory = environment.get(GradSyncConfiguration.FLIGHT_DIR_ENV);
-        if (flightDirectory == null || flightDirectory.isBlank()) {
-            try {
-                ownFlightDirectory = Files.createTempDirectory("gradsync-flight-"); // mode 0700
-                flightDirectory = ownFlightDirectory.toString();
-                rankEnvironment.put(GradSyncConfiguration.FLIGHT_DIR_ENV, flightDirectory);
-            } catch (IOException e) {
-                say(err, "gradsync-run: cannot make a directory for the ranks' flight recorders (" + e + "): a failed "
-                        + "job's report on where each rank stopped is left out");
-            }
-        }
+        String flightDirectory = flightDirectory(rankEnvironment, err);
+        Path ownFlightDirectory = flightDirectory == null || flightDirectory.equals(environment.get(GradSyncConfiguration.FLIGHT_DIR_ENV))
+                ? null : Path.of(flightDirectory);
+        Path jobFile = flightDirectory == null ? null : recordJob(options, Path.of(flightDirectory), err);
         RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(options.nproc(), options.nnodes()),
                 identity, masterPort, rankEnvironment, binding);
         Supervisor supervisor = new Supervisor(spec, options.grace(), options.stopDelay(), options.deadline(), options.prefixOutput(),
@@ -159,19 +156,57 @@ public final class GradSyncRun {
             }
             return status;
         } finally {
-            if (ownFlightDirectory != null) {
-                try {
-                    ShmCleaner.deleteTree(ownFlightDirectory);
-                } catch (IOException e) {
-                    say(err, "gradsync-run: cannot remove " + ownFlightDirectory + ": " + e);
-                }
-            }
+            removeQuietly(jobFile, err);
+            removeQuietly(ownFlightDirectory, err);
             finished.countDown();
             try {
                 Runtime.getRuntime().removeShutdownHook(hook);
             } catch (IllegalStateException shuttingDown) {
                 // The hook is running, and waits for the countdown above.
             }
+        }
+    }
+
+    /**
+     * Where the ranks write their flight recorders: the user's {@code GRADSYNC_FLIGHT_DIR}, else a new private
+     * temporary directory, named in {@code rankEnvironment}; null when none can be made (said on {@code err}).
+     */
+    private String flightDirectory(Map<String, String> rankEnvironment, PrintStream err) {
+        String given = environment.get(GradSyncConfiguration.FLIGHT_DIR_ENV);
+        if (given != null && !given.isBlank()) {
+            return given;
+        }
+        try {
+            String made = Files.createTempDirectory("gradsync-flight-").toString(); // mode 0700
+            rankEnvironment.put(GradSyncConfiguration.FLIGHT_DIR_ENV, made);
+            return made;
+        } catch (IOException e) {
+            say(err, "gradsync-run: cannot make a directory for the ranks' flight recorders (" + e + "): a failed "
+                    + "job's report on where each rank stopped, and gradsync-run status, are left out");
+            return null;
+        }
+    }
+
+    /** Records the job for {@code gradsync-run status}; its file, or null when it cannot (said on {@code err}). */
+    private Path recordJob(LaunchOptions options, Path flightDirectory, PrintStream err) {
+        try {
+            return registry.add(new JobRegistry.Job(ProcessHandle.current().pid(), flightDirectory, options.nproc(), Instant.now(),
+                    String.join(" ", options.command())));
+        } catch (IOException | RuntimeException e) {
+            say(err, "gradsync-run: cannot record the job for gradsync-run status (" + e.getMessage() + ")");
+            return null;
+        }
+    }
+
+    /** Removes {@code path} (a file, or a directory tree, never following a link), if not null; a failure is said. */
+    private static void removeQuietly(Path path, PrintStream err) {
+        if (path == null) {
+            return;
+        }
+        try {
+            ShmCleaner.deleteTree(path);
+        } catch (IOException e) {
+            say(err, "gradsync-run: cannot remove " + path + ": " + e);
         }
     }
 

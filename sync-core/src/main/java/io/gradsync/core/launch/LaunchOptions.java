@@ -36,6 +36,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
 
     static final String USAGE = String.join(System.lineSeparator(),
             "usage: gradsync-run -n N [options] [--] COMMAND [ARGS...]",
+            "       gradsync-run status [PID]   where each rank of this user's running jobs (or of launcher PID) is",
             "Starts N ranks of COMMAND on this machine, each with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,",
             "GROUP_RANK, MASTER_ADDR, MASTER_PORT, GRADSYNC_JOB_ID and GRADSYNC_JOB_SECRET set, and supervises them:",
             "when one fails, the others are stopped and its status is the launcher's.",
