@@ -1,11 +1,11 @@
 package io.gradsync.core.launch;
 
 import io.gradsync.core.transport.PrivateDirectories;
+import io.gradsync.core.transport.PrivateFile;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,8 +14,8 @@ import java.util.stream.Stream;
 
 /**
  * The running {@code gradsync-run} jobs of this user, so that {@code gradsync-run status} finds them: one file per
- * launcher, {@code <pid>.job}, in a directory private to the user ({@link PrivateDirectories}: nobody else can add a
- * job to it or redirect one), written at start (through a temporary file renamed over it) and removed at the end. A
+ * launcher, {@code <pid>.job}, in a directory private to the user (a {@link PrivateFile}: nobody else can add a job
+ * to it or redirect one), written at start and removed at the end. A
  * file whose launcher is gone (killed before it could remove it) is removed by the next reader.
  */
 final class JobRegistry {
@@ -38,23 +38,14 @@ final class JobRegistry {
 
     /** Records {@code job}; returns its file, for {@link #remove}. */
     Path add(Job job) throws IOException {
-        PrivateDirectories.create(dir, REMEDY);
         Properties p = new Properties();
         p.setProperty("flight", job.flightDirectory().toString());
         p.setProperty("ranks", Integer.toString(job.ranks()));
         p.setProperty("started", job.started().toString());
         p.setProperty("command", job.command());
-        Path file = dir.resolve(job.launcherPid() + ".job");
-        Path pending = Files.createTempFile(dir, job.launcherPid() + "-", ".part");
-        try {
-            try (var w = Files.newBufferedWriter(pending, StandardCharsets.UTF_8)) {
-                p.store(w, "gradsync-run job");
-            }
-            Files.move(pending, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-            return file;
-        } finally {
-            Files.deleteIfExists(pending);
-        }
+        PrivateFile file = PrivateFile.create(dir, job.launcherPid() + ".job", "the job registry", REMEDY);
+        file.write(w -> p.store(w, "gradsync-run job"));
+        return file.path();
     }
 
     static void remove(Path file) throws IOException {

@@ -4,6 +4,7 @@ import io.gradsync.core.Communicator;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.settings.Setting;
+import io.gradsync.core.transport.PrivateFile;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.io.Writer;
@@ -82,7 +83,7 @@ public final class Timeline implements AutoCloseable {
 
     private final boolean enabled;
     private final Communicator comm;
-    private final TraceFile file;
+    private final PrivateFile file;
     private final int rank;
     private final int size;
     /** nanoTime at open, and rank 0's epoch time (ns) at that moment. */
@@ -123,7 +124,7 @@ public final class Timeline implements AutoCloseable {
         arrivals = null;
     }
 
-    private Timeline(Communicator comm, TraceFile file, int capacity, LongSupplier epochMillis) {
+    private Timeline(Communicator comm, PrivateFile file, int capacity, LongSupplier epochMillis) {
         this.enabled = true;
         this.comm = comm;
         this.rank = comm.rank();
@@ -174,8 +175,8 @@ public final class Timeline implements AutoCloseable {
     }
 
     /** Every rank's trace file in {@code dir}, or an error on every rank when any rank cannot create its own. */
-    private static TraceFile createFiles(Communicator comm, Path dir) {
-        TraceFile file = null;
+    private static PrivateFile createFiles(Communicator comm, Path dir) {
+        PrivateFile file = null;
         IOException failure = null;
         try {
             file = TraceFile.create(dir, comm.rank());
