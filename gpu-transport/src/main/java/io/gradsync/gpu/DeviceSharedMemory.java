@@ -33,12 +33,14 @@ import java.util.UUID;
  *       same process on this device reads the entry's base pointer instead (a process cannot open its own handle).</li>
  * </ul>
  * Ranks of one process on different devices name no device buffer (peer access between the devices is not
- * enabled yet). Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
+ * enabled yet), nor do processes that cannot map each other's memory (a probe at set-up,
+ * {@link #processesMapEachOther}). Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
  * allocations without a shareable handle, more than {@value #ENTRIES} live allocations) gets no name, and its AllReduce
  * runs staged; ranks that decide differently for one call fail at its first message, naming the plans. Used by the
  * communicator's progress thread, and {@link #handleOf} by the caller's too (the selector asks it).
  */
 final class DeviceSharedMemory implements SharedMemory {
+    private static final System.Logger LOG = System.getLogger(DeviceSharedMemory.class.getName());
     /** Marks a handle as naming device memory: host handles never set it, and device addresses stay below it. */
     static final long DEVICE = 1L << 62;
     /** Marks a device handle as an export table entry and offset rather than an address. */
@@ -82,6 +84,8 @@ final class DeviceSharedMemory implements SharedMemory {
     /** Entries of freed allocations, taken again before {@link #nextEntry}. */
     private final ArrayDeque<Integer> freeEntries = new ArrayDeque<>();
     private int nextEntry;
+    /** How many remembered allocations make the next export look for freed ones. */
+    private int reclaimAt = KNOWN_ALLOCATIONS;
     private final Map<Long, Mapping> opened = new HashMap<>();
 
     /** An allocation of this rank's, as its export table names it. */
@@ -92,7 +96,8 @@ final class DeviceSharedMemory implements SharedMemory {
     private record Mapping(IpcHandle handle, long pointer) {
     }
 
-    private DeviceSharedMemory(SharedMemory host, CudaDevice device, int rank, byte[][] gathered, ByteBuffer exports) {
+    private DeviceSharedMemory(SharedMemory host, CudaDevice device, int rank, byte[][] gathered, ByteBuffer exports,
+                               boolean peersMapped) {
         this.host = host;
         this.device = device;
         this.driver = device.driver();
@@ -105,7 +110,7 @@ final class DeviceSharedMemory implements SharedMemory {
             peerTables[r] = ByteBuffer.wrap(gathered[r]).getLong(24);
         }
         this.oneProcess = Arrays.stream(where).allMatch(w -> Arrays.equals(w, where[rank]));
-        this.shareable = !onTwoDevicesOfOneProcess(where);
+        this.shareable = peersMapped && !onTwoDevicesOfOneProcess(where);
     }
 
     /**
@@ -115,7 +120,7 @@ final class DeviceSharedMemory implements SharedMemory {
     private static boolean onTwoDevicesOfOneProcess(byte[][] where) {
         for (byte[] a : where) {
             for (byte[] b : where) {
-                if (Arrays.equals(a, 0, 16, b, 0, 16) && !Arrays.equals(a, b)) {
+                if (sameProcess(a, b) && !Arrays.equals(a, b)) {
                     return true;
                 }
             }
@@ -134,7 +139,75 @@ final class DeviceSharedMemory implements SharedMemory {
         mine.putLong(process.getMostSignificantBits()).putLong(process.getLeastSignificantBits()).putLong(device.serial())
                 .putLong(exports == null ? -1 : host.handleOf(Region.ofDirect(exports)));
         byte[][] gathered = job.allGather(mine.array());
-        return host == null ? null : new DeviceSharedMemory(host, device, job.rank(), gathered, exports);
+        boolean peersMapped = processesMapEachOther(device, job, gathered);
+        return host == null ? null : new DeviceSharedMemory(host, device, job.rank(), gathered, exports, peersMapped);
+    }
+
+    /**
+     * Whether every process of the job can map the device memory of every other through CUDA IPC: in a job of several
+     * processes, the first rank of each exports a probe allocation, maps every other process's probe and unmaps it,
+     * and the ranks all-gather how it went. Where any pair cannot (GPUs without peer access between them, containers
+     * that hide each other's devices) no device buffer is named to the peers, and AllReduce stages through host memory
+     * where its first direct call would otherwise fail; the rank that could not says why. Two all-gathers that every
+     * rank makes at set-up; nothing is allocated where all ranks are threads of one process.
+     */
+    static boolean processesMapEachOther(CudaDevice device, JobContext job, byte[][] gathered) {
+        int rank = job.rank();
+        boolean severalProcesses = !Arrays.stream(gathered).allMatch(g -> sameProcess(g, gathered[rank]));
+        boolean firstOfItsProcess = true;
+        for (int r = 0; r < rank; r++) {
+            firstOfItsProcess &= !sameProcess(gathered[r], gathered[rank]);
+        }
+        boolean probing = severalProcesses && firstOfItsProcess;
+        CudaDriver driver = device.driver();
+        long probe = 0;
+        byte[] mine = new byte[1 + IpcHandle.BYTES];
+        String failure = null;
+        if (probing) {
+            try {
+                device.makeCurrent();
+                probe = driver.memAlloc(MIN_EXPORT_BYTES);
+                System.arraycopy(driver.ipcGetMemHandle(probe).toBytes(), 0, mine, 1, IpcHandle.BYTES);
+                mine[0] = 1;
+            } catch (CudaException e) {
+                failure = "cannot export its device memory: " + e.getMessage();
+            }
+        }
+        byte[][] outcomes;
+        try {
+            byte[][] probes = job.allGather(mine);
+            for (int peer = 0; peer < probes.length && probing && failure == null; peer++) {
+                if (probes[peer][0] == 1 && !sameProcess(gathered[peer], gathered[rank])) {
+                    failure = mapAndUnmap(device, peer, IpcHandle.of(Arrays.copyOfRange(probes[peer], 1, 1 + IpcHandle.BYTES)));
+                }
+            }
+            outcomes = job.allGather(new byte[] {(byte) (failure == null ? 1 : 0)});
+        } finally {
+            if (probe != 0) {
+                device.makeCurrent();
+                driver.memFree(probe); // every peer had unmapped it before it said how it went
+            }
+        }
+        if (failure != null) {
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank + " " + failure + ": device buffers of this job are not read "
+                    + "in place; their AllReduce stages through host memory");
+        }
+        return Arrays.stream(outcomes).allMatch(o -> o[0] == 1);
+    }
+
+    /** Null when {@code peer}'s probe maps here (and is unmapped again), else why not. */
+    private static String mapAndUnmap(CudaDevice device, int peer, IpcHandle handle) {
+        try {
+            device.importAllocation(handle);
+            device.releaseAllocation(handle);
+            return null;
+        } catch (CudaException e) {
+            return "cannot map rank " + peer + "'s device memory on " + device.name() + ": " + e.getMessage();
+        }
+    }
+
+    private static boolean sameProcess(byte[] a, byte[] b) {
+        return Arrays.equals(a, 0, 16, b, 0, 16);
     }
 
     @Override
@@ -189,8 +262,9 @@ final class DeviceSharedMemory implements SharedMemory {
         long size = range[1];
         Integer entry = exportedBases.get(base);
         boolean tableFull = size >= MIN_EXPORT_BYTES && entry == null && nextEntry == ENTRIES && freeEntries.isEmpty();
-        if (tableFull || exports.size() >= KNOWN_ALLOCATIONS) {
+        if (tableFull || exports.size() >= reclaimAt) {
             reclaimFreedEntries();
+            reclaimAt = Math.max(KNOWN_ALLOCATIONS, 2 * exports.size()); // many live ones: not a scan per new one
         }
         if (size < MIN_EXPORT_BYTES || entry == null && nextEntry == ENTRIES && freeEntries.isEmpty()) {
             entry = -1;

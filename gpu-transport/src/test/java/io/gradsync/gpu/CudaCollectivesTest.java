@@ -1,6 +1,7 @@
 package io.gradsync.gpu;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -156,9 +157,28 @@ class CudaCollectivesTest {
             assertTrue(reports.get(0).get(0).matches("(?!direct)\\w+ direct"), reports.get(0).get(0));
             // each rank exported 2 allocations a case (1 in place) and 1 kept over five calls: process B maps those of
             // ranks 0 and 1, process A rank 2's, each allocation once
+            // (and at set-up each process maps the other's probe once: B rank 0's, A rank 2's)
             int exported = 2 * (2 * IPC_OPS.length - 1) + 1;
-            assertEquals(2 * exported, other.calls("cuIpcOpenMemHandle"), "mapped by process B");
-            assertEquals(exported, driver.calls("cuIpcOpenMemHandle"), "mapped by process A");
+            assertEquals(2 * exported + 1, other.calls("cuIpcOpenMemHandle"), "mapped by process B");
+            assertEquals(exported + 1, driver.calls("cuIpcOpenMemHandle"), "mapped by process A");
+        }
+    }
+
+    /**
+     * Processes that cannot map each other's device memory (GPUs without peer access between them): the set-up probe
+     * finds it, no device buffer is named to the peers, and an AllReduce that would go direct stages, exact on every
+     * rank, where its first call failed before.
+     */
+    @Test
+    void processesThatCannotMapEachOthersMemoryStageInsteadOfFailing() throws Exception {
+        try (HostMemoryCudaDriver other = new HostMemoryCudaDriver(directory)) {
+            other.refuseIpcOpens();
+            List<List<String>> reports = onDevices(new CudaDevice[] {device, CudaDevice.open(other, 0)}, (c, mine) -> List.of(
+                    choices(c, mine), allReduceCase(c, mine, DataType.FLOAT32, ReduceOp.SUM, IPC_COUNT, true),
+                    allReduceCase(c, mine, DataType.BFLOAT16, ReduceOp.AVG, IPC_COUNT, false)));
+            assertFalse(reports.get(0).get(0).contains("direct"), reports.get(0).get(0));
+            assertEquals(1, driver.calls("cuIpcOpenMemHandle"), "process A: the probe's open only");
+            assertEquals(1, other.calls("cuIpcOpenMemHandle"), "process B: the probe's open (refused) only");
         }
     }
 
@@ -202,7 +222,7 @@ class CudaCollectivesTest {
             });
             assertTrue(reports.get(0).isEmpty(), reports.get(0).toString());
             for (HostMemoryCudaDriver process : new HostMemoryCudaDriver[] {driver, other}) {
-                assertEquals(steps, process.calls("cuIpcOpenMemHandle"), "each peer allocation mapped once");
+                assertEquals(steps + 1, process.calls("cuIpcOpenMemHandle"), "each peer allocation mapped once, and the set-up probe");
                 assertTrue(process.calls("cuIpcCloseMemHandle") >= steps - 1, "and unmapped once its entry names the next: "
                         + process.calls("cuIpcCloseMemHandle"));
             }

@@ -90,6 +90,7 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     private final ThreadLocal<Integer> current = new ThreadLocal<>();
     private volatile CudaException sticky;
     private volatile KernelFault fault = KernelFault.NONE;
+    private volatile boolean refusingIpcOpens;
 
     /** A wrong kernel, for showing that the checks fail on one. */
     enum KernelFault {
@@ -439,6 +440,9 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     public long ipcOpenMemHandle(IpcHandle handle) {
         String call = "cuIpcOpenMemHandle";
         int device = enter(call);
+        if (refusingIpcOpens) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "this device cannot access the exporter's");
+        }
         ByteBuffer bytes = opened(handle, 'M', call);
         long size = bytes.getLong();
         Path file = directory.resolve(new String(readName(bytes), StandardCharsets.UTF_8));
@@ -541,6 +545,14 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
         }
         long[] values = args.clone();
         enqueue(stream, call, () -> run(kernel, values));
+    }
+
+    /**
+     * From now on this process cannot map another's memory (as between GPUs without peer access): every
+     * {@code cuIpcOpenMemHandle} fails with {@code CUDA_ERROR_PEER_ACCESS_UNSUPPORTED}.
+     */
+    void refuseIpcOpens() {
+        refusingIpcOpens = true;
     }
 
     /** From now on every reduction kernel makes this mistake. */

@@ -162,7 +162,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         boolean stageInput = inputHandle < 0 && !inputByAddress;
         boolean stageOutput = outputHandle < 0 && !outputByAddress;
         boolean device = input.isDevice() || output.isDevice();
-        boolean reduceAcross = onePass && device && ctx.size() <= ctx.kernels().onePassInputs();
+        boolean reduceAcross = onePass && device && !stageInput && !stageOutput && ctx.size() <= ctx.kernels().onePassInputs();
         StagingWindows windows = staging(shared);
         WindowLease lease = stageInput || stageOutput ? new WindowLease(windows, input.region().byteLength()) : null;
         Region window = lease == null ? null : lease.window;
