@@ -71,13 +71,7 @@ public final class FlightReport {
         }
         int size = ranks.values().stream().mapToInt(RankRecord::size).max().orElse(0);
         List<String> lines = new ArrayList<>();
-        Row first = null;
-        for (RankRecord r : ranks.values()) {
-            Row stuck = r.stuck();
-            if (stuck != null && (first == null || stuck.id() < first.id())) {
-                first = stuck;
-            }
-        }
+        Row first = firstStuck(ranks);
         if (first == null) {
             lines.add("every call recorded completed on every rank that wrote a record");
         } else {
@@ -107,8 +101,7 @@ public final class FlightReport {
      */
     public static List<String> status(Path dir, Instant since) throws IOException {
         Map<Integer, RankRecord> all = records(dir);
-        Map<Integer, RankRecord> ranks = new TreeMap<>();
-        all.values().stream().filter(r -> !r.written().isBefore(since)).forEach(r -> ranks.put(r.rank(), r));
+        Map<Integer, RankRecord> ranks = writtenSince(all, since);
         int size = all.values().stream().mapToInt(RankRecord::size).max().orElse(0);
         List<String> lines = new ArrayList<>();
         lines.add(String.format(Locale.ROOT, "%-5s %-16s %-8s %-24s %-40s %9s %s", "rank", "host", "pid", "last completed",
@@ -128,6 +121,24 @@ public final class FlightReport {
                     now == null ? "-" : String.format(Locale.ROOT, "%.1f s", now.ms() / 1000),
                     now == null || now.waitedFor().equals("-") ? "-" : "rank " + now.waitedFor()));
         }
+        Row first = firstStuck(ranks);
+        lines.add(first == null ? "every rank that answered is between calls" : callLine(first, ranks));
+        return lines;
+    }
+
+    /** How many ranks' files in {@code dir} were modified at {@code since} or later. */
+    public static int answers(Path dir, Instant since) throws IOException {
+        return writtenSince(records(dir), since).size();
+    }
+
+    private static Map<Integer, RankRecord> writtenSince(Map<Integer, RankRecord> records, Instant since) {
+        Map<Integer, RankRecord> ranks = new TreeMap<>();
+        records.values().stream().filter(r -> !r.written().isBefore(since)).forEach(r -> ranks.put(r.rank(), r));
+        return ranks;
+    }
+
+    /** The call with the lowest id that some rank has not completed, or null. */
+    private static Row firstStuck(Map<Integer, RankRecord> ranks) {
         Row first = null;
         for (RankRecord r : ranks.values()) {
             Row stuck = r.stuck();
@@ -135,13 +146,7 @@ public final class FlightReport {
                 first = stuck;
             }
         }
-        lines.add(first == null ? "every rank that answered is between calls" : callLine(first, ranks));
-        return lines;
-    }
-
-    /** How many ranks' files in {@code dir} were modified at {@code since} or later. */
-    public static int answers(Path dir, Instant since) throws IOException {
-        return (int) records(dir).values().stream().filter(r -> !r.written().isBefore(since)).count();
+        return first;
     }
 
     /** The flight recorder files in {@code dir}, by rank. */
