@@ -14,9 +14,11 @@ import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Random;
+import java.util.Set;
 import java.util.zip.CRC32;
 
 /**
@@ -34,6 +36,10 @@ final class AllReduceStage implements GpuCheck.Stage {
     static final int WARM_UPS = 3;
     private static final int[] RANKS = {2, 4};
     private static final DataType[] TYPES = {DataType.FLOAT32, DataType.BFLOAT16, DataType.FLOAT16, DataType.INT64};
+    /** The stream cases' elements: 4 MiB, exported by IPC between processes. */
+    private static final int STREAM_COUNT = 1_048_579;
+    private static final int DELAY_COPIES = 32;
+    private static final long DELAY_BYTES = 128L << 20;
 
     @Override
     public GpuCheck.Outcome run(GpuCheck.CheckContext check, PrintStream log) throws Exception {
@@ -90,12 +96,20 @@ final class AllReduceStage implements GpuCheck.Stage {
                 }
             }
         }
+        AllReduceChoice staged = new AllReduceChoice(AllReduceAlgorithms.named("ring"), TransportOptions.DEFAULT.messageBytes());
+        int onStream = 0;
+        for (AllReduceChoice choice : new AllReduceChoice[] {null, pairwise, staged}) {
+            String wrong = streamCase(c, device, quick(counts) ? 10_007 : STREAM_COUNT, choice);
+            if (wrong != null) {
+                lines.add("WRONG rank " + c.rank() + ": " + wrong);
+            }
+            onStream++;
+        }
         lines.add(c.size() + " ranks over " + c.transportName() + ": " + checked + " AllReduce cases (the defaults' choice, "
-                + "direct and direct pairwise) checked on every rank");
+                + "direct and direct pairwise) and " + onStream + " on the caller's stream checked on every rank");
         lines.add(choiceCost(c, device));
         lines.add(String.format(Locale.ROOT, "%-16s %10s %10s %10s %10s %10s %10s", "algorithm", "bytes", "min us", "median us",
                 "max us", "algbw GB/s", "busbw GB/s"));
-        AllReduceChoice staged = new AllReduceChoice(AllReduceAlgorithms.named("ring"), TransportOptions.DEFAULT.messageBytes());
         StringBuilder bits = new StringBuilder("BITS");
         for (long bytes : sizes) {
             lines.add(timed(c, device, bytes, runs, warmUps, null, bits));
@@ -106,6 +120,87 @@ final class AllReduceStage implements GpuCheck.Stage {
         }
         lines.add(bits.toString());
         return lines;
+    }
+
+    /**
+     * A training loop that allocates its buffer anew every step (ranks in processes: the buffer is exported through
+     * CUDA IPC each time, and its peers map the new allocation and unmap the old): {@code steps} steps of a new
+     * 2 MiB float32 buffer, each AllReduce chosen as direct (else the line is "WRONG") and exact. Past the export
+     * table's {@value DeviceSharedMemory#ENTRIES} entries where the allocator hands out new addresses, at one
+     * address where it reuses it; the line says how many it gave.
+     */
+    static String churn(Communicator c, CudaDevice device, int steps) {
+        int count = (int) (DeviceSharedMemory.MIN_EXPORT_BYTES / Float.BYTES) + 3;
+        GradientBuffer host = GradientBuffer.allocateDirect(DataType.FLOAT32, count);
+        Set<Long> bases = new HashSet<>();
+        for (int step = 0; step < steps; step++) {
+            CheckPattern.fill(host, ReduceOp.SUM, c.rank());
+            GradientBuffer buffer = device.allocate(DataType.FLOAT32, count);
+            try {
+                bases.add(buffer.region().address());
+                String chosen = c.allReduceChoice(buffer, buffer).algorithm().name();
+                device.copyFromHost(host, buffer);
+                c.allReduceBlocking(buffer, ReduceOp.SUM);
+                device.copyToHost(buffer, host);
+                long wrong = CheckPattern.countWrong(host, ReduceOp.SUM, c.size());
+                if (wrong != 0 || !chosen.equals("direct")) {
+                    return "WRONG rank " + c.rank() + ": step " + step + " of a new buffer each step ran " + chosen + ", "
+                            + wrong + " elements wrong";
+                }
+            } finally {
+                device.free(buffer);
+            }
+        }
+        return "a new 2 MiB buffer each step: " + steps + " steps direct and exact on every rank (" + bases.size()
+                + " addresses on rank 0)";
+    }
+
+    private static boolean quick(int[] counts) {
+        return counts[counts.length - 1] < STREAM_COUNT;
+    }
+
+    /**
+     * Null when an AllReduce in place of the check pattern on the caller's stream is exact, else what went wrong: the
+     * rank queues on its own stream {@value #DELAY_COPIES} device copies of 128 MiB (milliseconds of work) and then the
+     * pattern's bytes into a buffer of zeros, calls without synchronising (the buffer with the stream), then queues the
+     * result's copy back on the stream and waits for that alone. A call that did not wait for the stream would reduce
+     * zeros, or a part of the pattern; one whose end the stream did not wait for would be read before it is written.
+     */
+    private static String streamCase(Communicator c, CudaDevice device, int count, AllReduceChoice choice) {
+        CudaDriver driver = device.driver();
+        long bytes = (long) count * Float.BYTES;
+        device.makeCurrent();
+        long stream = driver.streamCreate();
+        ByteBuffer pinned = driver.memHostAlloc(bytes);
+        GradientBuffer host = GradientBuffer.wrap(pinned, DataType.FLOAT32);
+        GradientBuffer buffer = device.allocate(DataType.FLOAT32, count);
+        long delayBytes = count < STREAM_COUNT ? 1 << 20 : DELAY_BYTES; // the quick check's host-memory device: 1 MiB
+        long scratch = driver.memAlloc(2 * delayBytes);
+        try {
+            device.copyFromHost(GradientBuffer.allocateDirect(DataType.FLOAT32, count), buffer);
+            CheckPattern.fill(host, ReduceOp.SUM, c.rank());
+            device.makeCurrent();
+            for (int i = 0; i < DELAY_COPIES; i++) {
+                driver.memcpyDtoDAsync(scratch + (i % 2) * delayBytes, scratch + (1 - i % 2) * delayBytes, delayBytes, stream);
+            }
+            long address = buffer.region().address();
+            driver.memcpyHtoDAsync(address, host.region().address(), bytes, stream);
+            GradientBuffer ordered = device.wrap(address, count, DataType.FLOAT32, driver.nativeStream(stream));
+            allReduce(c, ordered, ordered, ReduceOp.SUM, choice);
+            device.makeCurrent();
+            driver.memcpyDtoHAsync(host.region().address(), address, bytes, stream);
+            driver.streamSynchronize(stream);
+            long wrong = CheckPattern.countWrong(host, ReduceOp.SUM, c.size());
+            return wrong == 0 ? null : count + " float32 SUM on the caller's stream" + (choice == null ? "" : " as " + choiceName(choice))
+                    + ": " + wrong + " elements wrong";
+        } finally {
+            device.makeCurrent();
+            driver.streamSynchronize(stream);
+            driver.streamDestroy(stream);
+            driver.memFree(scratch);
+            device.free(buffer);
+            driver.memFreeHost(pinned);
+        }
     }
 
     /**

@@ -17,9 +17,14 @@ import java.util.concurrent.atomic.AtomicLong;
  * ({@link CudaTransport}). One instance per device and process ({@link #open}); it holds the device's primary
  * context for the life of the process.
  *
- * <p>Ordering with the caller's own GPU work: a collective reads its device buffers once it starts and has written
- * them when it completes, so the caller finishes its writes to them first (synchronises the stream that wrote them)
- * and reads the results after the collective's completion.
+ * <p>Ordering with the caller's own GPU work. A buffer with the caller's stream ({@link #wrap(long, int, DataType, long)},
+ * {@link GradientBuffer#onStream}): the collective's device work waits for the work queued on that stream when the
+ * collective starts (an event, no host wait), and, where every buffer of the call has a stream, the work queued there
+ * after the collective completed waits for the collective's (an event again), so a training loop queues its backward
+ * pass, the collective and its next step without synchronising. The direct AllReduce, whose peers read a rank's buffers
+ * in place, waits on the host for the caller's queued work before it tells the peers the buffers are ready. A buffer
+ * without a stream: the caller finishes its writes first (synchronises the stream that wrote them), and the collective's
+ * device work is done when it completes.
  */
 public final class CudaDevice extends DeviceMemory {
     private static final Map<CudaDriver, Map<Integer, CudaDevice>> OPENED = new HashMap<>();
@@ -101,6 +106,18 @@ public final class CudaDevice extends DeviceMemory {
     /** {@code count} elements of {@code type} at {@code devicePointer} in this device's memory, which the caller owns. */
     public GradientBuffer wrap(long devicePointer, int count, DataType type) {
         return GradientBuffer.wrapDevice(this, devicePointer, count, type);
+    }
+
+    /**
+     * {@code count} elements of {@code type} at {@code devicePointer}, which the caller's work reads and writes in the
+     * order of {@code stream}: a {@code CUstream}'s value on this device's primary context (what the CUDA runtime and
+     * PyTorch use; {@code torch.cuda.current_stream().cuda_stream}; 1 for the legacy default stream, 2 for the
+     * per-thread one). A collective on them starts its device work after the work queued on {@code stream} before
+     * the collective started, and the work queued there after it completed runs after the collective's: the caller
+     * never synchronises its stream for it. See the class comment.
+     */
+    public GradientBuffer wrap(long devicePointer, int count, DataType type, long stream) {
+        return GradientBuffer.wrapDevice(this, devicePointer, count, type, stream);
     }
 
     /** Copies a host buffer into a device buffer of this device, of the same type and count; returns once done. */

@@ -73,6 +73,17 @@ public interface CudaDriver {
     /** A stream that does not synchronise with the legacy default stream. */
     long streamCreate();
 
+    /**
+     * A handle for this interface's calls of a stream this process created elsewhere: {@code nativeStream} is its
+     * {@code CUstream}'s value (PyTorch's {@code torch.cuda.Stream.cuda_stream}; 1 and 2 for CUDA's legacy and
+     * per-thread default streams), on a context of this process. The same handle for the same value; never
+     * destroyed by {@link #streamDestroy}.
+     */
+    long streamOf(long nativeStream);
+
+    /** The {@code CUstream} value of a stream of {@link #streamCreate}, for code outside this interface. */
+    long nativeStream(long stream);
+
     /** Destroys the stream once the work enqueued on it is done; returns at once. */
     void streamDestroy(long stream);
 

@@ -23,6 +23,10 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
     private final CudaDriver driver;
     private final ReductionKernels reductions;
     private final long stream;
+    /** Recorded on a caller's stream at a call's start, waited for on {@link #stream}. */
+    private long callerReady;
+    /** Recorded on {@link #stream} at a call's end, waited for on the caller's stream. */
+    private long callDone;
     private final int stagingBytes;
     private final ByteBuffer[] pinned = new ByteBuffer[3];
     private final long[] pinnedAddress = new long[3];
@@ -39,6 +43,8 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
         device.makeCurrent();
         this.stream = driver.streamCreate();
         try {
+            callerReady = driver.eventCreate(CudaDriver.EventKind.UNTIMED);
+            callDone = driver.eventCreate(CudaDriver.EventKind.UNTIMED);
             for (int i = 0; i < 3; i++) {
                 pinned[i] = driver.memHostAlloc(this.stagingBytes);
                 pinnedAddress[i] = Region.ofDirect(pinned[i]).address();
@@ -158,16 +164,55 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
         driver.streamSynchronize(stream);
     }
 
-    /** The call is done when its device work is: the caller may read its buffers, or hand them to other streams. */
+    /**
+     * The call's work on the stream comes after the work the caller queued on its buffers' streams
+     * ({@link Region#stream()}) so far: an event recorded there that the stream waits for.
+     */
     @Override
-    public void release(Region[] buffers) {
-        if (buffers.length > 0) {
-            device.makeCurrent();
-            driver.streamSynchronize(stream);
+    public void acquire(Region[] buffers) {
+        long ordered = 0;
+        for (Region buffer : buffers) {
+            if (buffer.stream() != 0 && buffer.stream() != ordered && buffer.base() == device) {
+                ordered = buffer.stream();
+                device.makeCurrent();
+                driver.eventRecord(callerReady, driver.streamOf(ordered));
+                driver.streamWaitEvent(stream, callerReady);
+            }
         }
     }
 
-    /** Waits for the stream's work, then frees the staging memory and the stream. */
+    /**
+     * The call is done with its buffers: where every one is a device buffer with the caller's stream, that stream's
+     * next work waits for the call's (an event recorded on the stream), and the host does not; else once the call's
+     * device work is done, the caller may read its buffers, or hand them to other streams.
+     */
+    @Override
+    public void release(Region[] buffers) {
+        if (buffers.length == 0) {
+            return;
+        }
+        device.makeCurrent();
+        boolean recorded = false;
+        long ordered = 0;
+        for (Region buffer : buffers) {
+            if (buffer.stream() == 0 || buffer.base() != device) {
+                driver.streamSynchronize(stream);
+                return;
+            }
+        }
+        for (Region buffer : buffers) {
+            if (buffer.stream() != ordered) {
+                ordered = buffer.stream();
+                if (!recorded) {
+                    driver.eventRecord(callDone, stream);
+                    recorded = true;
+                }
+                driver.streamWaitEvent(driver.streamOf(ordered), callDone);
+            }
+        }
+    }
+
+    /** Waits for the stream's work, then frees the staging memory, the events and the stream. */
     @Override
     public void close() {
         device.makeCurrent();
@@ -182,6 +227,11 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
                 }
                 if (scratch[i] != 0) {
                     driver.memFree(scratch[i]);
+                }
+            }
+            for (long event : new long[] {callerReady, callDone}) {
+                if (event != 0) {
+                    driver.eventDestroy(event);
                 }
             }
             if (stream != 0) {

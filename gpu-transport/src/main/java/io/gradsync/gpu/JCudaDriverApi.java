@@ -1,14 +1,18 @@
 package io.gradsync.gpu;
 
+import java.lang.reflect.Constructor;
 import java.lang.reflect.Field;
+import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import jcuda.NativePointerObject;
 import jcuda.Pointer;
 import jcuda.driver.CUcontext;
 import jcuda.driver.CUdevice;
@@ -46,6 +50,8 @@ public final class JCudaDriverApi implements CudaDriver {
 
     private final HandleTable<CUcontext> contexts = new HandleTable<>("context");
     private final HandleTable<CUstream> streams = new HandleTable<>("stream");
+    /** Handles of the streams {@link #streamOf} was given, by their native value. */
+    private final Map<Long, Long> foreignStreams = new ConcurrentHashMap<>();
     private final HandleTable<CUevent> events = new HandleTable<>("event");
     private final HandleTable<CUmodule> modules = new HandleTable<>("module");
     private final HandleTable<CUfunction> functions = new HandleTable<>("function");
@@ -250,6 +256,16 @@ public final class JCudaDriverApi implements CudaDriver {
         CUstream stream = new CUstream();
         check(JCudaDriver.cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
         return streams.add(stream);
+    }
+
+    @Override
+    public long streamOf(long nativeStream) {
+        return foreignStreams.computeIfAbsent(nativeStream, value -> streams.add(NativeStreams.of(value)));
+    }
+
+    @Override
+    public long nativeStream(long stream) {
+        return NativeStreams.valueOf(stream(stream, "nativeStream"));
     }
 
     @Override
@@ -499,6 +515,40 @@ public final class JCudaDriverApi implements CudaDriver {
             } catch (NoSuchFieldException e) {
                 throw new IllegalStateException("JCuda " + jcuda.JCudaVersion.get() + "'s " + type.getSimpleName()
                         + " has no field 'reserved' (the handle's bytes)", e);
+            }
+        }
+    }
+
+    /** JCuda makes a {@code CUstream} of a native value, and tells a stream's value, only inside its own packages. */
+    private static final class NativeStreams {
+        private static final Constructor<CUstream> OF_VALUE;
+        private static final Method VALUE;
+
+        static {
+            try {
+                OF_VALUE = CUstream.class.getDeclaredConstructor(long.class);
+                OF_VALUE.setAccessible(true);
+                VALUE = NativePointerObject.class.getDeclaredMethod("getNativePointer");
+                VALUE.setAccessible(true);
+            } catch (NoSuchMethodException e) {
+                throw new IllegalStateException("JCuda " + jcuda.JCudaVersion.get() + " has no CUstream(long) or "
+                        + "NativePointerObject.getNativePointer()", e);
+            }
+        }
+
+        static CUstream of(long value) {
+            try {
+                return OF_VALUE.newInstance(value);
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        static long valueOf(CUstream stream) {
+            try {
+                return (long) VALUE.invoke(stream);
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException(e);
             }
         }
     }

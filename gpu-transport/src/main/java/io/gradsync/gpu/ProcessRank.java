@@ -5,9 +5,12 @@ import java.util.List;
 
 /**
  * One rank of {@link ProcessesStage}, in a process of its own: joins the job from torchrun's environment over the
- * {@code cuda} transport, runs {@link AllReduceStage}'s checks and timings on its device, prints its report.
+ * {@code cuda} transport, runs {@link AllReduceStage}'s checks and timings on its device and a loop that allocates a new
+ * buffer every step ({@link AllReduceStage#churn}), prints its report.
  */
 final class ProcessRank {
+    /** Steps of {@link AllReduceStage#churn}: past the export table's entries. */
+    private static final int CHURN_STEPS = DeviceSharedMemory.ENTRIES + 76;
     private ProcessRank() {
     }
 
@@ -18,6 +21,7 @@ final class ProcessRank {
             CudaDevice device = CudaDevice.open(CudaConfiguration.device(c.localRank(), JCudaDriverApi.open().deviceCount()));
             List<String> report = AllReduceStage.rankRun(c, device, AllReduceStage.counts(quick), AllReduceStage.sizes(quick),
                     quick ? 3 : AllReduceStage.RUNS, quick ? 1 : AllReduceStage.WARM_UPS, DeviceSharedMemory.MIN_EXPORT_BYTES);
+            report.add(AllReduceStage.churn(c, device, quick ? 8 : CHURN_STEPS));
             report.forEach(System.out::println);
         } catch (RuntimeException | Error e) {
             System.out.println("FAILED " + e);

@@ -18,10 +18,14 @@ import io.gradsync.core.select.AllReduceChoice;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.InMemoryJob;
+import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.BiConsumer;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
@@ -329,6 +333,68 @@ class CudaCollectivesTest {
             assertTrue(error.contains("every rank of a direct allreduce must run the same way") && error.endsWith("changed: 0"),
                     "rank " + r + ": " + error);
         }
+    }
+
+    /**
+     * Buffers with the caller's stream: each rank queues its input's bytes on its own stream behind work that runs
+     * until a gate opens, calls without synchronising, and reads the result back on that stream after the call. The
+     * call's device work waits for the queued writes (staged by the ring, read in place by direct's one pass and its
+     * pairwise way), so every rank is exact; a call that did not would reduce what the buffers held before.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("streamAlgorithms")
+    void aCallOnBuffersWithTheCallersStreamComesAfterTheWorkQueuedThere(String algorithm) throws Exception {
+        int ranks = 3;
+        int count = 100_003;
+        CountDownLatch submitted = new CountDownLatch(ranks);
+        CountDownLatch gate = new CountDownLatch(1);
+        Thread opener = new Thread(() -> {
+            try {
+                submitted.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            LockSupport.parkNanos(Duration.ofMillis(300).toNanos()); // long enough for calls that do not wait to finish
+            gate.countDown();
+        });
+        opener.start();
+        List<List<String>> reports = DeviceRanks.run(device, ranks, SMALL_SLOTS, null, RANK_TIMEOUT, c -> {
+            AllReduceChoice choice = algorithm.equals("direct pairwise") ? new AllReduceChoice(DirectAllReduce.pairwise(), 4096)
+                    : new AllReduceChoice(AllReduceAlgorithms.named(algorithm), 4096);
+            long stream = driver.streamCreate();
+            ByteBuffer pinned = driver.memHostAlloc(4L * count); // asynchronous copies go through page-locked memory
+            GradientBuffer pattern = GradientBuffer.wrap(pinned, DataType.FLOAT32);
+            CheckPattern.fill(pattern, ReduceOp.SUM, c.rank());
+            GradientBuffer buffer = device.allocate(DataType.FLOAT32, count);
+            GradientBuffer result = pattern;
+            try {
+                // zeros: what a call that does not wait reduces
+                device.copyFromHost(GradientBuffer.allocateDirect(DataType.FLOAT32, count), buffer);
+                driver.hold(stream, gate);
+                driver.memcpyHtoDAsync(buffer.region().address(), pattern.region().address(), pattern.byteSize(), stream);
+                CompletableFuture<?> call = c.allReduce(buffer.onStream(stream), buffer.onStream(stream), ReduceOp.SUM, choice)
+                        .toFuture();
+                submitted.countDown();
+                call.get();
+                driver.memcpyDtoHAsync(result.region().address(), buffer.region().address(), result.byteSize(), stream);
+                driver.streamSynchronize(stream);
+                long wrong = CheckPattern.countWrong(result, ReduceOp.SUM, ranks);
+                return List.of(wrong == 0 ? "exact " + fingerprint(result) : "WRONG: " + wrong + " elements");
+            } finally {
+                device.free(buffer);
+                driver.memFreeHost(pinned);
+                driver.streamDestroy(stream);
+            }
+        });
+        opener.join();
+        for (List<String> report : reports) {
+            assertTrue(report.get(0).startsWith("exact"), report.toString());
+            assertEquals(reports.get(0), report);
+        }
+    }
+
+    static Stream<String> streamAlgorithms() {
+        return Stream.of("ring", "direct", "direct pairwise");
     }
 
     /** The algorithms the defaults choose for a small (400 KB) and a large (4 MiB) float32 buffer on {@code device}. */

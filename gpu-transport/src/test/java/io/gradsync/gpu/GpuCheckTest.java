@@ -50,7 +50,7 @@ class GpuCheckTest {
             String allReduce = Files.readString(directory.resolve("out/4-allreduce.log"));
             for (int ranks : new int[] {2, 4}) {
                 assertTrue(allReduce.contains(ranks + " ranks over cuda/shm: 240 AllReduce cases (the defaults' choice, direct and "
-                        + "direct pairwise) checked on every rank"), allReduce);
+                        + "direct pairwise) and 3 on the caller's stream checked on every rank"), allReduce);
             }
             assertTrue(allReduce.contains("default direct") && allReduce.contains("direct (pairwise)") && allReduce.contains("ring (staged)"),
                     allReduce);

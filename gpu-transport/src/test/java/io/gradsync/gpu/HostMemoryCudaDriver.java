@@ -26,6 +26,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -319,6 +320,21 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
             executors.add(executor);
         }
         return streams.add(executor);
+    }
+
+    /** This driver's streams stand for native ones: a handle is its own native value. */
+    @Override
+    public long streamOf(long nativeStream) {
+        enter("streamOf");
+        streams.get(nativeStream, "streamOf");
+        return nativeStream;
+    }
+
+    @Override
+    public long nativeStream(long stream) {
+        enter("nativeStream");
+        streams.get(stream, "nativeStream");
+        return stream;
     }
 
     @Override
@@ -716,6 +732,20 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
         Map.Entry<Long, Region> entry = hostAllocations.floorEntry(address);
         long offset = entry == null ? -1 : address - entry.getKey();
         return entry == null || bytes < 0 || offset + bytes > entry.getValue().byteLength() ? null : entry.getValue().slice(offset, bytes);
+    }
+
+    /** Work queued on {@code stream} after this waits until {@code gate} opens, as behind a kernel that runs long. */
+    void hold(long stream, CountDownLatch gate) {
+        enqueue(stream, "hold", () -> {
+            try {
+                if (!gate.await(WAIT_LIMIT_NANOS, TimeUnit.NANOSECONDS)) {
+                    throw new IllegalStateException("host-memory device: a held stream's gate never opened");
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException(e);
+            }
+        });
     }
 
     private void enqueue(long stream, String call, Runnable work) {

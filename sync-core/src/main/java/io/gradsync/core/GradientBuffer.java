@@ -135,11 +135,40 @@ public final class GradientBuffer {
      * transport computes on that device can reduce it.
      */
     public static GradientBuffer wrapDevice(DeviceMemory memory, long address, int count, DataType type) {
+        return wrapDevice(memory, address, count, type, 0);
+    }
+
+    /**
+     * Like {@link #wrapDevice(DeviceMemory, long, int, DataType)}, for elements the caller's work reads and writes in
+     * the order of the device's {@code stream} (in the terms of the module that brings the device; 0: none): a
+     * collective on them comes after the work the caller queued on that stream before the collective started, and
+     * the caller's work queued there after the collective completed comes after the collective's, with no host
+     * synchronisation by the caller.
+     */
+    public static GradientBuffer wrapDevice(DeviceMemory memory, long address, int count, DataType type, long stream) {
         Objects.requireNonNull(type, "type");
         if (count < 0) {
             throw new IllegalArgumentException("count must be >= 0, was " + count);
         }
-        return new GradientBuffer(type, count, Region.ofDevice(memory, address, (long) count * type.bytes()), false);
+        return new GradientBuffer(type, count, Region.ofDevice(memory, address, (long) count * type.bytes(), stream), false);
+    }
+
+    /**
+     * This device buffer with the caller's work on it ordered on the device's {@code stream}
+     * ({@link #wrapDevice(DeviceMemory, long, int, DataType, long)}; 0: none).
+     *
+     * @throws IllegalArgumentException for a buffer in host memory
+     */
+    public GradientBuffer onStream(long stream) {
+        if (!isDevice()) {
+            throw new IllegalArgumentException("only a device buffer has a stream: " + this);
+        }
+        return wrapDevice((DeviceMemory) region.base(), region.address(), count, type, stream);
+    }
+
+    /** The device stream the caller's work on these elements is ordered on ({@link #onStream}); 0 for none. */
+    public long stream() {
+        return region.stream();
     }
 
     /** A new zeroed off-heap buffer of {@code count} elements. */

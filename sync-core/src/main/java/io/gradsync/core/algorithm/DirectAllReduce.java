@@ -55,8 +55,9 @@ import java.util.List;
  * than the one pass takes, or {@link #pairwise()}) the segment is reduced with one launch per input, the peers'
  * segments copied by device copies, with a fence before each of the two barriers. Either way a peer never reads a
  * segment before it is written, nor a rank's buffer after its call has returned, and every rank must run the
- * same way (its handles say which; a rank that differs is named before anything is written). Device buffers are
- * never staged.
+ * same way (its handles say which; a rank that differs is named before anything is written). A rank whose buffers
+ * come with the caller's stream ({@link GradientBuffer#onStream}) waits for the work queued there before it sends
+ * its handles. Device buffers are never staged.
  *
  * <p>Every segment is reduced by one rank, always in the order {@code r, r+1, ..., r-1} of inputs (starting
  * with its own input, which in place is its output and so must be read before anything is written over
@@ -172,6 +173,11 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
                 new Location(outputByAddress ? output.region().address() : stageOutput ? windowHandle : outputHandle,
                         outputByAddress), reduceAcross);
         List<Phase> plan = new ArrayList<>();
+        if (device && (input.stream() != 0 || output.stream() != 0)) {
+            // the caller's work queued on its stream (which the call's kernels wait for) is done before the handles say
+            // to the peers that this rank's buffers are ready
+            plan.add(new LocalPhase(ctx.kernels()::fence));
+        }
         if (reduceAcross) {
             plan.add(handles);
             plan.add(new LocalPhase(() -> reduceAcrossRanks(ctx, handles, type, op, count)));

@@ -59,14 +59,16 @@ public interface MemoryKernels {
 
     /**
      * A collective that reads and writes {@code buffers} starts: work these kernels run asynchronously must come
-     * after whatever the caller ordered on the buffers before (a GPU stream's). Nothing to do on the host.
+     * after whatever the caller ordered on the buffers before (the work queued on a device region's
+     * {@link Region#stream()}). Nothing to do on the host.
      */
     default void acquire(Region[] buffers) {
     }
 
     /**
      * The collective is done with {@code buffers}: what the caller does with them next must come after the work
-     * these kernels queued on them. Nothing to do on the host, where every kernel has run when it returns.
+     * these kernels queued on them (on the host, or, for device regions with a {@link Region#stream()}, in that
+     * stream's order). Nothing to do on the host, where every kernel has run when it returns.
      */
     default void release(Region[] buffers) {
     }

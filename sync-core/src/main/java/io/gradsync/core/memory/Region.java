@@ -28,13 +28,20 @@ public final class Region {
     /** What keeps the memory alive; for heap regions the array, which is also their identity. */
     private final Object owner;
     private final boolean movable;
+    /** A device region's caller stream ({@link #stream()}); 0 elsewhere. */
+    private final long stream;
 
     private Region(Object base, long offset, long byteLength, Object owner, boolean movable) {
+        this(base, offset, byteLength, owner, movable, 0);
+    }
+
+    private Region(Object base, long offset, long byteLength, Object owner, boolean movable, long stream) {
         this.base = base;
         this.offset = offset;
         this.byteLength = byteLength;
         this.owner = owner;
         this.movable = movable;
+        this.stream = stream;
     }
 
     /**
@@ -121,11 +128,29 @@ public final class Region {
      * transport that computes on that device ({@link MemoryKernels#computesOn}) may touch them.
      */
     public static Region ofDevice(DeviceMemory memory, long address, long byteLength) {
+        return ofDevice(memory, address, byteLength, 0);
+    }
+
+    /**
+     * {@code byteLength} bytes of a device's memory from device address {@code address}, which the caller's work
+     * is ordered on {@code stream} (a stream of {@code memory}'s device, in its terms; 0: none, the caller
+     * synchronises its own work): see {@link #stream()}.
+     */
+    public static Region ofDevice(DeviceMemory memory, long address, long byteLength, long stream) {
         Objects.requireNonNull(memory, "memory");
         if (byteLength < 0) {
             throw new IllegalArgumentException("byteLength must be >= 0, was " + byteLength);
         }
-        return new Region(memory, address, byteLength, memory, false);
+        return new Region(memory, address, byteLength, memory, false, stream);
+    }
+
+    /**
+     * The stream of a device region's device that the caller orders its own work on these bytes on, so that the
+     * kernels order a collective's work after it and the caller's next work after the collective's
+     * ({@link MemoryKernels#acquire}, {@link MemoryKernels#release}); 0 for none (and for host memory).
+     */
+    public long stream() {
+        return stream;
     }
 
     /** True when the bytes live in a device's memory ({@link #ofDevice}). */
@@ -136,7 +161,7 @@ public final class Region {
     /** A sub-range of this region, in bytes. */
     public Region slice(long fromByte, long length) {
         Objects.checkFromIndexSize(fromByte, length, byteLength);
-        return new Region(base, offset + fromByte, length, owner, false);
+        return new Region(base, offset + fromByte, length, owner, false, stream);
     }
 
     /** The memory's base, to pass with {@link #offset()} to the kernels; opaque (see the class comment). */
