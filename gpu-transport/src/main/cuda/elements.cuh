@@ -5,7 +5,8 @@
 // - Integers wrap on overflow, as Java's do: the arithmetic is done unsigned, where C++ defines it.
 // - MAX and MIN are Java's Math.max/min: a NaN operand is the result, and -0.0 counts below +0.0. They return
 //   an operand's bits unchanged (a 16-bit NaN made quiet, as the host's widening and narrowing make it).
-// - bfloat16 and float16 are widened to float32, combined, and rounded to nearest even once.
+// - bfloat16 and float16 are widened to float32, combined, and rounded to nearest even once; the one pass of
+//   several inputs accumulates SUM and PROD in float32 and rounds once at the end (accumulateHalf).
 // - Java does not say which NaN an arithmetic operation returns; the host kernels run on x86-64, whose SSE
 //   unit returns the NaN operand made quiet, and for an invalid operation (inf - inf, 0 * inf) its default
 //   NaN, quiet and negative. A GPU returns a NaN of its own (0x7fffffff); here every NaN result is mended to
@@ -94,6 +95,9 @@ struct Bf16 {
     GS_HD static bool isNan(uint16_t h) { return (h & 0x7FFF) > 0x7F80; }
     GS_HD static float widen(uint16_t h) { return floatOf((uint32_t) h << 16); }
     GS_HD static uint16_t narrow(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+    // a NaN's bits through float32 and back as the host moves them: payload kept, made quiet on the way back
+    GS_HD static float widenNan(uint16_t h) { return floatOf((uint32_t) h << 16); }
+    GS_HD static uint16_t narrowNan(uint32_t u) { return (uint16_t) ((u >> 16) | QUIET); }
     GS_HD static float2 widen2(uint32_t hh) { return make_float2(floatOf(hh << 16), floatOf(hh & 0xFFFF0000u)); }
     GS_HD static uint32_t narrow2(float lo, float hi) {
         __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
@@ -105,6 +109,10 @@ struct Fp16 {
     GS_HD static bool isNan(uint16_t h) { return (h & 0x7FFF) > 0x7C00; }
     GS_HD static float widen(uint16_t h) { return __half2float(__ushort_as_half(h)); }
     GS_HD static uint16_t narrow(float f) { return __half_as_ushort(__float2half_rn(f)); }
+    GS_HD static float widenNan(uint16_t h) {
+        return floatOf((uint32_t) (h & 0x8000) << 16 | 0x7F800000u | (uint32_t) (h & 0x3FF) << 13);
+    }
+    GS_HD static uint16_t narrowNan(uint32_t u) { return (uint16_t) (((u >> 16) & 0x8000) | 0x7E00 | ((u >> 13) & 0x3FF)); }
     GS_HD static float2 widen2(uint32_t hh) { __half2 h; memcpy(&h, &hh, 4); return __half22float2(h); }
     GS_HD static uint32_t narrow2(float lo, float hi) {
         __half2 h = __floats2half2_rn(lo, hi);
@@ -149,6 +157,17 @@ template <typename H> GS_HD uint32_t divideHalfPair(uint32_t x, float divisor) {
     float lo = f.x / divisor, hi = f.y / divisor;
     if (lo == lo && hi == hi) return H::narrow2(lo, hi);
     return divideHalf<H>((uint16_t) x, divisor) | (uint32_t) divideHalf<H>(x >> 16, divisor) << 16;
+}
+
+// Accumulating 16-bit inputs in float32 (the one pass's SUM and PROD, rounded once at the end, as sync-core's
+// host direct AllReduce does): widened and narrowed as the host's HalfFloats, NaN payloads included, and each
+// step's NaN made as x86-64 makes it (the accumulator's NaN, else the input's, made quiet; else the default NaN).
+template <typename H> GS_HD float widenExact(uint16_t h) { return H::isNan(h) ? H::widenNan(h) : H::widen(h); }
+template <typename H> GS_HD uint16_t narrowExact(float f) { return f == f ? H::narrow(f) : H::narrowNan(bitsOf(f)); }
+template <typename H, typename Op> GS_HD float accumulateHalf(float acc, uint16_t x) {
+    const float fx = widenExact<H>(x);
+    const float r = Op::apply(acc, fx);
+    return r == r ? r : quietNan(acc, fx);
 }
 
 // Element: how the kernels read, combine and divide one data type. T is what memory holds; a 16-byte vector

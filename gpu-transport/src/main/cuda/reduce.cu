@@ -2,7 +2,8 @@
 // dst[i] /= divisor (the finishing step of AVG), for every data type gradsync has, with the arithmetic of
 // sync-core's host kernels bit for bit (elements.cuh says how); and the one pass of the direct AllReduce on
 // device buffers: the inputs of up to GS_MAX_RANKS ranks reduced in the order given, as that many pairwise
-// reductions into the first would (bit for bit), divided for AVG, and written into every rank's output.
+// reductions into the first would (bit for bit), divided for AVG, and written into every rank's output; 16-bit
+// SUM and PROD accumulate in float32 and round once instead, as sync-core's host direct AllReduce does.
 //
 // Each kernel is a grid-stride loop, right for any grid; the host's launch shape (io.gradsync.gpu.LaunchShape)
 // only makes it fast. When all pointers of a call sit at the same offset within 16 bytes, the elements before
@@ -140,6 +141,71 @@ __device__ __forceinline__ void passOne(const Ranks<T>& r, int ranks, u64 at, in
     }
 }
 
+// The same for 16-bit SUM or PROD, W 32-bit words of two elements at a time (W = 4: a 16-byte vector), or one
+// element (W = 0): accumulated in float32, divided there for AVG, and rounded once.
+template <int W> struct HalfItem {
+    uint32_t w[W];
+};
+template <> struct HalfItem<0> {
+    uint16_t e;
+};
+
+template <int W> __device__ __forceinline__ uint16_t halfOf(const HalfItem<W>& item, int j) {
+    if constexpr (W == 0) {
+        return item.e;
+    } else {
+        return (uint16_t) (item.w[j >> 1] >> ((j & 1) * 16));
+    }
+}
+
+template <typename H, typename Op, int W>
+__device__ __forceinline__ void passHalves(const Ranks<Half<H>>& r, int ranks, u64 at, int64_t divisor) {
+    constexpr int N = W == 0 ? 1 : 2 * W;
+    typedef HalfItem<W> Item;
+    float acc[N];
+    Item item = reinterpret_cast<const Item*>(r.in[0])[at];
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        acc[j] = widenExact<H>(halfOf(item, j));
+    }
+#pragma unroll
+    for (int k = 1; k < GS_MAX_RANKS; k++) {
+        if (k < ranks) {
+            item = reinterpret_cast<const Item*>(r.in[k])[at];
+#pragma unroll
+            for (int j = 0; j < N; j++) {
+                acc[j] = accumulateHalf<H, Op>(acc[j], halfOf(item, j));
+            }
+        }
+    }
+    Item result;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const uint16_t h = narrowExact<H>(divisor > 0 ? Element<float>::divide(acc[j], divisor) : acc[j]);
+        if constexpr (W == 0) {
+            result.e = h;
+        } else if (j & 1) {
+            result.w[j >> 1] |= (uint32_t) h << 16;
+        } else {
+            result.w[j >> 1] = h;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < GS_MAX_RANKS; k++) {
+        if (k < ranks) {
+            reinterpret_cast<Item*>(r.out[k])[at] = result;
+        }
+    }
+}
+
+template <typename T> struct IsHalf {
+    static const bool VALUE = false;
+};
+template <typename H> struct IsHalf<Half<H>> {
+    static const bool VALUE = true;
+    typedef H Format;
+};
+
 template <typename T, typename Op>
 __device__ __forceinline__ void allReduce(const Ranks<T>& r, int ranks, u64 n, int64_t divisor) {
     const u64 stride = (u64) gridDim.x * blockDim.x;
@@ -153,24 +219,38 @@ __device__ __forceinline__ void allReduce(const Ranks<T>& r, int ranks, u64 n, i
         }
     }
     const Plan p = plan<T>(first, apart, n);
-    auto combineElement = [](T x, T y) { return Element<T>::template combine<Op>(x, y); };
-    auto divideElement = [](T x, int64_t d) { return Element<T>::divide(x, d); };
-    for (u64 e = thread; e < p.peel; e += stride) {
-        passOne<T, Op, T>(r, ranks, e, divisor, combineElement, divideElement);
-    }
     Ranks<T> v = r;
 #pragma unroll
     for (int k = 0; k < GS_MAX_RANKS; k++) {
         v.in[k] = r.in[k] + p.peel;
         v.out[k] = r.out[k] + p.peel;
     }
-    auto combineVectors = [](uint4 x, uint4 y) { return combineVector<T, Op>(x, y); };
-    auto divideVectors = [](uint4 x, int64_t d) { return divideVector<T>(x, d); };
-    for (u64 i = thread; i < p.vectors; i += stride) {
-        passOne<T, Op, uint4>(v, ranks, i, divisor, combineVectors, divideVectors);
-    }
-    for (u64 e = p.peel + p.vectors * (16 / sizeof(T)) + thread; e < n; e += stride) {
-        passOne<T, Op, T>(r, ranks, e, divisor, combineElement, divideElement);
+    const u64 tail = p.peel + p.vectors * (16 / sizeof(T));
+    if constexpr (IsHalf<T>::VALUE && Op::ARITH) {
+        typedef typename IsHalf<T>::Format H;
+        for (u64 e = thread; e < p.peel; e += stride) {
+            passHalves<H, Op, 0>(r, ranks, e, divisor);
+        }
+        for (u64 i = thread; i < p.vectors; i += stride) {
+            passHalves<H, Op, 4>(v, ranks, i, divisor);
+        }
+        for (u64 e = tail + thread; e < n; e += stride) {
+            passHalves<H, Op, 0>(r, ranks, e, divisor);
+        }
+    } else {
+        auto combineElement = [](T x, T y) { return Element<T>::template combine<Op>(x, y); };
+        auto divideElement = [](T x, int64_t d) { return Element<T>::divide(x, d); };
+        auto combineVectors = [](uint4 x, uint4 y) { return combineVector<T, Op>(x, y); };
+        auto divideVectors = [](uint4 x, int64_t d) { return divideVector<T>(x, d); };
+        for (u64 e = thread; e < p.peel; e += stride) {
+            passOne<T, Op, T>(r, ranks, e, divisor, combineElement, divideElement);
+        }
+        for (u64 i = thread; i < p.vectors; i += stride) {
+            passOne<T, Op, uint4>(v, ranks, i, divisor, combineVectors, divideVectors);
+        }
+        for (u64 e = tail + thread; e < n; e += stride) {
+            passOne<T, Op, T>(r, ranks, e, divisor, combineElement, divideElement);
+        }
     }
 }
 

@@ -16,8 +16,9 @@ import java.util.Locale;
  * buffers (so that no size runs from the L2 cache), after {@value #WARM_UPS} untimed passes; the median of
  * {@value #RUNS} passes. Then, at 256 MiB of float32, grids of 1, 2 and 4 resident waves and one thread per
  * vector, and pointers one element off 16-byte alignment; and the direct AllReduce's one pass over 2 and 3 buffers
- * in place (each read and written once) with grids of 1 and 4 waves and one thread per vector. The goal (issue 35): the sum at 256 MiB moves at
- * least {@value #GOAL} of the copy's bytes per second.
+ * in place (each read and written once) with grids of 1 and 4 waves and one thread per vector, and in bfloat16 (accumulated
+ * in float32) with one thread per vector. The goal (issue 35): the sum at 256 MiB moves at least {@value #GOAL} of the copy's
+ * bytes per second.
  */
 final class BenchmarkStage implements GpuCheck.Stage {
     static final int RUNS = 30;
@@ -106,18 +107,20 @@ final class BenchmarkStage implements GpuCheck.Stage {
                     type, size(size), copy, offset, offset / copy);
         }
         double copy = timer.gigabytesPerSecond(a, b, out, size, 2, (x, y, z, bytes) -> driver.memcpyDtoDAsync(z, x, bytes, stream));
-        for (int ranks : new int[] {2, 3}) {
-            for (int waves : new int[] {1, 4, 0}) {
-                double pass = timer.gigabytesPerSecond(a, b, out, size, 2 * ranks, onePass(check, ranks, waves));
-                log.printf(Locale.ROOT, "%-9s %10s %12.1f %12.1f %9.3f   the direct AllReduce's one pass of %d ranks in place, grid %s%n",
-                        DataType.FLOAT32, size(size), copy, pass, pass / copy, ranks, waves == 0 ? "one thread per vector (the default)" : waves
-                                + " wave(s)");
+        for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16}) { // bfloat16: accumulated in float32
+            for (int ranks : new int[] {2, 3}) {
+                for (int waves : type == DataType.FLOAT32 ? new int[] {1, 4, 0} : new int[] {0}) {
+                    double pass = timer.gigabytesPerSecond(a, b, out, size, 2 * ranks, onePass(check, type, ranks, waves));
+                    log.printf(Locale.ROOT, "%-9s %10s %12.1f %12.1f %9.3f   the direct AllReduce's one pass of %d ranks in place, grid %s%n",
+                            type, size(size), copy, pass, pass / copy, ranks, waves == 0 ? "one thread per vector (the default)" : waves
+                                    + " wave(s)");
+                }
             }
         }
     }
 
-    /** The one pass over {@code ranks} buffers (two or three of a, b, out) in place, each {@code bytes} long. */
-    private static Operation onePass(GpuCheck.CheckContext check, int ranks, int waves) {
+    /** The one pass of {@code type} over {@code ranks} buffers (two or three of a, b, out) in place, each {@code bytes} long. */
+    private static Operation onePass(GpuCheck.CheckContext check, DataType type, int ranks, int waves) {
         long[] pointers = new long[ranks];
         return (x, y, z, bytes) -> {
             pointers[0] = x;
@@ -125,7 +128,7 @@ final class BenchmarkStage implements GpuCheck.Stage {
             if (ranks > 2) {
                 pointers[2] = z;
             }
-            check.kernels().allReduce(DataType.FLOAT32, ReduceOp.SUM, pointers, pointers, ranks, bytes / Float.BYTES, check.stream(), waves);
+            check.kernels().allReduce(type, ReduceOp.SUM, pointers, pointers, ranks, bytes / type.bytes(), check.stream(), waves);
         };
     }
 

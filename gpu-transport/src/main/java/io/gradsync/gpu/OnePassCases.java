@@ -2,7 +2,6 @@ package io.gradsync.gpu;
 
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
-import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import java.io.PrintStream;
 import java.nio.ByteBuffer;
@@ -11,7 +10,8 @@ import java.nio.ByteBuffer;
  * The correctness stage's part for the direct AllReduce's one pass ({@link ReductionKernels#allReduce}): every data
  * type and operator, 2, 3, 5 and 8 ranks, counts from 0 to a million and three, with every pointer aligned, one input
  * an element on (the kernel's element-wise path), and every output its input (in place); every output against
- * sync-core's host kernels chained in the same order (then divided by the ranks for AVG) bit for bit, where two NaN
+ * sync-core's host kernels chained in the same order (16-bit SUM and PROD accumulated in float32 and rounded once;
+ * divided by the ranks for AVG; {@link HostReduction#acrossRanks}) bit for bit, where two NaN
  * inputs allow any NaN ({@link BitComparison} says why). Each output is poisoned first, and the element after its
  * range must stay poisoned.
  */
@@ -133,20 +133,14 @@ final class OnePassCases {
         log.println("one pass " + name + (failure == null ? " ok" : " FAILED " + failure));
     }
 
-    /** The host's chain: input 0, then each next input combined into it, in order; divided by the ranks for AVG. */
+    /** What the one pass must make of the inputs ({@link HostReduction#acrossRanks}), divided by the ranks for AVG. */
     private void reference(DataType type, ReduceOp op, long count, int ranks, long[] from) {
         int size = type.bytes();
-        Region sum = Region.ofDirect(expected);
-        Region first = Region.ofDirect(inputs[0]);
-        Kernels.copy(first.base(), first.offset() + from[0] * size, sum.base(), sum.offset(), count * size);
-        for (int k = 1; k < ranks; k++) {
-            Region next = Region.ofDirect(inputs[k]);
-            Kernels.reduce(type, op, sum.base(), sum.offset(), next.base(), next.offset() + from[k] * size, sum.base(), sum.offset(),
-                    (int) count);
+        Region[] in = new Region[ranks];
+        for (int k = 0; k < ranks; k++) {
+            in[k] = Region.ofDirect(inputs[k]).slice(from[k] * size, count * size);
         }
-        if (op == ReduceOp.AVG) {
-            Kernels.divide(type, sum.base(), sum.offset(), (int) count, ranks);
-        }
+        HostReduction.acrossRanks(type, op, in, Region.ofDirect(expected), (int) count, op == ReduceOp.AVG ? ranks : 0);
     }
 
     /** Null when output {@code k} (in {@link #actual}, from its element 0) holds the reference and its guards, else what differs. */

@@ -640,9 +640,9 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     }
 
     /**
-     * reduce.cu's one pass (count, ranks, divisor, 8 inputs, 8 outputs): the inputs combined in order into a host
-     * accumulator, divided when the divisor is positive, the result written into every output; the fault, if any,
-     * in the first output.
+     * reduce.cu's one pass (count, ranks, divisor, 8 inputs, 8 outputs): the inputs combined in order on the host
+     * ({@link HostReduction#acrossRanks}), divided when the divisor is positive, the result written into every output;
+     * the fault, if any, in the first output.
      */
     private void runAllReduce(Kernel kernel, long[] args) {
         DataType type = kernel.type();
@@ -660,22 +660,11 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
             inputs[k] = operand(args[3 + k], count, size, what);
             outputs[k] = operand(args[3 + ReductionKernels.MAX_RANKS + k], count, size, what);
         }
-        Region sum = Region.ofDirect(ByteBuffer.allocateDirect((int) Math.min(count * size, 1 << 20)).order(ByteOrder.nativeOrder()));
-        int step = sum.byteLength() == 0 ? 1 : (int) (sum.byteLength() / size);
-        for (long done = 0; done < count; done += step) {
-            int elements = (int) Math.min(step, count - done);
-            long at = done * size;
-            Kernels.copy(inputs[0].base(), inputs[0].offset() + at, sum.base(), sum.offset(), (long) elements * size);
-            for (int k = 1; k < ranks; k++) {
-                Kernels.reduce(type, kernel.op(), sum.base(), sum.offset(), inputs[k].base(), inputs[k].offset() + at,
-                        sum.base(), sum.offset(), elements);
-            }
-            if (divisor > 0) {
-                Kernels.divide(type, sum.base(), sum.offset(), elements, (int) divisor);
-            }
-            for (Region out : outputs) {
-                Kernels.copy(sum.base(), sum.offset(), out.base(), out.offset() + at, (long) elements * size);
-            }
+        // every input read before any output is written, as each thread of the kernel reads before it writes
+        Region result = Region.ofDirect(ByteBuffer.allocateDirect((int) (count * size)).order(ByteOrder.nativeOrder()));
+        HostReduction.acrossRanks(type, kernel.op(), inputs, result, (int) count, (int) divisor);
+        for (Region out : outputs) {
+            Kernels.copy(result.base(), result.offset(), out.base(), out.offset(), count * size);
         }
         injectInto(args[3 + ReductionKernels.MAX_RANKS], outputs[0], count * size, size);
     }
