@@ -178,16 +178,19 @@ __device__ __forceinline__ void passHalves(const Ranks<Half<H>>& r, int ranks, u
             }
         }
     }
-    Item result;
 #pragma unroll
     for (int j = 0; j < N; j++) {
-        const uint16_t h = narrowExact<H>(divisor > 0 ? Element<float>::divide(acc[j], divisor) : acc[j]);
-        if constexpr (W == 0) {
-            result.e = h;
-        } else if (j & 1) {
-            result.w[j >> 1] |= (uint32_t) h << 16;
-        } else {
-            result.w[j >> 1] = h;
+        acc[j] = divisor > 0 ? Element<float>::divide(acc[j], divisor) : acc[j];
+    }
+    Item result;
+    if constexpr (W == 0) {
+        result.e = narrowExact<H>(acc[0]);
+    } else {
+#pragma unroll
+        for (int w = 0; w < W; w++) {
+            const float lo = acc[2 * w], hi = acc[2 * w + 1];
+            result.w[w] = lo == lo && hi == hi ? H::narrow2(lo, hi)
+                                               : narrowExact<H>(lo) | (uint32_t) narrowExact<H>(hi) << 16;
         }
     }
 #pragma unroll
