@@ -5,6 +5,7 @@ import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.MemoryKernels;
 import io.gradsync.core.memory.Region;
+import io.gradsync.core.transport.TransportException;
 import java.nio.ByteBuffer;
 
 /**
@@ -175,7 +176,12 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
             if (buffer.stream() != 0 && buffer.stream() != ordered && buffer.base() == device) {
                 ordered = buffer.stream();
                 device.makeCurrent();
-                driver.eventRecord(callerReady, driver.streamOf(ordered));
+                try {
+                    driver.eventRecord(callerReady, driver.streamOf(ordered));
+                } catch (CudaException e) {
+                    throw new TransportException(-1, "the caller's stream 0x" + Long.toHexString(ordered) + " of the " + buffer
+                            + " is not a stream of " + device.name() + "'s primary context: " + e.getMessage(), e);
+                }
                 driver.streamWaitEvent(stream, callerReady);
             }
         }

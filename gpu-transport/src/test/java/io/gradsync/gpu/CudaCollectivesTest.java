@@ -443,6 +443,27 @@ class CudaCollectivesTest {
         }
     }
 
+    /** A stream that is none of the device's: the rank that gave it fails naming it, and its peers fail too, not hang. */
+    @Test
+    void aCallersStreamThatIsNoStreamIsAnErrorOnEveryRank() throws Exception {
+        List<DeviceRanks.Outcome<Object>> outcomes = DeviceRanks.outcomes(device, 3, SMALL_SLOTS, "ring", Duration.ofSeconds(20),
+                c -> {
+                    GradientBuffer buffer = device.allocate(DataType.FLOAT32, 4096);
+                    try {
+                        c.allReduceBlocking(c.rank() == 1 ? buffer.onStream(0x7777) : buffer, ReduceOp.SUM);
+                        return "completed";
+                    } finally {
+                        device.free(buffer);
+                    }
+                });
+        String failed = String.valueOf(outcomes.get(1).error());
+        assertTrue(failed.contains("rank 1, allreduce #0: the caller's stream 0x7777 of the cuda:0 region of 16384 bytes is not a "
+                + "stream of cuda:0's primary context"), failed);
+        for (int r : new int[] {0, 2}) {
+            assertNotNull(outcomes.get(r).error(), "rank " + r + " completed");
+        }
+    }
+
     static Stream<String> streamAlgorithms() {
         return Stream.of("ring", "direct", "direct pairwise");
     }
