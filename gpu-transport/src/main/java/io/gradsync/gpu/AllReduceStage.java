@@ -52,7 +52,7 @@ final class AllReduceStage implements GpuCheck.Stage {
         boolean exact = true;
         for (int ranks : RANKS) {
             List<List<String>> reports = DeviceRanks.run(device, ranks, TransportOptions.DEFAULT, null, Duration.ofSeconds(60),
-                    c -> rankRun(c, device, counts, sizes, runs, quick ? 1 : WARM_UPS, 0));
+                    c -> rankRun(c, device, counts, sizes, runs, quick ? 1 : WARM_UPS));
             String judged = judge(reports, ranks + " ranks", log);
             exact &= !judged.contains("WRONG");
             summary.add(judged);
@@ -72,11 +72,10 @@ final class AllReduceStage implements GpuCheck.Stage {
 
     /**
      * One rank's part: the exact checks, then the timings (its lines: "WRONG ..." or results; rank 0's are logged).
-     * Each case runs as the defaults choose, and as direct from {@code directMinBytes} on (ranks in processes share
-     * allocations from 2 MiB on).
+     * Each case runs as the defaults choose, as direct and as direct pairwise (ranks in processes share allocations
+     * from 2 MiB on, and smaller buffers through windows of their device).
      */
-    static List<String> rankRun(Communicator c, CudaDevice device, int[] counts, long[] sizes, int runs, int warmUps,
-                                long directMinBytes) {
+    static List<String> rankRun(Communicator c, CudaDevice device, int[] counts, long[] sizes, int runs, int warmUps) {
         List<String> lines = new ArrayList<>();
         int checked = 0;
         AllReduceChoice direct = new AllReduceChoice(AllReduceAlgorithms.named("direct"), TransportOptions.DEFAULT.messageBytes());
@@ -84,9 +83,7 @@ final class AllReduceStage implements GpuCheck.Stage {
         for (int count : counts) {
             for (DataType type : TYPES) {
                 for (ReduceOp op : ReduceOp.values()) {
-                    boolean directToo = (long) count * type.bytes() >= directMinBytes;
-                    AllReduceChoice[] choices = directToo ? new AllReduceChoice[] {null, direct, pairwise} : new AllReduceChoice[] {null};
-                    for (AllReduceChoice choice : choices) {
+                    for (AllReduceChoice choice : new AllReduceChoice[] {null, direct, pairwise}) {
                         String wrong = exactCase(c, device, type, op, count, choice);
                         if (wrong != null) {
                             lines.add("WRONG rank " + c.rank() + ": " + wrong);
@@ -113,9 +110,7 @@ final class AllReduceStage implements GpuCheck.Stage {
         StringBuilder bits = new StringBuilder("BITS");
         for (long bytes : sizes) {
             lines.add(timed(c, device, bytes, runs, warmUps, null, bits));
-            if (bytes >= directMinBytes) {
-                lines.add(timed(c, device, bytes, runs, warmUps, pairwise, bits));
-            }
+            lines.add(timed(c, device, bytes, runs, warmUps, pairwise, bits));
             lines.add(timed(c, device, bytes, runs, warmUps, staged, bits));
         }
         lines.add(bits.toString());

@@ -1,5 +1,6 @@
 package io.gradsync.gpu;
 
+import io.gradsync.core.memory.DeviceMemory;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.CrossMemoryReads;
@@ -9,11 +10,13 @@ import io.gradsync.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.Iterator;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 
@@ -35,8 +38,8 @@ import java.util.UUID;
  * Ranks of one process on different devices name no device buffer (peer access between the devices is not
  * enabled yet), nor do processes that cannot map each other's memory (a probe at set-up,
  * {@link #processesMapEachOther}). Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
- * allocations without a shareable handle, more than {@value #ENTRIES} live allocations) gets no name, and its AllReduce
- * runs staged; ranks that decide differently for one call fail at its first message, naming the plans. Used by the
+ * allocations without a shareable handle, more than {@value #ENTRIES} live allocations) gets no name: the direct
+ * AllReduce copies it through a window of this device's memory that does ({@link #allocateDevice}). Used by the
  * communicator's progress thread, and {@link #handleOf} by the caller's too (the selector asks it).
  */
 final class DeviceSharedMemory implements SharedMemory {
@@ -87,6 +90,8 @@ final class DeviceSharedMemory implements SharedMemory {
     /** How many remembered allocations make the next export look for freed ones. */
     private int reclaimAt = KNOWN_ALLOCATIONS;
     private final Map<Long, Mapping> opened = new HashMap<>();
+    /** What {@link #allocateDevice} allocated. */
+    private final List<Long> windows = new ArrayList<>();
 
     /** An allocation of this rank's, as its export table names it. */
     private record Export(long base, long size, int entry) {
@@ -213,6 +218,27 @@ final class DeviceSharedMemory implements SharedMemory {
     @Override
     public ByteBuffer allocate(int bytes) {
         return host.allocate(bytes);
+    }
+
+    /** This rank's device, where its peers map what it names (decided at set-up for the whole job). */
+    @Override
+    public boolean sharesDevice(DeviceMemory memory) {
+        return shareable && memory == device;
+    }
+
+    /**
+     * A window of this device's memory that the peers map: an allocation of at least {@value #MIN_EXPORT_BYTES} bytes,
+     * so that CUDA exports it on its own; freed at {@link #close}.
+     */
+    @Override
+    public synchronized Region allocateDevice(DeviceMemory memory, long bytes) {
+        if (!sharesDevice(memory)) {
+            throw new UnsupportedOperationException("no shared memory of " + memory.name() + " on rank " + rank);
+        }
+        device.makeCurrent();
+        long window = driver.memAlloc(Math.max(bytes, MIN_EXPORT_BYTES));
+        windows.add(window);
+        return Region.ofDevice(device, window, bytes);
     }
 
     @Override
@@ -396,11 +422,16 @@ final class DeviceSharedMemory implements SharedMemory {
         return host.crossMemoryReads();
     }
 
-    /** Releases the peers' allocations mapped here; the device work that used them must be done. */
-    void close() {
+    /** Releases the peers' allocations mapped here, and frees the windows; the device work that used them must be done. */
+    synchronized void close() {
         for (Mapping mapping : opened.values()) {
             device.releaseAllocation(mapping.handle());
         }
         opened.clear();
+        if (!windows.isEmpty()) {
+            device.makeCurrent();
+            windows.forEach(driver::memFree);
+            windows.clear();
+        }
     }
 }

@@ -20,7 +20,7 @@ final class ProcessRank {
             // the provider's device: one instance per driver and ordinal in a process
             CudaDevice device = CudaDevice.open(CudaConfiguration.device(c.localRank(), JCudaDriverApi.open().deviceCount()));
             List<String> report = AllReduceStage.rankRun(c, device, AllReduceStage.counts(quick), AllReduceStage.sizes(quick),
-                    quick ? 3 : AllReduceStage.RUNS, quick ? 1 : AllReduceStage.WARM_UPS, DeviceSharedMemory.MIN_EXPORT_BYTES);
+                    quick ? 3 : AllReduceStage.RUNS, quick ? 1 : AllReduceStage.WARM_UPS);
             report.add(AllReduceStage.churn(c, device, quick ? 8 : CHURN_STEPS));
             report.forEach(System.out::println);
         } catch (RuntimeException | Error e) {

@@ -162,14 +162,53 @@ class CudaCollectivesTest {
                 mine.free(kept);
                 return report;
             });
-            // under 2 MiB an allocation is not exported: staged, as the size's choice
-            assertTrue(reports.get(0).get(0).matches("(?!direct)\\w+ direct"), reports.get(0).get(0));
+            // under 2 MiB an allocation is not exported: direct through a window of the device's memory
+            assertEquals("direct direct", reports.get(0).get(0));
             // each rank exported 2 allocations a case (1 in place) and 1 kept over five calls: process B maps those of
             // ranks 0 and 1, process A rank 2's, each allocation once
             // (and at set-up each process maps the other's probe once: B rank 0's, A rank 2's)
             int exported = 2 * (2 * IPC_OPS.length - 1) + 1;
             assertEquals(2 * exported + 1, other.calls("cuIpcOpenMemHandle"), "mapped by process B");
             assertEquals(exported + 1, driver.calls("cuIpcOpenMemHandle"), "mapped by process A");
+        }
+    }
+
+    /**
+     * Buffers under 2 MiB, whose allocations CUDA does not export, in two processes: the direct AllReduce runs through
+     * windows of each rank's device memory that it does export, exact on every rank for every count (0, 1, odd, over
+     * a window's 64 KiB), in place and not, its one pass and its pairwise way; windows are reused, so repeated calls
+     * map nothing new.
+     */
+    @Test
+    void smallBuffersOfProcessesGoDirectThroughWindowsOfTheirDevice() throws Exception {
+        try (HostMemoryCudaDriver other = new HostMemoryCudaDriver(directory)) {
+            List<List<String>> reports = onDevices(new CudaDevice[] {device, device, CudaDevice.open(other, 0)}, (c, mine) -> {
+                AllReduceChoice onePass = new AllReduceChoice(AllReduceAlgorithms.named("direct"), 4096); // one per communicator
+                AllReduceChoice pairwise = new AllReduceChoice(DirectAllReduce.pairwise(), 4096);
+                List<String> report = new ArrayList<>();
+                for (int count : new int[] {0, 1, 7, 100_003}) {
+                    for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT64}) {
+                        for (ReduceOp op : IPC_OPS) {
+                            boolean inPlace = (count + op.ordinal()) % 2 == 0;
+                            report.add(allReduceCase(c, mine, type, op, count, inPlace, onePass));
+                            report.add(allReduceCase(c, mine, type, op, count, !inPlace, pairwise));
+                        }
+                    }
+                }
+                HostMemoryCudaDriver process = c.rank() == 2 ? other : driver;
+                GradientBuffer kept = mine.allocate(DataType.FLOAT32, 1000);
+                c.allReduce(kept, kept, ReduceOp.SUM, onePass).block();
+                c.barrierBlocking();
+                long opened = process.calls("cuIpcOpenMemHandle");
+                for (int call = 0; call < 20; call++) {
+                    c.allReduce(kept, kept, ReduceOp.SUM, onePass).block();
+                }
+                c.barrierBlocking();
+                mine.free(kept);
+                report.add("mapped during 20 calls: " + (process.calls("cuIpcOpenMemHandle") - opened));
+                return report;
+            });
+            assertEquals("mapped during 20 calls: 0", reports.get(0).get(reports.get(0).size() - 1));
         }
     }
 

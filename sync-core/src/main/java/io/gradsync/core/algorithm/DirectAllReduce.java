@@ -5,6 +5,7 @@ import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.Phase;
+import io.gradsync.core.memory.DeviceMemory;
 import io.gradsync.core.memory.Elements;
 import io.gradsync.core.memory.Kernels;
 import io.gradsync.core.memory.MemoryKernels;
@@ -57,7 +58,9 @@ import java.util.List;
  * segment before it is written, nor a rank's buffer after its call has returned, and every rank must run the
  * same way (its handles say which; a rank that differs is named before anything is written). A rank whose buffers
  * come with the caller's stream ({@link GradientBuffer#onStream}) waits for the work queued there before it sends
- * its handles. Device buffers are never staged.
+ * its handles. Device buffers are never staged through the host: those that the transport cannot name to the peers
+ * (CUDA exports no allocation under 2 MiB) go through a window in their device's memory that it can, copied in before
+ * and out after.
  *
  * <p>Every segment is reduced by one rank, always in the order {@code r, r+1, ..., r-1} of inputs (starting
  * with its own input, which in place is its output and so must be read before anything is written over
@@ -123,11 +126,15 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
     }
 
     /**
-     * True when it can run on these device buffers: both on the device, both read in place by the peers (device
-     * buffers are never staged).
+     * True when it can run on these device buffers: both on one device, and either both read in place by the peers
+     * or the transport shares memory of that device for a window to go through (the same answer on every rank).
      */
     public static boolean takesDeviceBuffers(SharedMemory shared, GradientBuffer input, GradientBuffer output) {
-        return input.isDevice() && output.isDevice() && sharedInPlace(shared, input, output);
+        if (!input.isDevice() || !output.isDevice() || shared == null) {
+            return false;
+        }
+        DeviceMemory memory = (DeviceMemory) input.region().base();
+        return output.region().base() == memory && (shared.sharesDevice(memory) || sharedInPlace(shared, input, output));
     }
 
     /**
@@ -153,6 +160,9 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         }
         SharedMemory shared = ctx.sharedMemory();
         requireSharedMemory(ctx.rank(), shared, input);
+        if ((input.isDevice() || output.isDevice()) && !sharedInPlace(shared, input, output)) {
+            return throughDeviceWindow(ctx, shared, input, output, op);
+        }
         DataType type = input.dataType();
         int count = input.count();
         CrossMemoryReads cross = shared.crossMemoryReads();
@@ -179,12 +189,7 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             plan.add(new LocalPhase(ctx.kernels()::fence));
         }
         if (reduceAcross) {
-            plan.add(handles);
-            plan.add(new LocalPhase(() -> reduceAcrossRanks(ctx, handles, type, op, count)));
-            plan.add(new LocalPhase(ctx.kernels()::fence)); // every output written before the barrier lets its owner return
-            plan.addAll(DisseminationBarrier.plan(ctx));
-            plan.add(new LocalPhase(handles::releaseNames));
-            return plan;
+            return inOnePass(ctx, handles, type, op, count, plan);
         }
         if (stageInput) {
             plan.add(new LocalPhase(() -> stageOtherSegments(ctx, input.region(), window, type, count)));
@@ -205,6 +210,43 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
             ctx.whenAbandoned(lease);
             plan.add(new LocalPhase(lease));
         }
+        return plan;
+    }
+
+    /** {@code plan} and the one pass: handles, every rank's segment into every output, a fence, one barrier. */
+    private static List<Phase> inOnePass(CollectiveContext ctx, Handles handles, DataType type, ReduceOp op, int count,
+                                         List<Phase> plan) {
+        plan.add(handles);
+        plan.add(new LocalPhase(() -> reduceAcrossRanks(ctx, handles, type, op, count)));
+        plan.add(new LocalPhase(ctx.kernels()::fence)); // every output written before the barrier lets its owner return
+        plan.addAll(DisseminationBarrier.plan(ctx));
+        plan.add(new LocalPhase(handles::releaseNames));
+        return plan;
+    }
+
+    /**
+     * Device buffers that the transport cannot name to the peers (CUDA exports no allocation under 2 MiB) go through a
+     * window of the device's memory that it can: the input copied in and on the device before the handles tell the
+     * peers to read it, the AllReduce in place on the window, the result copied out. Every rank decides for itself.
+     */
+    private List<Phase> throughDeviceWindow(CollectiveContext ctx, SharedMemory shared, GradientBuffer input,
+                                            GradientBuffer output, ReduceOp op) {
+        DeviceMemory memory = (DeviceMemory) input.region().base();
+        WindowLease lease = new WindowLease(staging(shared), memory, input.byteSize());
+        GradientBuffer window = GradientBuffer.wrapDevice(memory, lease.window.address(), input.count(), input.dataType());
+        Region in = input.region();
+        Region through = window.region();
+        Region out = output.region();
+        List<Phase> plan = new ArrayList<>();
+        plan.add(new LocalPhase(() -> {
+            ctx.kernels().copy(in.base(), in.offset(), through.base(), through.offset(), in.byteLength());
+            ctx.kernels().fence();
+        }));
+        plan.addAll(allReduce(ctx, window, window, op));
+        plan.add(new LocalPhase(() -> ctx.kernels().copy(through.base(), through.offset(), out.base(), out.offset(),
+                out.byteLength())));
+        ctx.whenAbandoned(lease);
+        plan.add(new LocalPhase(lease));
         return plan;
     }
 
@@ -233,6 +275,13 @@ public final class DirectAllReduce implements AllReduceAlgorithm {
         WindowLease(StagingWindows windows, long bytes) {
             this.windows = windows;
             this.taken = windows.take(bytes);
+            this.window = taken.slice(0, bytes);
+        }
+
+        /** A window in {@code memory}'s device. */
+        WindowLease(StagingWindows windows, DeviceMemory memory, long bytes) {
+            this.windows = windows;
+            this.taken = windows.takeOnDevice(memory, bytes);
             this.window = taken.slice(0, bytes);
         }
 

@@ -1,5 +1,6 @@
 package io.gradsync.core.algorithm;
 
+import io.gradsync.core.memory.DeviceMemory;
 import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.SharedMemory;
 import java.nio.ByteBuffer;
@@ -15,7 +16,8 @@ import java.util.ArrayList;
  * {@link SharedMemory#allocate} allocation.
  * Capacities are powers of two from {@value #MIN_BYTES} bytes, so a job whose gradients vary in size keeps at
  * most twice what its largest call in flight needs. Plain off-heap buffers need no window where peers read them
- * across processes; then only a private {@link #piece} is used. Used by the communicator's progress thread only.
+ * across processes; then only a private {@link #piece} is used. Device buffers that the transport cannot name to the
+ * peers go through windows in their device's memory ({@link #takeOnDevice}), by the same rules. Used by the communicator's progress thread only.
  */
 final class StagingWindows {
     static final int MIN_BYTES = 64 * 1024;
@@ -24,6 +26,7 @@ final class StagingWindows {
 
     private final SharedMemory shared;
     private final ArrayList<Region> free = new ArrayList<>();
+    private final ArrayList<Region> freeOnDevices = new ArrayList<>();
     private Region piece;
     private Region float32Piece;
 
@@ -55,8 +58,22 @@ final class StagingWindows {
         return Region.ofDirect(shared.allocate(capacity));
     }
 
+    /**
+     * A window of at least {@code bytes} in {@code memory}'s device that no collective in flight holds, for device
+     * buffers the peers cannot map themselves ({@link SharedMemory#allocateDevice}).
+     */
+    Region takeOnDevice(DeviceMemory memory, long bytes) {
+        for (int i = 0; i < freeOnDevices.size(); i++) {
+            Region window = freeOnDevices.get(i);
+            if (window.base() == memory && window.byteLength() >= bytes) {
+                return freeOnDevices.remove(i);
+            }
+        }
+        return shared.allocateDevice(memory, Math.max(MIN_BYTES, Long.highestOneBit(Math.max(1, bytes - 1)) << 1));
+    }
+
     void giveBack(Region window) {
-        free.add(window);
+        (window.isDevice() ? freeOnDevices : free).add(window);
     }
 
     /**

@@ -50,7 +50,7 @@ public final class AllReduceSelector {
                     && (stagePlainBuffers || DirectAllReduce.sharedInPlace(shared, input, output));
         }
 
-        /** Device buffers go direct only where every peer reads them in place: they are never staged. */
+        /** Device buffers go direct where every peer reads them in place, or a window of their device that it does. */
         boolean takesDevice(GradientBuffer input, GradientBuffer output) {
             return input.byteSize() >= minBytes && DirectAllReduce.accepts(shared, input.byteSize())
                     && DirectAllReduce.takesDeviceBuffers(shared, input, output);

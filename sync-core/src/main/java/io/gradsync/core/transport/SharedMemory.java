@@ -1,5 +1,6 @@
 package io.gradsync.core.transport;
 
+import io.gradsync.core.memory.DeviceMemory;
 import io.gradsync.core.memory.Region;
 import java.nio.ByteBuffer;
 
@@ -20,6 +21,24 @@ public interface SharedMemory {
      * @throws TransportException if the memory cannot be created
      */
     ByteBuffer allocate(int bytes);
+
+    /**
+     * Whether {@link #allocateDevice} gives memory of {@code memory}'s device that the peers map in place: the same
+     * answer on every rank of the job for its own device (a transport decides it at set-up). None by default.
+     */
+    default boolean sharesDevice(DeviceMemory memory) {
+        return false;
+    }
+
+    /**
+     * Allocates {@code bytes} of {@code memory}'s device that the peers map in place ({@link #handleOf} names it),
+     * where {@link #sharesDevice} says so; it stays the transport's, freed when the transport closes.
+     *
+     * @throws UnsupportedOperationException where the transport shares no memory of that device
+     */
+    default Region allocateDevice(DeviceMemory memory, long bytes) {
+        throw new UnsupportedOperationException("no shared memory of " + memory.name());
+    }
 
     /** The handle that names {@code region} to the peers, or -1 when it does not lie in memory from {@link #allocate}. */
     long handleOf(Region region);
