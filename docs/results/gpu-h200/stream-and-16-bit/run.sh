@@ -8,6 +8,9 @@
 #   gpu-check-bundle/run --stages correctness,benchmark
 #     -> again-summary.txt, again-2-correctness.txt, again-3-benchmark.txt: another start, after the 16-bit one pass
 #        narrowed two results with one conversion (the kernels as committed)
+#   gpu-check-bundle/run --stages processes
+#     -> windows-summary.txt, windows-5-processes.txt: a third start, after device buffers that CUDA does not export
+#        (under 2 MiB) went through windows of the device's memory, and the check forced direct at every size
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 gpu-check-bundle/run "$@"
