@@ -75,6 +75,30 @@ public final class CudaDevice extends DeviceMemory {
         return serial;
     }
 
+    /** The device of {@code driver} (this process's) with that {@link #serial}, or null. */
+    static CudaDevice withSerial(CudaDriver driver, long serial) {
+        synchronized (OPENED) {
+            return OPENED.getOrDefault(driver, Map.of()).values().stream().filter(d -> d.serial == serial).findFirst().orElse(null);
+        }
+    }
+
+    /**
+     * Lets this device's kernels reach {@code peer}'s memory by its addresses (the ranks of one process on two devices
+     * read each other's buffers so); null when they can, else why not.
+     */
+    String reach(CudaDevice peer) {
+        if (!driver.deviceCanAccessPeer(properties.ordinal(), peer.properties.ordinal())) {
+            return name() + " has no peer access to " + peer.name();
+        }
+        makeCurrent();
+        try {
+            driver.ctxEnablePeerAccess(peer.context);
+            return null;
+        } catch (CudaException e) {
+            return name() + " cannot reach " + peer.name() + ": " + e.getMessage();
+        }
+    }
+
     /** {@code cuda:<ordinal>}. */
     @Override
     public String name() {
@@ -114,7 +138,8 @@ public final class CudaDevice extends DeviceMemory {
      * PyTorch use; {@code torch.cuda.current_stream().cuda_stream}; 1 for the legacy default stream, 2 for the
      * per-thread one). A collective on them starts its device work after the work queued on {@code stream} before
      * the collective started, and the work queued there after it completed runs after the collective's: the caller
-     * never synchronises its stream for it. See the class comment.
+     * never synchronises its stream for it. The driver keeps a handle of each stream value it is given for the life of
+     * the process (a few bytes each: give it long-lived streams, as a training loop's are). See the class comment.
      */
     public GradientBuffer wrap(long devicePointer, int count, DataType type, long stream) {
         return GradientBuffer.wrapDevice(this, devicePointer, count, type, stream);

@@ -42,6 +42,15 @@ public interface CudaDriver {
 
     void releasePrimaryContext(int ordinal);
 
+    /** Whether kernels on device {@code ordinal} can reach the memory of device {@code peerOrdinal} once allowed to. */
+    boolean deviceCanAccessPeer(int ordinal, int peerOrdinal);
+
+    /**
+     * Lets the current context's kernels reach the memory of {@code peerContext}'s device (by its addresses, which
+     * are unique in the process); allowing it again is no error.
+     */
+    void ctxEnablePeerAccess(long peerContext);
+
     /** Makes the context current on the calling thread. */
     void setCurrentContext(long context);
 

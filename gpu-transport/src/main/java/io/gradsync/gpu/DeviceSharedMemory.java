@@ -26,19 +26,20 @@ import java.util.UUID;
  * turn into a device pointer of their own, so that the direct AllReduce reads its peers' device buffers in place
  * with the device's kernels, never staging them through the host.
  * <ul>
- *   <li>Every rank a thread of this process on this device: the name is the device address itself.</li>
+ *   <li>Every rank a thread of this process: the name is the device address itself; ranks on other devices of the
+ *       process read it through peer access, which each rank enables at set-up towards the devices of the others.</li>
  *   <li>Otherwise, CUDA IPC (NCCL's registered buffers, PyTorch's shared CUDA tensors): a rank exports the
  *       allocation that holds a buffer ({@code cuMemGetAddressRange}, {@code cuIpcGetMemHandle}; allocations of
  *       {@value #MIN_EXPORT_BYTES} bytes or more) into an entry of its export table, host shared memory its peers
  *       map at set-up; the name is the entry and the offset in the allocation. A process maps the handle once
  *       ({@code cuIpcOpenMemHandle}, {@link CudaDevice#importAllocation}) and keeps the mapping while the entry
  *       holds the same handle: a training loop's gradients cost one open per process and allocation. A peer in this
- *       same process on this device reads the entry's base pointer instead (a process cannot open its own handle).</li>
+ *       same process reads the entry's base pointer instead (a process cannot open its own handle).</li>
  * </ul>
- * Ranks of one process on different devices name no device buffer (peer access between the devices is not
- * enabled yet), nor do processes that cannot map each other's memory (a probe at set-up,
- * {@link #processesMapEachOther}). Memory CUDA cannot export (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management
- * allocations without a shareable handle, more than {@value #ENTRIES} live allocations) gets no name: the direct
+ * Ranks name no device buffer where two processes cannot map each other's memory, or two devices of one process have
+ * no peer access between them (found at set-up, {@link #processesMapEachOther}). Memory CUDA cannot export
+ * (allocations under {@value #MIN_EXPORT_BYTES} bytes, virtual-memory-management allocations without a shareable
+ * handle, more than {@value #ENTRIES} live allocations) gets no name: the direct
  * AllReduce copies it through a window of this device's memory that does ({@link #allocateDevice}). Used by the
  * communicator's progress thread, and {@link #handleOf} by the caller's too (the selector asks it).
  */
@@ -114,23 +115,8 @@ final class DeviceSharedMemory implements SharedMemory {
             where[r] = Arrays.copyOf(gathered[r], 24);
             peerTables[r] = ByteBuffer.wrap(gathered[r]).getLong(24);
         }
-        this.oneProcess = Arrays.stream(where).allMatch(w -> Arrays.equals(w, where[rank]));
-        this.shareable = peersMapped && !onTwoDevicesOfOneProcess(where);
-    }
-
-    /**
-     * Whether two ranks run in one process on different devices: they cannot map each other's handles (a process
-     * cannot open its own), and their pointers need peer access, which is not enabled yet; such a job stages.
-     */
-    private static boolean onTwoDevicesOfOneProcess(byte[][] where) {
-        for (byte[] a : where) {
-            for (byte[] b : where) {
-                if (sameProcess(a, b) && !Arrays.equals(a, b)) {
-                    return true;
-                }
-            }
-        }
-        return false;
+        this.oneProcess = Arrays.stream(where).allMatch(w -> sameProcess(w, where[rank]));
+        this.shareable = peersMapped;
     }
 
     /**
@@ -153,8 +139,10 @@ final class DeviceSharedMemory implements SharedMemory {
      * processes, the first rank of each exports a probe allocation, maps every other process's probe and unmaps it,
      * and the ranks all-gather how it went. Where any pair cannot (GPUs without peer access between them, containers
      * that hide each other's devices) no device buffer is named to the peers, and AllReduce stages through host memory
-     * where its first direct call would otherwise fail; the rank that could not says why. Two all-gathers that every
-     * rank makes at set-up; nothing is allocated where all ranks are threads of one process.
+     * where its first direct call would otherwise fail; the rank that could not says why. Before saying how it went,
+     * every rank lets its device reach the devices of its own process's other ranks (peer access), which their
+     * buffers named by address need; a pair of devices without it stages likewise. Two all-gathers that every rank
+     * makes at set-up; nothing is allocated where all ranks are threads of one process.
      */
     static boolean processesMapEachOther(CudaDevice device, JobContext job, byte[][] gathered) {
         int rank = job.rank();
@@ -186,6 +174,9 @@ final class DeviceSharedMemory implements SharedMemory {
                     failure = mapAndUnmap(device, peer, IpcHandle.of(Arrays.copyOfRange(probes[peer], 1, 1 + IpcHandle.BYTES)));
                 }
             }
+            if (failure == null) {
+                failure = reachDevicesOfThisProcess(device, rank, gathered);
+            }
             outcomes = job.allGather(new byte[] {(byte) (failure == null ? 1 : 0)});
         } finally {
             if (probe != 0) {
@@ -198,6 +189,26 @@ final class DeviceSharedMemory implements SharedMemory {
                     + "in place; their AllReduce stages through host memory");
         }
         return Arrays.stream(outcomes).allMatch(o -> o[0] == 1);
+    }
+
+    /**
+     * Null when this rank's device reaches the memory of every other device its process's ranks run on (peer access,
+     * enabled here), else why not: ranks of one process name their buffers by address, which a kernel on another
+     * device reads only so.
+     */
+    private static String reachDevicesOfThisProcess(CudaDevice device, int rank, byte[][] gathered) {
+        for (int peer = 0; peer < gathered.length; peer++) {
+            long serial = ByteBuffer.wrap(gathered[peer]).getLong(16);
+            if (!sameProcess(gathered[peer], gathered[rank]) || serial == device.serial()) {
+                continue;
+            }
+            CudaDevice other = CudaDevice.withSerial(device.driver(), serial);
+            String failure = other == null ? "cannot find rank " + peer + "'s device in its process" : device.reach(other);
+            if (failure != null) {
+                return failure;
+            }
+        }
+        return null;
     }
 
     /** Null when {@code peer}'s probe maps here (and is unmapped again), else why not. */
@@ -373,8 +384,8 @@ final class DeviceSharedMemory implements SharedMemory {
             throw new TransportException(peer, "rank " + peer + " named bytes " + offset + ".." + (offset + bytes)
                     + " of its exported allocation " + entry + ", which has " + size);
         }
-        if (Arrays.equals(where[peer], where[rank])) {
-            return Region.ofDevice(device, base + offset, bytes); // this process, this device: its pointer is ours
+        if (sameProcess(where[peer], where[rank])) {
+            return Region.ofDevice(device, base + offset, bytes); // this process: its pointer is ours (peer access on another device)
         }
         return Region.ofDevice(device, open(peer, entry, IpcHandle.of(Arrays.copyOf(entryBytes, IpcHandle.BYTES)), size) + offset,
                 bytes);

@@ -172,6 +172,22 @@ public final class JCudaDriverApi implements CudaDriver {
     }
 
     @Override
+    public boolean deviceCanAccessPeer(int ordinal, int peerOrdinal) {
+        int[] can = new int[1];
+        check(JCudaDriver.cuDeviceCanAccessPeer(can, cuDevice(ordinal), cuDevice(peerOrdinal)), "cuDeviceCanAccessPeer");
+        return can[0] != 0;
+    }
+
+    @Override
+    public void ctxEnablePeerAccess(long peerContext) {
+        String call = "cuCtxEnablePeerAccess";
+        int result = JCudaDriver.cuCtxEnablePeerAccess(contexts.get(peerContext, call), 0);
+        if (result != CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+            check(result, call);
+        }
+    }
+
+    @Override
     public void releasePrimaryContext(int ordinal) {
         check(JCudaDriver.cuDevicePrimaryCtxRelease(cuDevice(ordinal)), "cuDevicePrimaryCtxRelease");
     }

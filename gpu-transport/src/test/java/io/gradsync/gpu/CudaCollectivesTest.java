@@ -29,6 +29,7 @@ import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BiConsumer;
 import java.util.stream.IntStream;
@@ -278,14 +279,44 @@ class CudaCollectivesTest {
     }
 
     /**
-     * Ranks of one process on two devices cannot read each other's buffers in place (peer access is not enabled):
-     * the selector never picks direct for them, they stage, exactly; a call that asks for direct is refused by name.
+     * Ranks of one process on two devices with peer access: each enables it at set-up, and the direct AllReduce reads
+     * and writes the other device's buffers by address, in one pass and pairwise, exact on every rank, at every size
+     * (no IPC: one process). A kernel reaching the other device's memory without peer access fails on the
+     * host-memory device as on a GPU.
      */
     @Test
-    void ranksOfOneProcessOnTwoDevicesStageAndRefuseDirectByName() throws Exception {
-        try (HostMemoryCudaDriver two = new HostMemoryCudaDriver(directory, List.of(
-                new DeviceProperties(0, "host-memory device", 9, 0, 4, 2048, 1L << 30),
-                new DeviceProperties(1, "host-memory device", 9, 0, 4, 2048, 1L << 30)))) {
+    void ranksOfOneProcessOnTwoDevicesReadEachOthersBuffersThroughPeerAccess() throws Exception {
+        try (HostMemoryCudaDriver two = twoDevices()) {
+            List<List<String>> reports = onDevices(new CudaDevice[] {CudaDevice.open(two, 0), CudaDevice.open(two, 1)}, (c, mine) -> {
+                AllReduceChoice onePass = new AllReduceChoice(AllReduceAlgorithms.named("direct"), 4096);
+                AllReduceChoice pairwise = new AllReduceChoice(DirectAllReduce.pairwise(), 4096);
+                List<String> report = new ArrayList<>(List.of(choices(c, mine)));
+                for (int count : new int[] {1, 10_007, IPC_COUNT}) {
+                    for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16}) {
+                        report.add(allReduceCase(c, mine, type, ReduceOp.SUM, count, true, onePass));
+                        report.add(allReduceCase(c, mine, type, ReduceOp.AVG, count, false, pairwise));
+                    }
+                }
+                return report;
+            });
+            assertEquals("direct direct", reports.get(0).get(0));
+            assertEquals(0, two.calls("cuIpcOpenMemHandle"));
+        }
+    }
+
+    private HostMemoryCudaDriver twoDevices() {
+        return new HostMemoryCudaDriver(directory, List.of(new DeviceProperties(0, "host-memory device", 9, 0, 4, 2048, 1L << 30),
+                new DeviceProperties(1, "host-memory device", 9, 0, 4, 2048, 1L << 30)));
+    }
+
+    /**
+     * Ranks of one process on two devices without peer access between them cannot read each other's buffers: the
+     * selector never picks direct for them, they stage, exactly; a call that asks for direct is refused by name.
+     */
+    @Test
+    void ranksOfOneProcessOnTwoDevicesWithoutPeerAccessStageAndRefuseDirectByName() throws Exception {
+        try (HostMemoryCudaDriver two = twoDevices()) {
+            two.withoutPeerAccess();
             List<List<String>> reports = onDevices(new CudaDevice[] {CudaDevice.open(two, 0), CudaDevice.open(two, 1)},
                     (c, mine) -> {
                         GradientBuffer buffer = mine.allocate(DataType.FLOAT32, IPC_COUNT);
@@ -459,7 +490,7 @@ class CudaCollectivesTest {
             try {
                 // zeros: what a call that does not wait reduces
                 device.copyFromHost(GradientBuffer.allocateDirect(DataType.FLOAT32, count), buffer);
-                driver.hold(stream, gate);
+                driver.launchHostFunction(stream, () -> awaitOpen(gate)); // the stream held, as behind a long kernel
                 driver.memcpyHtoDAsync(buffer.region().address(), pattern.region().address(), pattern.byteSize(), stream);
                 CompletableFuture<?> call = c.allReduce(buffer.onStream(stream), buffer.onStream(stream), ReduceOp.SUM, choice)
                         .toFuture();
@@ -500,6 +531,17 @@ class CudaCollectivesTest {
                 + "stream of cuda:0's primary context"), failed);
         for (int r : new int[] {0, 2}) {
             assertNotNull(outcomes.get(r).error(), "rank " + r + " completed");
+        }
+    }
+
+    private static void awaitOpen(CountDownLatch gate) {
+        try {
+            if (!gate.await(RANK_TIMEOUT.toNanos(), TimeUnit.NANOSECONDS)) {
+                throw new IllegalStateException("the gate never opened");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
         }
     }
 

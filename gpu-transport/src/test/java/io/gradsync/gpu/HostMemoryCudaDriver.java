@@ -23,10 +23,10 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -92,6 +92,9 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     private volatile CudaException sticky;
     private volatile KernelFault fault = KernelFault.NONE;
     private volatile boolean refusingIpcOpens;
+    private volatile boolean withoutPeerAccess;
+    /** (device, peer device) pairs whose kernels reach the peer's memory: {@code device << 32 | peer}. */
+    private final Set<Long> peerAccess = ConcurrentHashMap.newKeySet();
 
     /** A wrong kernel, for showing that the checks fail on one. */
     enum KernelFault {
@@ -173,6 +176,28 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
     @Override
     public long primaryContext(int ordinal) {
         return contexts.add(checkDevice(ordinal, "cuDevicePrimaryCtxRetain"));
+    }
+
+    /** Devices of this driver reach each other's memory once allowed, unless {@link #withoutPeerAccess} says not (a query: no context needed). */
+    @Override
+    public boolean deviceCanAccessPeer(int ordinal, int peerOrdinal) {
+        return !withoutPeerAccess && checkDevice(ordinal, "cuDeviceCanAccessPeer") != checkDevice(peerOrdinal, "cuDeviceCanAccessPeer");
+    }
+
+    @Override
+    public void ctxEnablePeerAccess(long peerContext) {
+        String call = "cuCtxEnablePeerAccess";
+        int device = enter(call);
+        int peer = contexts.get(peerContext, call);
+        if (!deviceCanAccessPeer(device, peer)) {
+            throw new CudaException(call, CUresult.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "device " + device + " cannot reach device " + peer);
+        }
+        peerAccess.add((long) device << 32 | peer);
+    }
+
+    /** From now on the devices of this process cannot reach each other's memory (GPUs without peer access). */
+    void withoutPeerAccess() {
+        withoutPeerAccess = true;
     }
 
     @Override
@@ -560,7 +585,33 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
                     + " parameters, not " + args.length);
         }
         long[] values = args.clone();
+        int device = current.get();
+        if (kernel.parameters() == ALL_REDUCE_PARAMETERS) {
+            for (int k = 0; k < 2 * (int) Math.min(values[1], ReductionKernels.MAX_RANKS); k++) {
+                requireReachable(values[3 + k % 2 * ReductionKernels.MAX_RANKS + k / 2], device, kernel);
+            }
+        } else {
+            for (int k = 0; k < (kernel.name().startsWith("gs_reduce") ? 3 : 1); k++) {
+                requireReachable(values[k], device, kernel); // reduce: a, b, out; divide: dst
+            }
+        }
         enqueue(stream, call, () -> run(kernel, values));
+    }
+
+    /**
+     * A kernel on {@code device} reaches another device's memory only where peer access allows it: else CUDA's sticky
+     * illegal address (reported here at launch, where the GPU reports it at the next call).
+     */
+    private void requireReachable(long pointer, int device, Kernel kernel) {
+        Map.Entry<Long, Allocation> entry = allocations.floorEntry(pointer);
+        if (entry == null || entry.getValue().imported() || pointer >= entry.getKey() + entry.getValue().bytes()) {
+            return; // not this process's allocation: the kernel's own checks say so when it runs
+        }
+        int owner = entry.getValue().device();
+        if (owner != device && !peerAccess.contains((long) device << 32 | owner)) {
+            sticky = new CudaException(kernel.name(), CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, "0x" + Long.toHexString(pointer)
+                    + " is device " + owner + "'s memory, which device " + device + " has no peer access to");
+        }
     }
 
     /**
@@ -721,20 +772,6 @@ final class HostMemoryCudaDriver implements CudaDriver, AutoCloseable {
         Map.Entry<Long, Region> entry = hostAllocations.floorEntry(address);
         long offset = entry == null ? -1 : address - entry.getKey();
         return entry == null || bytes < 0 || offset + bytes > entry.getValue().byteLength() ? null : entry.getValue().slice(offset, bytes);
-    }
-
-    /** Work queued on {@code stream} after this waits until {@code gate} opens, as behind a kernel that runs long. */
-    void hold(long stream, CountDownLatch gate) {
-        enqueue(stream, "hold", () -> {
-            try {
-                if (!gate.await(WAIT_LIMIT_NANOS, TimeUnit.NANOSECONDS)) {
-                    throw new IllegalStateException("host-memory device: a held stream's gate never opened");
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException(e);
-            }
-        });
     }
 
     private void enqueue(long stream, String call, Runnable work) {
