@@ -198,21 +198,17 @@ final class DeviceKernels implements MemoryKernels, AutoCloseable {
             return;
         }
         device.makeCurrent();
-        boolean recorded = false;
-        long ordered = 0;
         for (Region buffer : buffers) {
             if (buffer.stream() == 0 || buffer.base() != device) {
                 driver.streamSynchronize(stream);
                 return;
             }
         }
+        driver.eventRecord(callDone, stream);
+        long ordered = 0;
         for (Region buffer : buffers) {
             if (buffer.stream() != ordered) {
                 ordered = buffer.stream();
-                if (!recorded) {
-                    driver.eventRecord(callDone, stream);
-                    recorded = true;
-                }
                 driver.streamWaitEvent(driver.streamOf(ordered), callDone);
             }
         }

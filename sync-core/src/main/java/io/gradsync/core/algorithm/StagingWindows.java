@@ -54,8 +54,7 @@ final class StagingWindows {
                 return free.remove(i);
             }
         }
-        int capacity = (int) Math.max(MIN_BYTES, Long.highestOneBit(Math.max(1, bytes - 1)) << 1);
-        return Region.ofDirect(shared.allocate(capacity));
+        return Region.ofDirect(shared.allocate((int) capacity(bytes)));
     }
 
     /**
@@ -69,7 +68,12 @@ final class StagingWindows {
                 return freeOnDevices.remove(i);
             }
         }
-        return shared.allocateDevice(memory, Math.max(MIN_BYTES, Long.highestOneBit(Math.max(1, bytes - 1)) << 1));
+        return shared.allocateDevice(memory, capacity(bytes));
+    }
+
+    /** The power of two from {@value #MIN_BYTES} that holds {@code bytes}. */
+    private static long capacity(long bytes) {
+        return Math.max(MIN_BYTES, Long.highestOneBit(Math.max(1, bytes - 1)) << 1);
     }
 
     void giveBack(Region window) {
