@@ -24,10 +24,12 @@ import jdk.incubator.vector.VectorSpecies;
  * {@link HalfKernels} on the Vector API: a lane of float32 per element, widened and rounded with integer lane
  * operations that give {@link HalfFloats}' results bit for bit (NaN, infinities, subnormals, ties to even).
  *
- * <p>Memory is staged through arrays per thread, {@value #BLOCK} elements each (L1-sized): the operands arrive as
- * (base, offset) pairs of any kind of memory, and the Vector API's memory access differs between JDK 17 (byte
- * buffers) and 19+ (memory segments), while arrays are the same on every JDK. A staged block costs three copies
- * within the cache.
+ * <p>Memory is staged through arrays per thread, {@value #BLOCK} elements each: the operands arrive as (base, offset)
+ * pairs of any kind of memory, and the Vector API's memory access differs between JDK 17 (byte buffers) and 19+
+ * (memory segments), while arrays are the same on every JDK. A staged block costs three copies within the cache.
+ * A block of 16-bit elements is half a 4 KiB page: the hardware prefetcher, which follows a stream within a page,
+ * then fetches a block's second half while its first is combined. Blocks of a whole page ran large reductions at
+ * half the speed (JMH, docs/benchmarks.md).
  *
  * <p>A loop that C2 compiles with a Vector API call it does not inline makes an object of every vector, and C2
  * stops inlining in a method at a node count that two float16 conversions and an operation already exceed. So
@@ -36,7 +38,7 @@ import jdk.incubator.vector.VectorSpecies;
  * conversions are a few lane operations, fused into one pass.
  */
 final class HalfVectorKernels implements HalfKernels {
-    static final int BLOCK = 2048;
+    static final int BLOCK = 1024;
     private static final VectorSpecies<Float> FLOATS = FloatVector.SPECIES_PREFERRED;
     private static final VectorSpecies<Integer> INTS = VectorSpecies.of(int.class, FLOATS.vectorShape());
     private static final VectorSpecies<Short> SHORTS = VectorSpecies.of(short.class,
