@@ -29,7 +29,8 @@ import jdk.incubator.vector.VectorSpecies;
  * (memory segments), while arrays are the same on every JDK. A staged block costs three copies within the cache.
  * A block of 16-bit elements is half a 4 KiB page: the hardware prefetcher, which follows a stream within a page,
  * then fetches a block's second half while its first is combined. Blocks of a whole page ran large reductions at
- * half the speed (JMH, docs/benchmarks.md).
+ * half the speed (JMH, docs/benchmarks.md). The conversions to and from float32 go {@value #FLOAT_BLOCK} elements
+ * at a time: half a page of floats.
  *
  * <p>A loop that C2 compiles with a Vector API call it does not inline makes an object of every vector, and C2
  * stops inlining in a method at a node count that two float16 conversions and an operation already exceed. So
@@ -39,6 +40,8 @@ import jdk.incubator.vector.VectorSpecies;
  */
 final class HalfVectorKernels implements HalfKernels {
     static final int BLOCK = 1024;
+    /** A block of the conversions to and from float32: half a page of floats. */
+    static final int FLOAT_BLOCK = BLOCK / 2;
     private static final VectorSpecies<Float> FLOATS = FloatVector.SPECIES_PREFERRED;
     private static final VectorSpecies<Integer> INTS = VectorSpecies.of(int.class, FLOATS.vectorShape());
     private static final VectorSpecies<Short> SHORTS = VectorSpecies.of(short.class,
@@ -101,8 +104,8 @@ final class HalfVectorKernels implements HalfKernels {
     public void encode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
         boolean bfloat16 = bfloat16(wire);
         Staging s = staging.get();
-        for (int done = 0; done < count; done += BLOCK) {
-            int n = Math.min(BLOCK, count - done);
+        for (int done = 0; done < count; done += FLOAT_BLOCK) {
+            int n = Math.min(FLOAT_BLOCK, count - done);
             MemoryAccess.copy(src, srcOff + ((long) done << 2), s.fBase, s.fOffset, (long) n << 2);
             toWire(bfloat16, s.f, s.a, n);
             MemoryAccess.copy(s.aBase, s.aOffset, dst, dstOff + ((long) done << 1), (long) n << 1);
@@ -113,8 +116,8 @@ final class HalfVectorKernels implements HalfKernels {
     public void decode(DataType wire, Object src, long srcOff, Object dst, long dstOff, int count) {
         boolean bfloat16 = bfloat16(wire);
         Staging s = staging.get();
-        for (int done = 0; done < count; done += BLOCK) {
-            int n = Math.min(BLOCK, count - done);
+        for (int done = 0; done < count; done += FLOAT_BLOCK) {
+            int n = Math.min(FLOAT_BLOCK, count - done);
             MemoryAccess.copy(src, srcOff + ((long) done << 1), s.aBase, s.aOffset, (long) n << 1);
             fromWire(bfloat16, s.a, s.f, n);
             MemoryAccess.copy(s.fBase, s.fOffset, dst, dstOff + ((long) done << 2), (long) n << 2);
@@ -125,8 +128,8 @@ final class HalfVectorKernels implements HalfKernels {
     public void round(DataType wire, Object base, long offset, int count) {
         boolean bfloat16 = bfloat16(wire);
         Staging s = staging.get();
-        for (int done = 0; done < count; done += BLOCK) {
-            int n = Math.min(BLOCK, count - done);
+        for (int done = 0; done < count; done += FLOAT_BLOCK) {
+            int n = Math.min(FLOAT_BLOCK, count - done);
             long at = offset + ((long) done << 2);
             MemoryAccess.copy(base, at, s.fBase, s.fOffset, (long) n << 2);
             toWire(bfloat16, s.f, s.a, n);
@@ -140,8 +143,8 @@ final class HalfVectorKernels implements HalfKernels {
                            int count) {
         boolean bfloat16 = bfloat16(wire);
         Staging s = staging.get();
-        for (int done = 0; done < count; done += BLOCK) {
-            int n = Math.min(BLOCK, count - done);
+        for (int done = 0; done < count; done += FLOAT_BLOCK) {
+            int n = Math.min(FLOAT_BLOCK, count - done);
             MemoryAccess.copy(a, aOff + ((long) done << 2), s.fBase, s.fOffset, (long) n << 2);
             MemoryAccess.copy(b, bOff + ((long) done << 1), s.bBase, s.bOffset, (long) n << 1);
             fromWire(bfloat16, s.b, s.g, n);

@@ -81,6 +81,40 @@ class HalfVectorKernelsTest {
     }
 
     @Test
+    void conversionsOfCountsAroundTheirBlocksMatchTheScalarCode() {
+        int lanes = FloatVector.SPECIES_PREFERRED.length();
+        int block = HalfVectorKernels.FLOAT_BLOCK;
+        Random random = new Random(13);
+        for (int count : new int[] {1, lanes + 1, block - 1, block, block + 1, 3 * block + 5}) {
+            float[] floats = new float[count];
+            for (int i = 0; i < count; i++) {
+                floats[i] = Float.intBitsToFloat(random.nextInt());
+            }
+            for (DataType wire : TYPES) {
+                boolean bfloat16 = wire == DataType.BFLOAT16;
+                short[] encoded = new short[count];
+                vector.encode(wire, MemoryAccess.heapBase(floats), MemoryAccess.heapOffset(floats, 0), MemoryAccess.heapBase(encoded),
+                        MemoryAccess.heapOffset(encoded, 0), count);
+                float[] decoded = new float[count];
+                vector.decode(wire, MemoryAccess.heapBase(encoded), MemoryAccess.heapOffset(encoded, 0), MemoryAccess.heapBase(decoded),
+                        MemoryAccess.heapOffset(decoded, 0), count);
+                float[] sums = floats.clone();
+                vector.reduceWire(wire, ReduceOp.SUM, MemoryAccess.heapBase(sums), MemoryAccess.heapOffset(sums, 0),
+                        MemoryAccess.heapBase(encoded), MemoryAccess.heapOffset(encoded, 0), MemoryAccess.heapBase(sums),
+                        MemoryAccess.heapOffset(sums, 0), count);
+                for (int i = 0; i < count; i++) {
+                    short expected = bfloat16 ? HalfFloats.floatToBfloat16(floats[i]) : HalfFloats.floatToFloat16(floats[i]);
+                    float wide = bfloat16 ? HalfFloats.bfloat16ToFloat(expected) : HalfFloats.float16ToFloat(expected);
+                    String what = wire + " count " + count + " element " + i;
+                    assertSameValue(wire, expected, encoded[i], what);
+                    assertEquals(Float.floatToIntBits(wide), Float.floatToIntBits(decoded[i]), what);
+                    assertEquals(Float.floatToIntBits(floats[i] + wide), Float.floatToIntBits(sums[i]), what);
+                }
+            }
+        }
+    }
+
+    @Test
     void offHeapInPlaceIntoEitherOperand() {
         int count = 2 * HalfVectorKernels.BLOCK + 3;
         Random random = new Random(11);
