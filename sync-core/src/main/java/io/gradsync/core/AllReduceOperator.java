@@ -11,10 +11,12 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import org.reactivestreams.Subscription;
 import reactor.core.CoreSubscriber;
+import reactor.core.Fuseable;
 import reactor.core.Scannable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.FluxOperator;
 import reactor.core.publisher.Operators;
+import reactor.core.scheduler.Schedulers;
 import reactor.util.concurrent.Queues;
 import reactor.util.context.Context;
 
@@ -37,6 +39,17 @@ import reactor.util.context.Context;
  * {@code min(E + M, R + 1)} gradients in all: it takes a gradient only when it can submit it at once,
  * never more than {@code M} are held (taken and not yet emitted), and at most one is reduced ahead of
  * downstream demand. Every gradient taken is either emitted or handed to the discard hook, once.
+ *
+ * <p><b>Who runs the collectives.</b> A source whose gradients all exist when they are asked for (one that fuses
+ * synchronously: {@code Flux.fromIterable}, {@code fromArray}, {@code just}) has nothing to overlap the
+ * reductions with, and its subscriber would only wait for them: the thread that asks for its gradients (the one
+ * that subscribes, or requests) then drives the engine itself while the communicator has nothing else to do,
+ * as a blocking call does ({@code callerRuns}), with {@code M} in flight, and emits on that thread. That saves
+ * waking the progress thread and then the subscriber once per stream, which is most of a short stream's time.
+ * Not on a thread where Reactor forbids blocking (its parallel and single schedulers' workers): such a thread may
+ * carry other ranks' or other streams' requests, which must not wait behind this stream's peers. There, and for
+ * any other source (a sink the backward pass fills, which never waits on a reduction), the gradients are handed
+ * to the progress thread, which emits them.
  */
 final class AllReduceOperator<T> extends FluxOperator<T, T> {
 
@@ -101,6 +114,10 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
         private final AtomicLong requested = new AtomicLong();
         private final AtomicInteger wip = new AtomicInteger();
         private Subscription upstream;
+        /** The upstream's own queue when it fuses synchronously: gradients are polled from it, never signalled. */
+        private Fuseable.QueueSubscription<T> fused;
+        /** Whether the drain loop's thread drives the engine now; owned by the drain loop. */
+        private boolean driving;
         private volatile boolean upstreamDone;
         private Throwable upstreamError;
         private volatile boolean cancelled;
@@ -131,9 +148,14 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
         }
 
         @Override
+        @SuppressWarnings("unchecked")
         public void onSubscribe(Subscription s) {
             if (Operators.validate(upstream, s)) {
                 upstream = s;
+                if (s instanceof Fuseable.QueueSubscription<?> queue
+                        && queue.requestFusion(Fuseable.SYNC | Fuseable.THREAD_BARRIER) == Fuseable.SYNC) {
+                    fused = (Fuseable.QueueSubscription<T>) queue;
+                }
                 actual.onSubscribe(this);
                 drain();
             }
@@ -203,22 +225,84 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                 return;
             }
             int missed = 1;
-            do {
-                if (cancelled) {
-                    closeStream("its subscriber cancelled");
-                    discardDone();
-                } else if (terminated) {
-                    discardDone();
-                } else {
-                    emitFinished();
-                    if (!terminated) {
-                        submitPending();
-                        requestUpstream();
-                        completeIfDone();
+            try {
+                do {
+                    int seen = wip.get();
+                    drainOnce();
+                    while (driving) {
+                        // Completions on this thread, like other threads' signals, re-enter drain() as missed work.
+                        if (cancelled || terminated || !hasUnfinished() || !communicator.driveOnce()) {
+                            stopDriving();
+                        }
+                        int now = wip.get();
+                        if (!driving || now != seen) {
+                            seen = now;
+                            drainOnce();
+                        }
                     }
+                    missed = wip.addAndGet(-missed);
+                } while (missed != 0);
+            } finally {
+                stopDriving();
+            }
+        }
+
+        private void drainOnce() {
+            if (cancelled) {
+                closeStream("its subscriber cancelled");
+                discardDone();
+            } else if (terminated) {
+                discardDone();
+            } else {
+                emitFinished();
+                if (!terminated) {
+                    pollFused();
+                    submitPending();
+                    requestUpstream();
+                    completeIfDone();
                 }
-                missed = wip.addAndGet(-missed);
-            } while (missed != 0);
+            }
+        }
+
+        /** Whether a submitted reduction is still running: completions come in submission order. */
+        private boolean hasUnfinished() {
+            Reduction<T> last = inFlight.peekLast();
+            return last != null && !last.finished;
+        }
+
+        /** Hands what is still in flight to the progress thread, if this thread drives. */
+        private void stopDriving() {
+            if (driving) {
+                driving = false;
+                communicator.stopDriving();
+            }
+        }
+
+        /** Takes, from a synchronously fused upstream, the gradients the operator may hold now (see the class comment). */
+        private void pollFused() {
+            if (fused == null || upstreamDone) {
+                return;
+            }
+            long demanded = requested.get();
+            long allowed = Math.min(emitted + maxInFlight, demanded == Long.MAX_VALUE ? Long.MAX_VALUE : demanded + 1);
+            while (taken < allowed && !cancelled && !upstreamDone) {
+                T item;
+                try {
+                    item = fused.poll();
+                } catch (Throwable e) {
+                    upstream.cancel();
+                    upstreamError = Operators.onOperatorError(e, currentContext());
+                    upstreamDone = true;
+                    return;
+                }
+                if (item == null) {
+                    upstreamDone = true;
+                    return;
+                }
+                taken++;
+                pending.offer(item);
+                submitPending(); // one at a time, as onNext would: the first may make this thread the driver
+            }
         }
 
         /**
@@ -226,7 +310,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
          * the class comment). Both terms only grow, so the bound holds for every gradient ever taken.
          */
         private void requestUpstream() {
-            if (upstreamDone || upstream == null) {
+            if (upstreamDone || upstream == null || fused != null) {
                 return;
             }
             long demanded = requested.get();
@@ -287,7 +371,12 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
                         return;
                     }
                     inFlight.add(reduction);
-                    communicator.submitStreamCall(stream, submitted++, gradient, op, reduction);
+                    if (fused != null && !driving && !Schedulers.isInNonBlockingThread()) {
+                        driving = communicator.startDriving();
+                    }
+                    if (!communicator.submitStreamCall(stream, submitted++, gradient, op, reduction, driving)) {
+                        stopDriving();
+                    }
                 }
             }
         }

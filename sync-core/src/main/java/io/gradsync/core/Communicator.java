@@ -184,6 +184,12 @@ public final class Communicator implements AutoCloseable {
      * messages sent ahead of an earlier collective's that the receiver has not yet taken. Every gradient taken is emitted or handed to the
      * {@code doOnDiscard} hook, once.
      *
+     * <p><b>Threads.</b> Over a source whose gradients all exist (one that fuses synchronously, such as
+     * {@code Flux.fromIterable}) the thread that subscribes or requests runs the collectives itself while the
+     * communicator has nothing else to do, as a blocking call does, and emits on that thread, unless Reactor
+     * forbids blocking there (its parallel and single schedulers); otherwise, and over a live source, the
+     * progress thread runs them and emits. Never block on this communicator inside those signals.
+     *
      * <p><b>Cancel</b> (a {@code take(n)}, a timeout, a dispose, an error downstream). A collective that was
      * already submitted still runs, because its peers may be inside it; its gradient is then dropped to the
      * {@code doOnDiscard} hook, as are gradients not yet submitted. The ranks need not cancel at the same
@@ -218,7 +224,7 @@ public final class Communicator implements AutoCloseable {
         return maxInFlight;
     }
 
-    /** How many blocking calls ran on their caller's thread (see {@link Builder#callerRuns}). */
+    /** How many calls ran on their caller's thread, blocking or from a stream's subscriber (see {@link Builder#callerRuns}). */
     long ranByCallers() {
         return progress.ranByCallers();
     }
@@ -233,10 +239,34 @@ public final class Communicator implements AutoCloseable {
         return nextStream.getAndIncrement();
     }
 
-    /** Submits gradient {@code position} of stream {@code stream}, reduced in place. */
-    void submitStreamCall(long stream, long position, GradientBuffer gradient, ReduceOp op, Completion completion) {
-        progress.submit(allReduceRequest(gradient, gradient, op, allReduceSelector.choose(gradient, gradient)),
-                CallIds.of(stream, position), completion);
+    /**
+     * Submits gradient {@code position} of stream {@code stream}, reduced in place; a caller that drives the engine
+     * ({@link #startDriving}) admits it itself if it may, and learns whether it did: if not, it must stop driving.
+     */
+    boolean submitStreamCall(long stream, long position, GradientBuffer gradient, ReduceOp op, Completion completion,
+                             boolean driving) {
+        Request request = allReduceRequest(gradient, gradient, op, allReduceSelector.choose(gradient, gradient));
+        long id = CallIds.of(stream, position);
+        if (driving && progress.admitHere(request, id, completion)) {
+            return true;
+        }
+        progress.submit(request, id, completion);
+        return false;
+    }
+
+    /** Makes the calling thread the engine's driver if the communicator is idle ({@link ProgressThread#startDriving}). */
+    boolean startDriving() {
+        return progress.startDriving();
+    }
+
+    /** One pass of the engine by the driving caller; false when it should stop driving. */
+    boolean driveOnce() {
+        return progress.driveOnce();
+    }
+
+    /** Ends the caller's turn at driving: the progress thread takes over what is still in flight. */
+    void stopDriving() {
+        progress.stopDriving();
     }
 
     /** Records, after the stream's last submission, that it ended after {@code submitted} calls. */
@@ -514,11 +544,11 @@ public final class Communicator implements AutoCloseable {
      */
     private void await(Request request) {
         String collective = request.collective();
-        if (progress.isCurrentThread()) {
-            throw new IllegalStateException("rank " + rank() + ": a blocking " + collective + " on the communicator's "
-                    + "progress thread would wait for itself: this code runs inside a collective's signal (a "
-                    + "downstream operator without publishOn). Move it off with publishOn(Schedulers.boundedElastic()) "
-                    + "or use the non-blocking form");
+        if (progress.isCurrentThread() || progress.isDrivenByCurrentThread()) {
+            throw new IllegalStateException("rank " + rank() + ": a blocking " + collective + " on the thread that "
+                    + "drives the communicator's collectives would wait for itself: this code runs inside a collective's "
+                    + "signal (a downstream operator without publishOn). Move it off with "
+                    + "publishOn(Schedulers.boundedElastic()) or use the non-blocking form");
         }
         CompletableFuture<Void> result = new CompletableFuture<>();
         long id = CallIds.single(openStream());

@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -20,6 +21,7 @@ import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.params.provider.MethodSource;
 import org.reactivestreams.Subscription;
 import reactor.core.Scannable;
@@ -80,11 +82,21 @@ class AllReduceOperatorDemandTest {
         }
     }
 
+    /** How the gradients reach the operator. */
+    private enum Source {
+        /** Signalled: upstream requests counted with {@code doOnRequest} (which keeps the source from fusing). */
+        SIGNALLED,
+        /** Polled from a synchronously fused {@code fromIterable}, by a thread that drives the engine: counted as polled. */
+        FUSED
+    }
+
     static List<Arguments> consumersAndLimits() {
         List<Arguments> cases = new ArrayList<>();
-        for (Consumer consumer : Consumer.values()) {
-            for (int maxInFlight : new int[] {1, 3, GradSyncConfiguration.MAX_IN_FLIGHT_DEFAULT}) {
-                cases.add(Arguments.of(consumer, maxInFlight));
+        for (Source source : Source.values()) {
+            for (Consumer consumer : Consumer.values()) {
+                for (int maxInFlight : new int[] {1, 3, GradSyncConfiguration.MAX_IN_FLIGHT_DEFAULT}) {
+                    cases.add(Arguments.of(source, consumer, maxInFlight));
+                }
             }
         }
         return cases;
@@ -113,6 +125,44 @@ class AllReduceOperatorDemandTest {
 
         Flux<GradientBuffer> around(List<GradientBuffer> gradients, Function<Flux<GradientBuffer>, Flux<GradientBuffer>> operator) {
             return around(Flux.fromIterable(gradients), operator);
+        }
+
+        Flux<GradientBuffer> around(Source source, List<GradientBuffer> gradients,
+                                    Function<Flux<GradientBuffer>, Flux<GradientBuffer>> operator) {
+            return source == Source.SIGNALLED ? around(gradients, operator) : aroundFused(gradients, operator);
+        }
+
+        /**
+         * A fused source is polled, never asked: each gradient taken is checked against the bound when the operator
+         * takes it, from an iterator that counts.
+         */
+        Flux<GradientBuffer> aroundFused(List<GradientBuffer> gradients, Function<Flux<GradientBuffer>, Flux<GradientBuffer>> operator) {
+            Iterable<GradientBuffer> counted = () -> new Iterator<>() {
+                private final Iterator<GradientBuffer> items = gradients.iterator();
+
+                @Override
+                public boolean hasNext() {
+                    return items.hasNext();
+                }
+
+                @Override
+                public GradientBuffer next() {
+                    GradientBuffer g = items.next();
+                    long took = taken.incrementAndGet();
+                    long bound = Math.min(emitted.get() + maxInFlight, Operators.addCap(requestedDownstream.get(), 1));
+                    if (took > bound) {
+                        violations.add("took gradient " + took + " with " + emitted.get() + " emitted and "
+                                + requestedDownstream.get() + " requested downstream: bound " + bound);
+                    }
+                    takenItems.add(g);
+                    mostHeld.accumulateAndGet(took - emitted.get(), Math::max);
+                    return g;
+                }
+            };
+            return Flux.fromIterable(counted).transform(operator)
+                    .doOnNext(g -> emitted.incrementAndGet())
+                    .doOnRequest(n -> requestedDownstream.accumulateAndGet(n, Operators::addCap))
+                    .doOnDiscard(GradientBuffer.class, discarded::add);
         }
 
         Flux<GradientBuffer> around(Flux<GradientBuffer> source, Function<Flux<GradientBuffer>, Flux<GradientBuffer>> operator) {
@@ -187,14 +237,14 @@ class AllReduceOperatorDemandTest {
         }
     }
 
-    @ParameterizedTest(name = "{0}, inflight {1}")
+    @ParameterizedTest(name = "{0}, {1}, inflight {2}")
     @MethodSource("consumersAndLimits")
-    void upstreamIsAskedOnlyForWhatMayBeReducedNow(Consumer consumer, int maxInFlight) {
+    void upstreamIsAskedOnlyForWhatMayBeReducedNow(Source source, Consumer consumer, int maxInFlight) {
         try (LocalJob job = LocalJob.of(2, b -> b.maxInFlight(maxInFlight))) {
             job.run(c -> {
                 Ledger ledger = new Ledger(maxInFlight);
                 List<GradientBuffer> mine = gradients(c.rank(), GRADIENTS);
-                consumer.consume.apply(ledger.around(mine, c.allReduce(ReduceOp.SUM))).block(DEADLINE);
+                consumer.consume.apply(ledger.around(source, mine, c.allReduce(ReduceOp.SUM))).block(DEADLINE);
                 assertEquals(List.of(), ledger.violations, "requests beyond min(E + maxInFlight, R + 1)");
                 assertEquals(GRADIENTS, ledger.emitted.get());
                 assertEquals(GRADIENTS, ledger.taken.get());
@@ -209,14 +259,15 @@ class AllReduceOperatorDemandTest {
         }
     }
 
-    @Test
-    void ranksCancellingAtDifferentPointsDiscardEveryGradientTheyDoNotEmit() {
+    @ParameterizedTest
+    @EnumSource(Source.class)
+    void ranksCancellingAtDifferentPointsDiscardEveryGradientTheyDoNotEmit(Source source) {
         try (LocalJob job = LocalJob.of(3, b -> b.maxInFlight(4))) {
             job.run(c -> {
                 Ledger ledger = new Ledger(4);
                 List<GradientBuffer> emittedItems = Collections.synchronizedList(new ArrayList<>());
                 long keep = 2L + 3L * c.rank();
-                ledger.around(gradients(c.rank(), GRADIENTS), c.allReduce(ReduceOp.SUM))
+                ledger.around(source, gradients(c.rank(), GRADIENTS), c.allReduce(ReduceOp.SUM))
                         .doOnNext(emittedItems::add)
                         .take(keep)
                         .onErrorResume(StreamEndedException.class, e -> Flux.empty())
@@ -232,8 +283,9 @@ class AllReduceOperatorDemandTest {
         }
     }
 
-    @Test
-    void aFailedCollectiveDiscardsTheGradientsStillInFlightBehindIt() {
+    @ParameterizedTest
+    @EnumSource(Source.class)
+    void aFailedCollectiveDiscardsTheGradientsStillInFlightBehindIt(Source source) {
         try (LocalJob job = LocalJob.of(2, b -> b.maxInFlight(8))) {
             job.run(c -> {
                 Ledger ledger = new Ledger(8);
@@ -242,7 +294,7 @@ class AllReduceOperatorDemandTest {
                     mine.set(2, GradientBuffer.allocateDirect(DataType.FLOAT32, 5));
                 }
                 List<GradientBuffer> emittedItems = Collections.synchronizedList(new ArrayList<>());
-                Throwable error = failed(ledger.around(mine, c.allReduce(ReduceOp.SUM)).doOnNext(emittedItems::add));
+                Throwable error = failed(ledger.around(source, mine, c.allReduce(ReduceOp.SUM)).doOnNext(emittedItems::add));
                 assertInstanceOf(CollectiveMismatchException.class, error);
                 assertEquals(2, emittedItems.size(), "gradients before the mismatch");
                 assertEquals(8, ledger.taken.get(), "all eight in flight at once");

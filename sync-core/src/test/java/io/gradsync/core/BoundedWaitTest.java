@@ -18,6 +18,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import reactor.core.Disposable;
+import reactor.core.publisher.Flux;
 
 /** Every wait is bounded, and close() never frees what a collective or a callback may still use. */
 class BoundedWaitTest {
@@ -36,7 +37,35 @@ class BoundedWaitTest {
             assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(3), "it waited");
             for (LocalJob.Outcome<Object> o : outcomes) {
                 IllegalStateException e = assertInstanceOf(IllegalStateException.class, o.error(), "rank " + o.rank());
-                assertTrue(e.getMessage().contains("progress thread would wait for itself") && e.getMessage().contains("publishOn"),
+                assertTrue(e.getMessage().contains("would wait for itself") && e.getMessage().contains("publishOn"),
+                        e.getMessage());
+            }
+            job.run(c -> {
+                GradientBuffer g = GradientBuffer.allocateDirect(DataType.INT32, 100);
+                CheckPattern.fill(g, ReduceOp.SUM, c.rank());
+                c.allReduceBlocking(g, ReduceOp.SUM);
+                assertEquals(0, CheckPattern.countWrong(g, ReduceOp.SUM, c.size()));
+                return null;
+            });
+        }
+    }
+
+    /** The same on a thread that drives the engine for a stream of existing gradients, where the wait would never end. */
+    @Test
+    void aBlockingCallInsideAStreamThisThreadDrivesFailsAtOnceAndTheCommunicatorStaysUsable() {
+        try (LocalJob job = new LocalJob(2, 4096, 4, Duration.ofSeconds(5))) {
+            long start = System.nanoTime();
+            List<LocalJob.Outcome<Object>> outcomes = job.outcomes(c -> {
+                Flux.just(GradientBuffer.wrap(new float[8]), GradientBuffer.wrap(new float[8]))
+                        .transform(c.allReduce(ReduceOp.SUM))
+                        .doOnNext(reduced -> c.allReduceBlocking(GradientBuffer.wrap(new float[8]), ReduceOp.SUM))
+                        .blockLast();
+                return null;
+            });
+            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(3), "it waited");
+            for (LocalJob.Outcome<Object> o : outcomes) {
+                IllegalStateException e = assertInstanceOf(IllegalStateException.class, o.error(), "rank " + o.rank());
+                assertTrue(e.getMessage().contains("would wait for itself") && e.getMessage().contains("publishOn"),
                         e.getMessage());
             }
             job.run(c -> {

@@ -8,20 +8,25 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 import reactor.core.publisher.Flux;
 
 /**
  * A blocking call runs its collective on the caller's thread when its communicator has nothing in flight
  * or queued, and otherwise waits its turn on the progress thread: exact either way, never ahead of a call
- * submitted before it. (That a closed peer is named the same way either way is FailureTest's.)
+ * submitted before it. So does the operator over a source whose gradients all exist (a fused
+ * {@code fromIterable}): the thread that asks for them drives the engine; a live source's gradients go to the
+ * progress thread. (That a closed peer is named the same way either way is FailureTest's.)
  */
 class CallerRunsTest {
     private static final Duration TIMEOUT = Duration.ofSeconds(30);
@@ -62,7 +67,54 @@ class CallerRunsTest {
     }
 
     /**
-     * The gradients of a flux are all submitted as it is subscribed (6, under the in-flight limit of 8), then
+     * A stream of gradients that all exist is driven by the thread that subscribes, and emitted there, when the
+     * communicator is idle and caller-runs is on; the same gradients from a live source (here {@code hide()}, which
+     * keeps the source from fusing) are run and emitted by the progress thread. Exact every way, with more
+     * gradients than may be in flight and the last ones smaller than the ranks.
+     */
+    @ParameterizedTest(name = "callerRuns={0}, fused={1}")
+    @CsvSource({"true, true", "true, false", "false, true", "false, false"})
+    void aStreamOfExistingGradientsRunsOnTheThreadThatAsksForThem(boolean callerRuns, boolean fused) {
+        int n = 3;
+        int gradients = 20;
+        try (LocalJob job = new LocalJob(n, 256, 2, TIMEOUT, "ring", callerRuns)) {
+            List<Long> ran = job.run(c -> {
+                List<GradientBuffer> grads = new ArrayList<>();
+                for (int g = 0; g < gradients; g++) {
+                    double[] values = new double[Math.max(1, 900 - 47 * g)];
+                    for (int i = 0; i < values.length; i++) {
+                        values[i] = input(c.rank(), g, i);
+                    }
+                    grads.add(GradientBuffer.wrap(values));
+                }
+                Set<String> emittedOn = ConcurrentHashMap.newKeySet();
+                Flux<GradientBuffer> source = fused ? Flux.fromIterable(grads) : Flux.fromIterable(grads).hide();
+                long emitted = source.transform(c.allReduce(ReduceOp.SUM))
+                        .doOnNext(g -> emittedOn.add(Thread.currentThread().getName())).count().block(TIMEOUT);
+                assertEquals(gradients, emitted);
+                for (int g = 0; g < gradients; g++) {
+                    GradientBuffer grad = grads.get(g);
+                    for (int i = 0; i < grad.count(); i++) {
+                        double expected = 0;
+                        for (int r = 0; r < n; r++) {
+                            expected += input(r, g, i);
+                        }
+                        assertEquals(expected, grad.getDouble(i), "rank " + c.rank() + ", gradient " + g + ", element " + i);
+                    }
+                }
+                String expectedThread = callerRuns && fused ? Thread.currentThread().getName()
+                        : "gradsync-progress-rank-" + c.rank();
+                assertEquals(Set.of(expectedThread), emittedOn, "rank " + c.rank() + ": threads that emitted");
+                return c.ranByCallers();
+            });
+            for (int r = 0; r < n; r++) {
+                assertEquals(callerRuns && fused ? gradients : 0L, ran.get(r), "collectives rank " + r + "'s caller ran");
+            }
+        }
+    }
+
+    /**
+     * The gradients of a live flux are all submitted as it is subscribed (6, under the in-flight limit of 8), then
      * a blocking call comes from the same thread: it must not overtake them, so it waits on the progress
      * thread and returns after they are all emitted.
      */
@@ -80,7 +132,7 @@ class CallerRunsTest {
                 }
                 CountDownLatch fluxDone = new CountDownLatch(1);
                 List<Integer> emitted = new CopyOnWriteArrayList<>();
-                Flux.fromIterable(grads).transform(c.allReduce(ReduceOp.SUM))
+                Flux.fromIterable(grads).hide().transform(c.allReduce(ReduceOp.SUM))
                         .doOnNext(g -> emitted.add(grads.indexOf(g)))
                         .doFinally(s -> fluxDone.countDown()).subscribe();
                 long[] blocking = {c.rank() + 1L};

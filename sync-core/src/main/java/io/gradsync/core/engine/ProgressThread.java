@@ -206,6 +206,78 @@ public final class ProgressThread {
         }
     }
 
+    /**
+     * Makes the calling thread the engine's driver, for a stream of calls whose gradients all exist already (the
+     * caller would only wait for them): true when caller-runs is on, the caller is not this communicator's thread,
+     * and nothing is in flight or queued, as for {@link #runHere}. The caller then admits its calls with
+     * {@link #admitHere}, pumps with {@link #driveOnce} and must end with {@link #stopDriving} on the same thread.
+     */
+    public boolean startDriving() {
+        if (!callerRuns || closing || isCurrentThread() || driver.isHeldByCurrentThread() || pending.get() != 0
+                || !driver.tryLock()) {
+            return false;
+        }
+        if (closing || pending.get() != 0 || engine.active() != 0) {
+            driver.unlock();
+            return false;
+        }
+        busy = true;
+        heartbeat.lazySet(System.nanoTime());
+        callerIdle.reset();
+        return true;
+    }
+
+    /**
+     * Admits call {@code id} of {@code request} on the driving caller's thread and returns true; or returns false,
+     * admitting nothing, when a request from another thread is queued (the call must not overtake it), the
+     * communicator is closing, or {@code maxInFlight} collectives run: the caller then stops driving and submits.
+     */
+    public boolean admitHere(Request request, long id, Completion completion) {
+        if (closing || pending.get() != 0 || engine.active() >= maxInFlight) {
+            return false;
+        }
+        heartbeat.lazySet(System.nanoTime());
+        engine.admit(request, id, completion);
+        ranByCallers++;
+        return true;
+    }
+
+    /**
+     * One pass of the engine on the driving caller's thread, idling with the caller's idle strategy when nothing
+     * moved; returns false when the caller should stop driving: a request from another thread waits, the
+     * communicator is closing, or the caller was interrupted.
+     */
+    public boolean driveOnce() {
+        if (pending.get() != 0 || closing || Thread.currentThread().isInterrupted()) {
+            return false;
+        }
+        try {
+            int work = engine.doWork();
+            if (work > 0) {
+                heartbeat.lazySet(System.nanoTime());
+            }
+            callerIdle.idle(work);
+        } catch (InternalError lateFault) {
+            engine.failPass(lateFault);
+        }
+        return true;
+    }
+
+    /** Ends the caller's turn ({@link #startDriving}): the progress thread takes over what is still in flight. */
+    public void stopDriving() {
+        try {
+            engine.settleFaults();
+            heartbeat.lazySet(System.nanoTime());
+            if (engine.active() > 0) {
+                enqueue(RESUME);
+            } else {
+                busy = false;
+            }
+        } finally {
+            driver.unlock();
+        }
+    }
+
     private void enqueue(Object request) {
         pending.incrementAndGet();
         queue.add(request);
@@ -230,6 +302,11 @@ public final class ProgressThread {
     /** Whether the caller runs on this thread (inside a collective's signal). */
     public boolean isCurrentThread() {
         return Thread.currentThread() == thread;
+    }
+
+    /** Whether the caller drives the engine now: inside a collective's signal on a thread that {@link #startDriving drives}. */
+    public boolean isDrivenByCurrentThread() {
+        return driver.isHeldByCurrentThread();
     }
 
     /**
