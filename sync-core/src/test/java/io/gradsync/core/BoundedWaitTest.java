@@ -16,6 +16,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
 import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
@@ -25,41 +26,24 @@ class BoundedWaitTest {
 
     @Test
     void aBlockingCallOnTheProgressThreadFailsAtOnceAndTheCommunicatorStaysUsable() {
-        try (LocalJob job = new LocalJob(2, 4096, 4, Duration.ofSeconds(5))) {
-            long start = System.nanoTime();
-            List<LocalJob.Outcome<Object>> outcomes = job.outcomes(c -> {
-                // a single call's result is always signalled on the progress thread
-                c.allReduce(GradientBuffer.wrap(new float[8]), ReduceOp.SUM)
-                        .doOnNext(reduced -> c.allReduceBlocking(GradientBuffer.wrap(new float[8]), ReduceOp.SUM))
-                        .block();
-                return null;
-            });
-            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(3), "it waited");
-            for (LocalJob.Outcome<Object> o : outcomes) {
-                IllegalStateException e = assertInstanceOf(IllegalStateException.class, o.error(), "rank " + o.rank());
-                assertTrue(e.getMessage().contains("would wait for itself") && e.getMessage().contains("publishOn"),
-                        e.getMessage());
-            }
-            job.run(c -> {
-                GradientBuffer g = GradientBuffer.allocateDirect(DataType.INT32, 100);
-                CheckPattern.fill(g, ReduceOp.SUM, c.rank());
-                c.allReduceBlocking(g, ReduceOp.SUM);
-                assertEquals(0, CheckPattern.countWrong(g, ReduceOp.SUM, c.size()));
-                return null;
-            });
-        }
+        // a single call's result is always signalled on the progress thread
+        assertABlockingCallInsideFailsAtOnceAndTheCommunicatorStaysUsable(c -> c.allReduce(GradientBuffer.wrap(new float[8]),
+                ReduceOp.SUM).doOnNext(reduced -> c.allReduceBlocking(GradientBuffer.wrap(new float[8]), ReduceOp.SUM)).block());
     }
 
     /** The same on a thread that drives the engine for a stream of existing gradients, where the wait would never end. */
     @Test
     void aBlockingCallInsideAStreamThisThreadDrivesFailsAtOnceAndTheCommunicatorStaysUsable() {
+        assertABlockingCallInsideFailsAtOnceAndTheCommunicatorStaysUsable(c -> Flux.just(GradientBuffer.wrap(new float[8]),
+                        GradientBuffer.wrap(new float[8])).transform(c.allReduce(ReduceOp.SUM))
+                .doOnNext(reduced -> c.allReduceBlocking(GradientBuffer.wrap(new float[8]), ReduceOp.SUM)).blockLast());
+    }
+
+    private static void assertABlockingCallInsideFailsAtOnceAndTheCommunicatorStaysUsable(Consumer<Communicator> nested) {
         try (LocalJob job = new LocalJob(2, 4096, 4, Duration.ofSeconds(5))) {
             long start = System.nanoTime();
             List<LocalJob.Outcome<Object>> outcomes = job.outcomes(c -> {
-                Flux.just(GradientBuffer.wrap(new float[8]), GradientBuffer.wrap(new float[8]))
-                        .transform(c.allReduce(ReduceOp.SUM))
-                        .doOnNext(reduced -> c.allReduceBlocking(GradientBuffer.wrap(new float[8]), ReduceOp.SUM))
-                        .blockLast();
+                nested.accept(c);
                 return null;
             });
             assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(3), "it waited");

@@ -186,15 +186,7 @@ public final class ProgressThread {
                     enqueue(RESUME);
                     return true;
                 }
-                try {
-                    int work = engine.doWork();
-                    if (work > 0) {
-                        heartbeat.lazySet(System.nanoTime());
-                    }
-                    callerIdle.idle(work);
-                } catch (InternalError lateFault) {
-                    engine.failPass(lateFault);
-                }
+                callerPass();
             }
             engine.settleFaults();
             heartbeat.lazySet(System.nanoTime());
@@ -251,6 +243,12 @@ public final class ProgressThread {
         if (pending.get() != 0 || closing || Thread.currentThread().isInterrupted()) {
             return false;
         }
+        callerPass();
+        return true;
+    }
+
+    /** One pass of the engine by a driving caller, idling with the caller's idle strategy when nothing moved. */
+    private void callerPass() {
         try {
             int work = engine.doWork();
             if (work > 0) {
@@ -260,7 +258,6 @@ public final class ProgressThread {
         } catch (InternalError lateFault) {
             engine.failPass(lateFault);
         }
-        return true;
     }
 
     /** Ends the caller's turn ({@link #startDriving}): the progress thread takes over what is still in flight. */
