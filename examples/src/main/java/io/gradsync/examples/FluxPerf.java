@@ -10,6 +10,8 @@ import io.gradsync.core.bootstrap.Bootstrap;
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.local.LocalTransport;
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -32,11 +34,17 @@ import reactor.core.publisher.Flux;
  * The two modes alternate step by step (interleaved repeats, so machine noise hits both alike); each
  * step is timed on every rank between barriers and the slowest rank's time counts. Prints min, median
  * and max of the step time for each mode, gradients per second and busbw at the median, and the ratio
- * of the medians; every gradient of every step is checked on every rank unless {@code -c 0}.
+ * of the medians; every gradient of every step is checked on every rank unless {@code -c 0}. Before each
+ * shape's steps it runs untimed steps until the JIT is quiet ({@code --jit_warmup 1}, as allreduce-perf does).
  */
 @Command(name = "flux-perf", mixinStandardHelpOptions = true, sortOptions = false,
         description = "Gradients per second through the Flux operator vs one collective at a time.")
 public final class FluxPerf implements Callable<Integer> {
+    private static final int JIT_WARMUP_GRADIENTS = 4_000;
+    private static final int JIT_WARMUP_MAX_STEPS = 20;
+    private static final int JIT_WARMUP_MAX_ROUNDS = 20;
+    /** A warm-up round is quiet when compilation took under 1/JIT_QUIET_SHARE of it on every rank. */
+    private static final int JIT_QUIET_SHARE = 100;
 
     @Parameters(arity = "1..*", paramLabel = "COUNTxSIZE", description = "Steps to time, e.g. 200x16K 50x1M 4x64M.")
     List<String> shapes;
@@ -46,6 +54,10 @@ public final class FluxPerf implements Callable<Integer> {
 
     @Option(names = {"-w", "--warmup_iters"}, defaultValue = "3", description = "Untimed steps per mode (default ${DEFAULT-VALUE}).")
     int warmup;
+
+    @Option(names = "--jit_warmup", defaultValue = "1", description = "1: before each shape's steps, run untimed steps "
+            + "of both modes until the JIT is quiet (default ${DEFAULT-VALUE}).")
+    int jitWarmup;
 
     @Option(names = {"-c", "--check"}, defaultValue = "1", description = "1: check every gradient of every step on every rank (default ${DEFAULT-VALUE}).")
     int check;
@@ -140,40 +152,25 @@ public final class FluxPerf implements Callable<Integer> {
             System.out.printf(Locale.ROOT, "# %-12s %-8s %10s %10s %10s %12s %9s %8s%n", "gradients", "mode", "min ms",
                     "median ms", "max ms", "grads/s", "busbw", "speedup");
         }
-        long wrong = 0;
+        long[] wrong = {0};
         for (Shape shape : parsed) {
             List<GradientBuffer> gradients = new ArrayList<>();
             for (int i = 0; i < shape.count; i++) {
                 gradients.add(GradientBuffer.allocateDirect(DataType.FLOAT32, shape.bytes / 4));
             }
+            if (jitWarmup == 1) {
+                warmUpJit(comm, shape, gradients, wrong);
+            }
             long[][] nanos = new long[2][iterations];
             for (int step = 0; step < warmup + iterations; step++) {
                 for (int mode = 0; mode < 2; mode++) {
-                    for (GradientBuffer g : gradients) {
-                        CheckPattern.fill(g, ReduceOp.SUM, rank);
-                    }
-                    comm.barrierBlocking();
-                    long t0 = System.nanoTime();
-                    if (mode == 0) {
-                        Flux.fromIterable(gradients).transform(comm.allReduce(ReduceOp.SUM)).blockLast();
-                    } else {
-                        for (GradientBuffer g : gradients) {
-                            comm.allReduceBlocking(g, ReduceOp.SUM);
-                        }
-                    }
-                    long[] elapsed = {System.nanoTime() - t0};
-                    comm.allReduceBlocking(GradientBuffer.wrap(elapsed), ReduceOp.MAX);
+                    long elapsed = step(comm, mode, gradients, wrong);
                     if (step >= warmup) {
-                        nanos[mode][step - warmup] = elapsed[0];
-                    }
-                    if (check == 1) {
-                        for (GradientBuffer g : gradients) {
-                            wrong += CheckPattern.countWrong(g, ReduceOp.SUM, n);
-                        }
+                        nanos[mode][step - warmup] = elapsed;
                     }
                 }
             }
-            long[] wrongs = {wrong};
+            long[] wrongs = {wrong[0]};
             comm.allReduceBlocking(GradientBuffer.wrap(wrongs), ReduceOp.SUM);
             if (rank == 0) {
                 double fluxMedian = print(shape, "flux", nanos[0], n, Double.NaN);
@@ -182,7 +179,63 @@ public final class FluxPerf implements Callable<Integer> {
                         check == 1 ? Long.toString(wrongs[0]) : "N/A");
             }
         }
-        return wrong;
+        return wrong[0];
+    }
+
+    /**
+     * One step of {@code mode} (0: the flux, 1: one blocking call at a time) between barriers: returns the slowest
+     * rank's time and adds the wrong elements this rank found to {@code wrong[0]}.
+     */
+    private long step(Communicator comm, int mode, List<GradientBuffer> gradients, long[] wrong) {
+        for (GradientBuffer g : gradients) {
+            CheckPattern.fill(g, ReduceOp.SUM, comm.rank());
+        }
+        comm.barrierBlocking();
+        long t0 = System.nanoTime();
+        if (mode == 0) {
+            Flux.fromIterable(gradients).transform(comm.allReduce(ReduceOp.SUM)).blockLast();
+        } else {
+            for (GradientBuffer g : gradients) {
+                comm.allReduceBlocking(g, ReduceOp.SUM);
+            }
+        }
+        long[] elapsed = {System.nanoTime() - t0};
+        comm.allReduceBlocking(GradientBuffer.wrap(elapsed), ReduceOp.MAX);
+        if (check == 1) {
+            for (GradientBuffer g : gradients) {
+                wrong[0] += CheckPattern.countWrong(g, ReduceOp.SUM, comm.size());
+            }
+        }
+        return elapsed[0];
+    }
+
+    /**
+     * Runs steps of both modes, in rounds of about JIT_WARMUP_GRADIENTS gradients each, until compilation took under
+     * 1/JIT_QUIET_SHARE of a round on every rank (at most JIT_WARMUP_MAX_ROUNDS): a few untimed steps leave the
+     * operator's and the engine's code to be compiled while the first timed ones run, and at 200 x 16 KiB the
+     * medians then measured the JIT (2-4 ms steps whose minimum was 1 ms), as allreduce-perf's rows once did.
+     */
+    private void warmUpJit(Communicator comm, Shape shape, List<GradientBuffer> gradients, long[] wrong) {
+        CompilationMXBean compiler = ManagementFactory.getCompilationMXBean();
+        boolean compileTimed = compiler != null && compiler.isCompilationTimeMonitoringSupported();
+        int steps = Math.max(2, Math.min(JIT_WARMUP_MAX_STEPS, JIT_WARMUP_GRADIENTS / shape.count));
+        long[] compiling = {1};
+        int rounds = 0;
+        for (; rounds < JIT_WARMUP_MAX_ROUNDS && compiling[0] != 0; rounds++) {
+            long compiledBefore = compileTimed ? compiler.getTotalCompilationTime() : 0;
+            long roundStart = System.nanoTime();
+            for (int i = 0; i < steps; i++) {
+                step(comm, 0, gradients, wrong);
+                step(comm, 1, gradients, wrong);
+            }
+            long compiledMillis = compileTimed ? compiler.getTotalCompilationTime() - compiledBefore : 0;
+            compiling[0] = compiledMillis * 1_000_000 * JIT_QUIET_SHARE > System.nanoTime() - roundStart ? 1 : 0;
+            comm.allReduceBlocking(GradientBuffer.wrap(compiling), ReduceOp.MAX);
+        }
+        if (comm.rank() == 0) {
+            System.out.printf(Locale.ROOT, "# %s: JIT warm-up %d rounds of %d steps per mode, %s%n", shape, rounds, steps,
+                    compiling[0] == 0 ? "in the last no rank compiled for over 1% of it" : "still compiling after the last");
+        }
     }
 
     /** Prints one mode's row; the speedup column is the flux median over this median, on the one-at-a-time row. */
