@@ -168,33 +168,21 @@ public final class ProgressThread {
      * peers may be inside it), and the caller's wait sees the interrupt as it would have before.
      */
     public boolean runHere(Request request, long id, Completion completion) {
-        Task task = new Task(request, id, completion);
-        if (!callerRuns || closing || pending.get() != 0 || !driver.tryLock()) {
+        if (!startDriving()) {
             return false;
         }
         try {
-            if (closing || pending.get() != 0 || engine.active() != 0) {
-                return false;
-            }
-            busy = true;
-            heartbeat.lazySet(System.nanoTime());
-            engine.admit(task.request(), task.id(), task.completion());
-            callerIdle.reset();
+            engine.admit(request, id, completion);
             while (engine.active() > 0) {
                 if (Thread.currentThread().isInterrupted()) {
-                    engine.settleFaults();
-                    enqueue(RESUME);
-                    return true;
+                    return true; // stopDriving hands the collective to the progress thread
                 }
                 callerPass();
             }
-            engine.settleFaults();
-            heartbeat.lazySet(System.nanoTime());
-            busy = false;
             ranByCallers++;
             return true;
         } finally {
-            driver.unlock();
+            stopDriving();
         }
     }
 
