@@ -121,7 +121,7 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
         private volatile boolean upstreamDone;
         private Throwable upstreamError;
         private volatile boolean cancelled;
-        /** Gradients received from upstream; written by onNext only. */
+        /** Gradients received from upstream; written by onNext, or by the drain loop polling a fused upstream. */
         private volatile long taken;
         // owned by the drain loop
         private final ArrayDeque<Reduction<T>> inFlight = new ArrayDeque<>();
@@ -278,13 +278,12 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
             }
         }
 
-        /** Takes, from a synchronously fused upstream, the gradients the operator may hold now (see the class comment). */
+        /** Takes, from a synchronously fused upstream, the gradients the operator may hold now ({@link #mayHaveTaken}). */
         private void pollFused() {
             if (fused == null || upstreamDone) {
                 return;
             }
-            long demanded = requested.get();
-            long allowed = Math.min(emitted + maxInFlight, demanded == Long.MAX_VALUE ? Long.MAX_VALUE : demanded + 1);
+            long allowed = mayHaveTaken();
             while (taken < allowed && !cancelled && !upstreamDone) {
                 T item;
                 try {
@@ -306,15 +305,20 @@ final class AllReduceOperator<T> extends FluxOperator<T, T> {
         }
 
         /**
-         * Asks upstream for the gradients the operator may hold now: {@code min(E + M, R + 1)} in all (see
-         * the class comment). Both terms only grow, so the bound holds for every gradient ever taken.
+         * The gradients the operator may have taken from upstream by now: {@code min(E + M, R + 1)} in all (see the
+         * class comment). Both terms only grow, so the bound holds for every gradient ever taken.
          */
+        private long mayHaveTaken() {
+            long demanded = requested.get();
+            return Math.min(emitted + maxInFlight, demanded == Long.MAX_VALUE ? Long.MAX_VALUE : demanded + 1);
+        }
+
+        /** Asks upstream, unless it is fused, for the gradients the operator may hold now ({@link #mayHaveTaken}). */
         private void requestUpstream() {
             if (upstreamDone || upstream == null || fused != null) {
                 return;
             }
-            long demanded = requested.get();
-            long allowed = Math.min(emitted + maxInFlight, demanded == Long.MAX_VALUE ? Long.MAX_VALUE : demanded + 1);
+            long allowed = mayHaveTaken();
             if (allowed > requestedUpstream) {
                 long more = allowed - requestedUpstream;
                 requestedUpstream = allowed;
