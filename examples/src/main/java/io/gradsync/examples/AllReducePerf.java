@@ -14,8 +14,6 @@ import io.gradsync.core.transport.Transports;
 import io.gradsync.core.transport.local.LocalTransport;
 import java.io.IOException;
 import java.io.PrintWriter;
-import java.lang.management.CompilationMXBean;
-import java.lang.management.ManagementFactory;
 import java.math.BigDecimal;
 import java.math.MathContext;
 import java.nio.ByteBuffer;
@@ -48,10 +46,7 @@ import picocli.CommandLine.Option;
         description = "Collective bandwidth and correctness sweep (nccl-tests all_reduce_perf style).")
 public final class AllReducePerf implements Callable<Integer> {
     private static final int JIT_WARMUP_CALLS = 6_000;
-    private static final int JIT_WARMUP_MAX_ROUNDS = 20;
     private static final int JIT_WARMUP_BURST = 64;
-    /** A warm-up round is quiet when compilation took under 1/JIT_QUIET_SHARE of it on every rank. */
-    private static final int JIT_QUIET_SHARE = 100;
     private static final int JIT_WARMUP_ELEMENTS = 16 * 1024;
     private static volatile long formattedInWarmup;
 
@@ -432,23 +427,12 @@ public final class AllReducePerf implements Callable<Integer> {
          */
         private void warmUpJit(List<Long> sizes) {
             List<WarmUpLayout> jit = warmUpLayouts(sizes);
-            CompilationMXBean compiler = ManagementFactory.getCompilationMXBean();
-            boolean compileTimed = compiler != null && compiler.isCompilationTimeMonitoringSupported();
-            long[] compiling = {1};
-            int rounds = 0;
-            long formatted = 0;
-            for (; rounds < JIT_WARMUP_MAX_ROUNDS && compiling[0] != 0; rounds++) {
-                long compiledBefore = compileTimed ? compiler.getTotalCompilationTime() : 0;
-                long roundStart = System.nanoTime();
-                formatted += warmUpRound(jit);
-                long compiledMillis = compileTimed ? compiler.getTotalCompilationTime() - compiledBefore : 0;
-                compiling[0] = compiledMillis * 1_000_000 * JIT_QUIET_SHARE > System.nanoTime() - roundStart ? 1 : 0;
-                comm.allReduceBlocking(GradientBuffer.wrap(compiling), ReduceOp.MAX);
-            }
-            formattedInWarmup = formatted; // kept, so that the formatting is not optimised away
+            long[] formatted = {0};
+            JitWarmUp.Outcome outcome = JitWarmUp.untilQuiet(comm, () -> formatted[0] += warmUpRound(jit));
+            formattedInWarmup = formatted[0]; // kept, so that the formatting is not optimised away
             if (rank == 0) {
-                System.out.printf(Locale.ROOT, "# JIT warm-up: %d rounds of %d calls, %s%n#%n", rounds, JIT_WARMUP_CALLS,
-                        compiling[0] == 0 ? "in the last no rank compiled for over 1% of it" : "still compiling after the last");
+                System.out.printf(Locale.ROOT, "# JIT warm-up: %d rounds of %d calls, %s%n#%n", outcome.rounds(), JIT_WARMUP_CALLS,
+                        outcome.describe());
             }
         }
 

@@ -10,8 +10,6 @@ import io.gradsync.core.bootstrap.Bootstrap;
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.transport.TransportOptions;
 import io.gradsync.core.transport.local.LocalTransport;
-import java.lang.management.CompilationMXBean;
-import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -42,9 +40,6 @@ import reactor.core.publisher.Flux;
 public final class FluxPerf implements Callable<Integer> {
     private static final int JIT_WARMUP_GRADIENTS = 4_000;
     private static final int JIT_WARMUP_MAX_STEPS = 20;
-    private static final int JIT_WARMUP_MAX_ROUNDS = 20;
-    /** A warm-up round is quiet when compilation took under 1/JIT_QUIET_SHARE of it on every rank. */
-    private static final int JIT_QUIET_SHARE = 100;
 
     @Parameters(arity = "1..*", paramLabel = "COUNTxSIZE", description = "Steps to time, e.g. 200x16K 50x1M 4x64M.")
     List<String> shapes;
@@ -210,31 +205,22 @@ public final class FluxPerf implements Callable<Integer> {
     }
 
     /**
-     * Runs steps of both modes, in rounds of about JIT_WARMUP_GRADIENTS gradients each, until compilation took under
-     * 1/JIT_QUIET_SHARE of a round on every rank (at most JIT_WARMUP_MAX_ROUNDS): a few untimed steps leave the
-     * operator's and the engine's code to be compiled while the first timed ones run, and at 200 x 16 KiB the
-     * medians then measured the JIT (2-4 ms steps whose minimum was 1 ms), as allreduce-perf's rows once did.
+     * Runs steps of both modes, in rounds of about JIT_WARMUP_GRADIENTS gradients each, until the JIT is quiet
+     * ({@link JitWarmUp}): a few untimed steps leave the operator's and the engine's code to be compiled while the
+     * first timed ones run, and at 200 x 16 KiB the medians then measured the JIT (2-4 ms steps whose minimum was
+     * 1 ms), as allreduce-perf's rows once did.
      */
     private void warmUpJit(Communicator comm, Shape shape, List<GradientBuffer> gradients, long[] wrong) {
-        CompilationMXBean compiler = ManagementFactory.getCompilationMXBean();
-        boolean compileTimed = compiler != null && compiler.isCompilationTimeMonitoringSupported();
         int steps = Math.max(2, Math.min(JIT_WARMUP_MAX_STEPS, JIT_WARMUP_GRADIENTS / shape.count));
-        long[] compiling = {1};
-        int rounds = 0;
-        for (; rounds < JIT_WARMUP_MAX_ROUNDS && compiling[0] != 0; rounds++) {
-            long compiledBefore = compileTimed ? compiler.getTotalCompilationTime() : 0;
-            long roundStart = System.nanoTime();
+        JitWarmUp.Outcome outcome = JitWarmUp.untilQuiet(comm, () -> {
             for (int i = 0; i < steps; i++) {
                 step(comm, 0, gradients, wrong);
                 step(comm, 1, gradients, wrong);
             }
-            long compiledMillis = compileTimed ? compiler.getTotalCompilationTime() - compiledBefore : 0;
-            compiling[0] = compiledMillis * 1_000_000 * JIT_QUIET_SHARE > System.nanoTime() - roundStart ? 1 : 0;
-            comm.allReduceBlocking(GradientBuffer.wrap(compiling), ReduceOp.MAX);
-        }
+        });
         if (comm.rank() == 0) {
-            System.out.printf(Locale.ROOT, "# %s: JIT warm-up %d rounds of %d steps per mode, %s%n", shape, rounds, steps,
-                    compiling[0] == 0 ? "in the last no rank compiled for over 1% of it" : "still compiling after the last");
+            System.out.printf(Locale.ROOT, "# %s: JIT warm-up %d rounds of %d steps per mode, %s%n", shape, outcome.rounds(),
+                    steps, outcome.describe());
         }
     }
 
