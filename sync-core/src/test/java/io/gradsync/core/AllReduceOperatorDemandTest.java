@@ -148,39 +148,38 @@ class AllReduceOperatorDemandTest {
                 @Override
                 public GradientBuffer next() {
                     GradientBuffer g = items.next();
-                    long took = taken.incrementAndGet();
-                    long bound = Math.min(emitted.get() + maxInFlight, Operators.addCap(requestedDownstream.get(), 1));
-                    if (took > bound) {
-                        violations.add("took gradient " + took + " with " + emitted.get() + " emitted and "
-                                + requestedDownstream.get() + " requested downstream: bound " + bound);
-                    }
-                    takenItems.add(g);
-                    mostHeld.accumulateAndGet(took - emitted.get(), Math::max);
+                    checkBound("took gradient", taken.get() + 1);
+                    took(g);
                     return g;
                 }
             };
-            return Flux.fromIterable(counted).transform(operator)
-                    .doOnNext(g -> emitted.incrementAndGet())
-                    .doOnRequest(n -> requestedDownstream.accumulateAndGet(n, Operators::addCap))
-                    .doOnDiscard(GradientBuffer.class, discarded::add);
+            return counted(Flux.fromIterable(counted).transform(operator));
         }
 
         Flux<GradientBuffer> around(Flux<GradientBuffer> source, Function<Flux<GradientBuffer>, Flux<GradientBuffer>> operator) {
             Flux<GradientBuffer> upstream = source
-                    .doOnRequest(n -> {
-                        long asked = requestedUpstream.accumulateAndGet(n, Operators::addCap);
-                        long bound = Math.min(emitted.get() + maxInFlight, Operators.addCap(requestedDownstream.get(), 1));
-                        if (asked > bound) {
-                            violations.add("asked upstream for " + asked + " with " + emitted.get() + " emitted and "
-                                    + requestedDownstream.get() + " requested downstream: bound " + bound);
-                        }
-                    })
-                    .doOnNext(g -> {
-                        takenItems.add(g);
-                        mostHeld.accumulateAndGet(taken.incrementAndGet() - emitted.get(), Math::max);
-                    });
-            return upstream.transform(operator)
-                    .doOnNext(g -> emitted.incrementAndGet())
+                    .doOnRequest(n -> checkBound("asked upstream for", requestedUpstream.accumulateAndGet(n, Operators::addCap)))
+                    .doOnNext(this::took);
+            return counted(upstream.transform(operator));
+        }
+
+        /** Records a violation if {@code count} gradients exceed {@code min(E + maxInFlight, R + 1)} now. */
+        private void checkBound(String what, long count) {
+            long bound = Math.min(emitted.get() + maxInFlight, Operators.addCap(requestedDownstream.get(), 1));
+            if (count > bound) {
+                violations.add(what + " " + count + " with " + emitted.get() + " emitted and "
+                        + requestedDownstream.get() + " requested downstream: bound " + bound);
+            }
+        }
+
+        private void took(GradientBuffer g) {
+            takenItems.add(g);
+            mostHeld.accumulateAndGet(taken.incrementAndGet() - emitted.get(), Math::max);
+        }
+
+        /** The operator's output, with its emissions, downstream requests and discards counted. */
+        private Flux<GradientBuffer> counted(Flux<GradientBuffer> reduced) {
+            return reduced.doOnNext(g -> emitted.incrementAndGet())
                     .doOnRequest(n -> requestedDownstream.accumulateAndGet(n, Operators::addCap))
                     .doOnDiscard(GradientBuffer.class, discarded::add);
         }
