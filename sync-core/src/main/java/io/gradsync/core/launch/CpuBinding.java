@@ -16,8 +16,21 @@ import java.util.StringJoiner;
  * nodes share this machine); with more ranks than CPUs, rank {@code r} gets CPU {@code r mod cpus}. The
  * binding is {@code taskset -c LIST} put before the rank's command, so it holds for every process and
  * thread the rank starts.
+ *
+ * <p>Without {@code --bind-to}, the launcher binds as {@code mpirun} does by default: to cores for one or two
+ * ranks, and not at all above that ({@code mpirun} binds to sockets there, which on a machine of one socket is
+ * every CPU); and only where a binding is possible ({@code taskset} on the PATH, a CPU for each rank), since
+ * nobody asked for it.
  */
 final class CpuBinding {
+    /** Up to how many ranks {@code mpirun} binds each to a core by default. */
+    static final int MPIRUN_CORE_BINDING_RANKS = 2;
+
+    /** What {@code --bind-to} asked for. */
+    enum Policy {
+        CORE, NONE, MPIRUN_DEFAULT
+    }
+
     private final List<Integer> cpus;
     private final int ranks;
 
@@ -34,23 +47,42 @@ final class CpuBinding {
     }
 
     /**
-     * The binding of {@code ranks} ranks over this process's CPUs.
+     * The binding of {@code ranks} ranks over this process's CPUs that {@code policy} asks for; null for none.
      *
-     * @throws UsageException when {@code taskset} is not on {@code environment}'s PATH or the CPUs cannot be read
+     * @throws UsageException when {@code policy} is {@link Policy#CORE} and {@code taskset} is not on
+     *                        {@code environment}'s PATH or the CPUs cannot be read
      */
-    static CpuBinding forLaunch(int ranks, Map<String, String> environment) throws UsageException {
-        String path = environment.getOrDefault("PATH", "");
-        boolean found = false;
-        for (String dir : path.split(":")) {
+    static CpuBinding forLaunch(Policy policy, int ranks, Map<String, String> environment) throws UsageException {
+        return switch (policy) {
+            case NONE -> null;
+            case CORE -> {
+                if (!hasTaskset(environment)) {
+                    throw new UsageException("--bind-to core needs taskset on the PATH (Debian/Ubuntu: util-linux; RHEL: util-linux-core)");
+                }
+                yield new CpuBinding(allowedCpus(), ranks);
+            }
+            case MPIRUN_DEFAULT -> {
+                if (ranks > MPIRUN_CORE_BINDING_RANKS || !hasTaskset(environment)) {
+                    yield null;
+                }
+                List<Integer> cpus;
+                try {
+                    cpus = allowedCpus();
+                } catch (UsageException e) {
+                    yield null;
+                }
+                yield cpus.size() >= ranks ? new CpuBinding(cpus, ranks) : null;
+            }
+        };
+    }
+
+    private static boolean hasTaskset(Map<String, String> environment) {
+        for (String dir : environment.getOrDefault("PATH", "").split(":")) {
             if (!dir.isEmpty() && Files.isExecutable(Path.of(dir, "taskset"))) {
-                found = true;
-                break;
+                return true;
             }
         }
-        if (!found) {
-            throw new UsageException("--bind-to core needs taskset on the PATH (Debian/Ubuntu: util-linux; RHEL: util-linux-core)");
-        }
-        return new CpuBinding(allowedCpus(), ranks);
+        return false;
     }
 
     /** The CPUs this process may run on, from {@code Cpus_allowed_list} in {@code /proc/self/status}. */

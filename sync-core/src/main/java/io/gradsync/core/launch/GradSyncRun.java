@@ -91,7 +91,7 @@ public final class GradSyncRun {
             }
             identity = JobIdentity.from(environment, random);
             masterPort = options.masterPort() != 0 ? options.masterPort() : freePort(options.masterAddr());
-            binding = options.bindToCore() ? CpuBinding.forLaunch(options.nproc(), environment) : null;
+            binding = CpuBinding.forLaunch(options.binding(), options.nproc(), environment);
         } catch (UsageException e) {
             err.println("gradsync-run: " + e.getMessage());
             err.print(LaunchOptions.USAGE);

@@ -20,13 +20,13 @@ import java.util.List;
  * @param stopDelay   after a rank fails, how long the others get to fail on their own (and say why)
  *                    before they are stopped
  * @param deadline    limit for the whole job; zero for none
- * @param bindToCore  whether each rank is bound to its own share of the CPUs ({@link CpuBinding})
+ * @param binding     whether each rank is bound to its own share of the CPUs ({@link CpuBinding})
  * @param prefixOutput whether output lines get a {@code [rank] } prefix
  * @param help        whether help was asked for (the other fields are then defaults)
  * @param command     the command and its arguments
  */
 record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String masterAddr, int masterPort,
-                     Duration grace, Duration stopDelay, Duration deadline, boolean bindToCore, boolean prefixOutput,
+                     Duration grace, Duration stopDelay, Duration deadline, CpuBinding.Policy binding, boolean prefixOutput,
                      boolean help, List<String> command) {
 
     static final String NODE_PLACEHOLDER = "{node}";
@@ -50,7 +50,8 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             "                        they are stopped, so they can report the failure they saw (default 3)",
             "      --deadline S      stop all ranks after S seconds and exit 124 (default 0: no deadline)",
             "      --bind-to B       core: bind each rank to its own equal share of this process's CPUs (taskset),",
-            "                        as mpirun --bind-to core; none (default): let the scheduler place them",
+            "                        as mpirun --bind-to core; none: let the scheduler place them. Default, as",
+            "                        mpirun's: core for 1 or 2 ranks (when taskset exists and each gets a CPU), else none",
             "      --no-prefix       do not prefix output lines with [rank]",
             "  -h, --help            show this help",
             "");
@@ -78,7 +79,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
         private Duration stopDelay = DEFAULT_STOP_DELAY;
         private Duration deadline = Duration.ZERO;
         private boolean prefixOutput = true;
-        private boolean bindToCore;
+        private CpuBinding.Policy binding = CpuBinding.Policy.MPIRUN_DEFAULT;
         private boolean help;
 
         Parser(String[] args) {
@@ -99,7 +100,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             }
             if (help) {
                 return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, DEFAULT_STOP_DELAY,
-                        Duration.ZERO, false, true, true, List.of());
+                        Duration.ZERO, CpuBinding.Policy.NONE, true, true, List.of());
             }
             List<String> command = Arrays.asList(args).subList(i, args.length);
             if (nproc == null) {
@@ -112,7 +113,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
                 throw new UsageException("no command to run (give it after --)");
             }
             return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, stopDelay, deadline,
-                    bindToCore, prefixOutput, false, command);
+                    binding, prefixOutput, false, command);
         }
 
         /** One option: {@code --name value}, {@code --name=value}, {@code -nN} or a switch. */
@@ -146,7 +147,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
                 case "--grace" -> grace = seconds(name, value(name, inline));
                 case "--stop-delay" -> stopDelay = seconds(name, value(name, inline));
                 case "--deadline" -> deadline = seconds(name, value(name, inline));
-                case "--bind-to" -> bindToCore = bindToCore(value(name, inline));
+                case "--bind-to" -> binding = binding(value(name, inline));
                 default -> throw new UsageException("unknown option " + arg);
             }
         }
@@ -170,11 +171,12 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             return port;
         }
 
-        private static boolean bindToCore(String binding) throws UsageException {
-            if (!binding.equals("core") && !binding.equals("none")) {
-                throw new UsageException("--bind-to must be core or none, got '" + binding + "'");
-            }
-            return binding.equals("core");
+        private static CpuBinding.Policy binding(String binding) throws UsageException {
+            return switch (binding) {
+                case "core" -> CpuBinding.Policy.CORE;
+                case "none" -> CpuBinding.Policy.NONE;
+                default -> throw new UsageException("--bind-to must be core or none, got '" + binding + "'");
+            };
         }
     }
 

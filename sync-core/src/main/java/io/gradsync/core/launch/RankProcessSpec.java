@@ -1,6 +1,9 @@
 package io.gradsync.core.launch;
 
 import io.gradsync.core.transport.SharedMemoryDirectories;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -66,6 +69,36 @@ final class RankProcessSpec {
             env.put("GRADSYNC_HOST_ID", "node" + layout.node(rank));
         }
         return env;
+    }
+
+    /**
+     * Fails, as starting the process would without a binding, when the program that {@code taskset} is to run for
+     * {@code rank} cannot be found or run: a mistyped command is then the launcher's error, not taskset's.
+     */
+    void requireRunnable(int rank) throws IOException {
+        if (binding == null) {
+            return;
+        }
+        List<String> line = command(rank);
+        String program = line.get(binding.prefix(rank).size());
+        if (!runnable(program, baseEnvironment.getOrDefault("PATH", ""))) {
+            throw new IOException("Cannot run program \"" + program + "\": no such executable file"
+                    + (program.contains("/") ? "" : " on the PATH"));
+        }
+    }
+
+    /** Whether {@code execvp} would find {@code program}: as given when it names a directory, else on {@code path}. */
+    private static boolean runnable(String program, String path) {
+        if (program.contains("/")) {
+            return Files.isExecutable(Path.of(program)) && !Files.isDirectory(Path.of(program));
+        }
+        for (String dir : path.split(":")) {
+            Path candidate = Path.of(dir.isEmpty() ? "." : dir, program);
+            if (Files.isExecutable(candidate) && !Files.isDirectory(candidate)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** A builder for {@code rank}'s process; its standard streams are pipes. */

@@ -107,6 +107,7 @@ final class Supervisor {
         for (int rank = 0; rank < processes.length; rank++) {
             Process process;
             try {
+                spec.requireRunnable(rank);
                 process = spec.processBuilder(rank).start();
             } catch (IOException | RuntimeException e) {
                 say("gradsync-run: cannot start rank " + rank + " (" + String.join(" ", spec.command(rank)) + "): "

@@ -1,6 +1,7 @@
 package io.gradsync.core.launch;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -38,7 +39,7 @@ class CpuBindingTest {
     void theBindingRunsBeforeTheNodePrefixAndTheCommand() throws UsageException {
         LaunchOptions options = LaunchOptions.parse(new String[] {"-n", "2", "--nnodes", "2", "--bind-to", "core",
             "--node-prefix", "env NODE={node}", "--", "java", "Main"});
-        assertTrue(options.bindToCore());
+        assertEquals(CpuBinding.Policy.CORE, options.binding());
         RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(2, 2),
                 JobIdentity.from(Map.of(), new SecureRandom()), 29500, Map.of(),
                 new CpuBinding(List.of(0, 1, 2, 3), 2));
@@ -51,7 +52,27 @@ class CpuBindingTest {
                 () -> LaunchOptions.parse(new String[] {"-n", "2", "--bind-to", "socket", "sh"}));
         assertEquals("--bind-to must be core or none, got 'socket'", bad.getMessage());
         UsageException missing = assertThrows(UsageException.class,
-                () -> CpuBinding.forLaunch(2, Map.of("PATH", "/nonexistent")));
+                () -> CpuBinding.forLaunch(CpuBinding.Policy.CORE, 2, Map.of("PATH", "/nonexistent")));
         assertTrue(missing.getMessage().startsWith("--bind-to core needs taskset on the PATH"), missing.getMessage());
+    }
+
+    /** Without --bind-to, ranks are bound as mpirun binds them by default, and never at the cost of an error. */
+    @Test
+    void theDefaultBindsOneOrTwoRanksToCoresWhereItCanAndNoMore() throws UsageException {
+        assertEquals(CpuBinding.Policy.MPIRUN_DEFAULT, LaunchOptions.parse(new String[] {"-n", "2", "sh"}).binding());
+        assertEquals(CpuBinding.Policy.NONE, LaunchOptions.parse(new String[] {"-n", "2", "--bind-to", "none", "sh"}).binding());
+        Map<String, String> path = Map.of("PATH", System.getenv("PATH"));
+        List<Integer> cpus = CpuBinding.allowedCpus();
+        CpuBinding two = CpuBinding.forLaunch(CpuBinding.Policy.MPIRUN_DEFAULT, 2, path);
+        if (cpus.size() >= 2) {
+            assertEquals(new CpuBinding(cpus, 2).cpusOf(1), two.cpusOf(1));
+        } else {
+            assertNull(two, "two ranks on one CPU stay unbound");
+        }
+        assertEquals(new CpuBinding(cpus, 1).cpusOf(0), CpuBinding.forLaunch(CpuBinding.Policy.MPIRUN_DEFAULT, 1, path).cpusOf(0));
+        assertNull(CpuBinding.forLaunch(CpuBinding.Policy.MPIRUN_DEFAULT, 3, path), "mpirun binds 3 or more ranks to sockets");
+        assertNull(CpuBinding.forLaunch(CpuBinding.Policy.MPIRUN_DEFAULT, 2, Map.of("PATH", "/nonexistent")),
+                "no taskset: unbound, not an error");
+        assertNull(CpuBinding.forLaunch(CpuBinding.Policy.NONE, 1, path));
     }
 }
