@@ -20,7 +20,8 @@ import java.util.List;
  * @param stopDelay   after a rank fails, how long the others get to fail on their own (and say why)
  *                    before they are stopped
  * @param deadline    limit for the whole job; zero for none
- * @param binding     whether each rank is bound to its own share of the CPUs ({@link CpuBinding})
+ * @param binding     what --bind-to asked for: each rank bound to its own share of the CPUs ({@link CpuBinding}),
+ *                    none, or as mpirun by default
  * @param prefixOutput whether output lines get a {@code [rank] } prefix
  * @param help        whether help was asked for (the other fields are then defaults)
  * @param command     the command and its arguments
