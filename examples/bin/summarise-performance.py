@@ -22,10 +22,11 @@ NAMES = {
     "mpi-tcp": "Open MPI tcp",
     "gloo": "Gloo",
 }
+# stage: (title, gradsync's row, baselines, whether the shared-memory limit applies)
 COMPARISONS = {
-    "shm": ("Inside a host: gradsync `auto` against Open MPI's shared memory", "gradsync-auto", ["mpi-shm"]),
+    "shm": ("Inside a host: gradsync `auto` against Open MPI's shared memory", "gradsync-auto", ["mpi-shm"], True),
     "udp": ("Over the network stack: gradsync `aeron-udp` against Open MPI's TCP and Gloo (loopback)", "gradsync-udp",
-            ["mpi-tcp", "gloo"]),
+            ["mpi-tcp", "gloo"], False),
 }
 
 
@@ -103,25 +104,31 @@ def pick(runs, impl, n, size):
 
 
 def comparison(root, stage, rates, out):
-    title, ours, baselines = COMPARISONS[stage]
+    title, ours, baselines, limited = COMPARISONS[stage]
     runs, envs = load_runs(root, stage)
     if not runs:
         return
     out.append("## " + title + "\n")
     for env in envs:
-        out.append("- `%s` (%s; %s; git %s)" % (env.get("command", "?"), env.get("date", "?"), env.get("load before", "?")
-                                                 and "load before " + env.get("load before", "?"), env.get("git", "?")))
+        out.append("- `%s` (%s; load before %s; git %s)%s" % (
+            env.get("command", "?"), env.get("date", "?"), env.get("load before", "?"), env.get("git", "?"),
+            "; " + env["note"] if "note" in env else ""))
     out.append("")
+    if not limited:
+        out.append("Every byte crosses the kernel's socket buffers here (a copy on each side of a link), which the "
+                   "shared-memory limit above does not model, so these tables have no limit column.\n")
     ranks = sorted({key[1] for key in runs})
     sizes = sorted({key[3] for key in runs})
     for n in ranks:
-        copiers = rates.get(n, {})
+        copiers = rates.get(n, {}) if limited else {}
         header = ["size"] + ["%s busbw GB/s" % NAMES[i] for i in [ours] + baselines] \
             + ["÷ %s" % NAMES[b] for b in baselines]
         if copiers:
             header += ["limit GB/s", "%s of limit" % NAMES[ours]]
         header += ["%s µs" % NAMES[i] for i in [ours] + baselines]
-        out.append("**N = %d** (%d repeats):\n" % (n, max(len(v) for k, v in runs.items() if k[1] == n)))
+        counts = sorted({len(v) for k, v in runs.items() if k[1] == n})
+        out.append("**N = %d** (%s repeats):\n" % (n, "%d" % counts[0] if len(counts) == 1
+                                                   else "%d–%d" % (counts[0], counts[-1])))
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---:|" * len(header))
         for size in sizes:
@@ -154,7 +161,7 @@ def comparison(root, stage, rates, out):
         out.append("")
         small = [s for s in sizes if s <= 4096]
         for size in small:
-            for b in baselines:
+            for b in baselines[:1]:
                 a, z = pick(runs, ours, n, size), pick(runs, b, n, size)
                 if a and z:
                     ratios = [a[r][0] / z[r][0] for r in sorted(set(a) & set(z))]
@@ -174,10 +181,10 @@ def limits(root, rates, out):
         "while the others copy too: at N ranks on one host, N copies compete for the same caches and memory.\n"
         % (env.get("date", "?"), env.get("java", "?")))
     out.append(
-        "What it implies for an AllReduce over shared memory: with N ranks each reducing its 1/N of the buffer from "
-        "the peers' inputs read in place and then copying the other N − 1 reduced segments from their owners (the "
-        "least traffic of any shared-memory AllReduce: vader's single copy, gradsync's direct AllReduce), each rank "
-        "reads S, writes S/N and copies (N − 1)/N · S; a copy of S reads S and writes S. So each rank moves "
+        "What it implies for a single-copy AllReduce over shared memory, as vader's (CMA) and gradsync's direct "
+        "AllReduce work: each of N ranks reduces its 1/N of the buffer from the peers' inputs read in place, then "
+        "copies the other N − 1 reduced segments from their owners; so each rank reads S, writes S/N and copies "
+        "(N − 1)/N · S, where a copy of S reads S and writes S. So each rank moves "
         "(3 − 1/N)/2 copies' worth of bytes (1.25 at N = 2, 1.375 at N = 4), and busbw = S/t · 2(N − 1)/N can at most "
         "reach **4(N − 1)/(3N − 1) × the per-copier copy rate** (0.8× at N = 2, 1.09× at N = 4), arithmetic free. "
         "The tables below give that limit at N = 2 from the 2-thread copy and at N = 4 from the 4-thread copy "
@@ -299,9 +306,10 @@ def main():
         "from one script; the raw outputs are under [results/performance](results/performance):\n")
     out.append("```bash\nexamples/compare/setup-baselines.sh && mvn -B -q -DskipTests package\n"
                "%s    # limits shm udp operator kernels; REPEATS=5 by default; writes this file\n```\n" % SUITE)
-    out.append("**Machine**: %s; %s. A shared VM: it has a fast and a slow state (the same build runs large messages "
-               "at 2–3 GB/s or 8–11 GB/s from one launch to the next), so compare ratios within a table, not absolute "
-               "numbers across tables. The lab notebook behind these numbers, with every experiment, is "
+    out.append("**Machine**: %s; %s. A shared VM whose speed changes from session to session (the same build has run "
+               "2 ranks' 64 MiB AllReduce at 2–3 GB/s in some and 8–11 GB/s in others, and this page's copy limit moves "
+               "with it), so compare the ratios within a table, measured in one interleaved session, rather than "
+               "absolute numbers across sessions. The lab notebook behind these numbers, with every experiment, is "
                "[benchmarks.md](benchmarks.md).\n" % (env.get("host", "?"), env.get("java", "?")))
     limits(root, rates, out)
     for stage in ("shm", "udp"):
