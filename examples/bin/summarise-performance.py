@@ -112,7 +112,7 @@ def comparison(root, stage, rates, out):
     for env in envs:
         out.append("- `%s` (%s; load before %s; git %s)%s" % (
             env.get("command", "?"), env.get("date", "?"), env.get("load before", "?"), env.get("git", "?"),
-            "; " + env["note"] if "note" in env else ""))
+            "".join("; %s: %s" % (key, env[key]) for key in ("dirty", "note") if key in env)))
     out.append("")
     if not limited:
         out.append("Every byte crosses the kernel's socket buffers here (a copy on each side of a link), which the "
