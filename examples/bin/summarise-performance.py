@@ -232,14 +232,15 @@ def operator(root, out):
         cell["speed-up"].append(medians["one-by-1"] / medians["flux"])
     if not cells:
         return
-    rounds = max(len(c["flux"]) for c in cells.values())
+    counts = sorted({len(c["flux"]) for c in cells.values()})
+    rounds = "%d" % counts[0] if len(counts) == 1 else "%d–%d" % (counts[0], counts[-1])
     out.append("## The Flux operator against one blocking call at a time\n")
     out.append(
         "`flux-perf`: every step sends the same gradients through `transform(comm.allReduce(SUM))` and, interleaved "
         "with it in the same run, as one blocking `allReduce` after another; float32, every gradient of every step "
         "checked on every rank; ranks as threads (`local`) or processes under `gradsync-run` (`shm`, `aeron-ipc`); "
         "`flux-perf --transport T` with its defaults but the steps (`-n 100 -w 300`, `-n 30 -w 30`, `-n 10 -w 5` for "
-        "the three shapes). Median step time over %d rounds (min–max); the speed-up is one at a time ÷ the operator "
+        "the three shapes). Median step time over %s rounds (min–max); the speed-up is one at a time ÷ the operator "
         "within each run (> 1: the operator faster).\n" % rounds)
     out.append("| transport, N | gradients | operator ms | one at a time ms | speed-up |")
     out.append("|---|---|---:|---:|---:|")
