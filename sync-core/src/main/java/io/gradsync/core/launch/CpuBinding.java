@@ -77,12 +77,7 @@ final class CpuBinding {
     }
 
     private static boolean hasTaskset(Map<String, String> environment) {
-        for (String dir : environment.getOrDefault("PATH", "").split(":")) {
-            if (!dir.isEmpty() && Files.isExecutable(Path.of(dir, "taskset"))) {
-                return true;
-            }
-        }
-        return false;
+        return RankProcessSpec.runnable("taskset", environment.getOrDefault("PATH", ""));
     }
 
     /** The CPUs this process may run on, from {@code Cpus_allowed_list} in {@code /proc/self/status}. */

@@ -88,7 +88,7 @@ final class RankProcessSpec {
     }
 
     /** Whether {@code execvp} would find {@code program}: as given when it names a directory, else on {@code path}. */
-    private static boolean runnable(String program, String path) {
+    static boolean runnable(String program, String path) {
         if (program.contains("/")) {
             return Files.isExecutable(Path.of(program)) && !Files.isDirectory(Path.of(program));
         }
