@@ -40,6 +40,7 @@ class SettingTableTest extends SettingsContract {
             row("gradsync.flight.entries", accepts("0", "1048576"), refuses("-1", "1048577", "lots")),
             row("gradsync.flight.dir", accepts("flight"), refuses()),
             row("gradsync.auth", accepts("secret", "none", "NONE"), refuses("off", "yes")),
+            row("gradsync.rendezvous.server", accepts("rank0", "external", "EXTERNAL"), refuses("launcher", "rank 0")),
             row("gradsync.shm.dir.root", accepts("shm-root"), refuses()),
             row("gradsync.shm.cross.memory", accepts("true", "false"), refuses("1", "on")),
             row("gradsync.memory", accepts("foreign", "unsafe"), refuses("panama")),

@@ -47,6 +47,17 @@ public final class LaunchEnvironment {
     private static final Setting<String> AUTH = Setting.oneOf(AUTH_PROP, "secret", "secret", "none").orEnvironment(AUTH_VAR);
     /** The rendezvous port, when it must differ from {@code MASTER_PORT}. */
     public static final String RENDEZVOUS_PORT_VAR = "GRADSYNC_RENDEZVOUS_PORT";
+    /**
+     * Who serves the rendezvous: {@code rank0} (the default: rank 0's process, so the job's control plane ends with
+     * it) or {@code external} (a process that is not a rank — {@code gradsync-run} serves it and sets this — so that
+     * the death of any rank, rank 0 included, leaves the survivors their control plane; rank 0 then only connects).
+     * The property {@value #RENDEZVOUS_SERVER_PROP} wins.
+     */
+    public static final String RENDEZVOUS_SERVER_VAR = "GRADSYNC_RENDEZVOUS_SERVER";
+    /** System property: {@code rank0} (the default) or {@code external}; see {@link #RENDEZVOUS_SERVER_VAR}. */
+    public static final String RENDEZVOUS_SERVER_PROP = "gradsync.rendezvous.server";
+    private static final Setting<String> RENDEZVOUS_SERVER = Setting.oneOf(RENDEZVOUS_SERVER_PROP, "rank0", "rank0", "external")
+            .orEnvironment(RENDEZVOUS_SERVER_VAR);
     /** torchrun sets it to {@code True} when its agent's TCPStore already listens on {@code MASTER_PORT}. */
     static final String AGENT_STORE_VAR = "TORCHELASTIC_USE_AGENT_STORE";
     /** A secret file longer than this is a mistake (the wrong path), not a key. */
@@ -63,6 +74,7 @@ public final class LaunchEnvironment {
     private final int masterPort;
     private final int rendezvousPort;
     private final String rendezvousPortSource;
+    private final boolean rankZeroServes;
     private final String jobId;
     private final byte[] secret;
     private final boolean secretIsPrivate;
@@ -73,8 +85,8 @@ public final class LaunchEnvironment {
                      String jobId) {
     }
 
-    /** The rendezvous port and where it came from, for messages. */
-    private record Port(int port, String source) {
+    /** The rendezvous port, where it came from (for messages), and whether rank 0 serves it there. */
+    private record Port(int port, String source, boolean rankZeroServes) {
     }
 
     /** The key that authenticates the job's connections, and whether only the job knows it. */
@@ -89,6 +101,7 @@ public final class LaunchEnvironment {
         this.masterPort = variables.masterPort();
         this.rendezvousPort = port.port();
         this.rendezvousPortSource = port.source();
+        this.rankZeroServes = port.rankZeroServes();
         this.jobId = variables.jobId();
         this.secret = key.bytes().clone();
         this.secretIsPrivate = key.isPrivate();
@@ -160,14 +173,15 @@ public final class LaunchEnvironment {
 
     /** {@value #RENDEZVOUS_PORT_VAR}; under torchrun with its agent store, the port after {@code MASTER_PORT}; else it. */
     private static Port rendezvousPort(Variables variables, Map<String, String> env) {
-        Port port = new Port(variables.masterPort(), variables.masterPortSource());
+        boolean rankZeroServes = RENDEZVOUS_SERVER.get(System.getProperty(RENDEZVOUS_SERVER_PROP), env).equals("rank0");
+        Port port = new Port(variables.masterPort(), variables.masterPortSource(), rankZeroServes);
         if (first(env, RENDEZVOUS_PORT_VAR).isPresent()) {
-            port = new Port(integer(env, RENDEZVOUS_PORT_VAR), RENDEZVOUS_PORT_VAR);
+            port = new Port(integer(env, RENDEZVOUS_PORT_VAR), RENDEZVOUS_PORT_VAR, rankZeroServes);
         } else if (variables.launcher().startsWith("torchrun")
                 && first(env, AGENT_STORE_VAR).filter("True"::equalsIgnoreCase).isPresent()) {
             // torchrun's agent already serves its TCPStore on MASTER_PORT; the next port is the rendezvous's.
             port = new Port(variables.masterPort() + 1,
-                    "MASTER_PORT + 1, as " + AGENT_STORE_VAR + "=True: torchrun's agent store holds MASTER_PORT");
+                    "MASTER_PORT + 1, as " + AGENT_STORE_VAR + "=True: torchrun's agent store holds MASTER_PORT", rankZeroServes);
         }
         if (port.port() < 1 || port.port() > 65535) {
             throw new IllegalArgumentException(variables.launcher() + ": rendezvous port " + port.port() + " ("
@@ -337,7 +351,7 @@ public final class LaunchEnvironment {
         return size;
     }
 
-    /** Where rank 0 serves the rendezvous. */
+    /** The host of the rendezvous: {@code MASTER_ADDR}, where rank 0 (or the external server) serves it. */
     public String masterAddress() {
         return masterAddress;
     }
@@ -348,7 +362,7 @@ public final class LaunchEnvironment {
     }
 
     /**
-     * Where rank 0 serves the rendezvous: {@value #RENDEZVOUS_PORT_VAR} when set; {@code MASTER_PORT + 1} under
+     * The rendezvous port: {@value #RENDEZVOUS_PORT_VAR} when set; {@code MASTER_PORT + 1} under
      * torchrun when its agent's store holds {@code MASTER_PORT} ({@value #AGENT_STORE_VAR}{@code =True}); otherwise
      * {@link #masterPort()}.
      */
@@ -359,6 +373,19 @@ public final class LaunchEnvironment {
     /** Where {@link #rendezvousPort()} came from, for messages: {@code MASTER_PORT}, {@value #RENDEZVOUS_PORT_VAR}, .... */
     public String rendezvousPortSource() {
         return rendezvousPortSource;
+    }
+
+    /**
+     * Whether rank 0 serves the rendezvous (the default), or a process that is not a rank does
+     * ({@value #RENDEZVOUS_SERVER_VAR}{@code =external}, as under {@code gradsync-run}).
+     */
+    public boolean rankZeroServesRendezvous() {
+        return rankZeroServes;
+    }
+
+    /** Who serves the rendezvous, for messages: {@code "rank 0"} or {@code "the rendezvous server"}. */
+    public String rendezvousServer() {
+        return rankZeroServes ? "rank 0" : "the rendezvous server";
     }
 
     /** The job's id ({@code ""} when the launcher gives none). */
@@ -387,14 +414,14 @@ public final class LaunchEnvironment {
     /** A copy with another host id (tests, explicit layouts). */
     public LaunchEnvironment withHostId(String id) {
         return new LaunchEnvironment(new Variables(launcher, rank, size, masterAddress, masterPort, rendezvousPortSource, jobId),
-                new Port(rendezvousPort, rendezvousPortSource), new Key(secret, secretIsPrivate), id);
+                new Port(rendezvousPort, rendezvousPortSource, rankZeroServes), new Key(secret, secretIsPrivate), id);
     }
 
     @Override
     public String toString() {
         List<String> parts = new ArrayList<>();
         parts.add("rank " + rank + " of " + size);
-        parts.add("rendezvous " + masterAddress + ":" + rendezvousPort);
+        parts.add("rendezvous " + masterAddress + ":" + rendezvousPort + (rankZeroServes ? "" : " (external)"));
         parts.add("host " + hostId);
         if (!jobId.isEmpty()) {
             parts.add("job " + jobId);

@@ -33,7 +33,8 @@ import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * A rank's membership in a multi-process job: the meeting at {@code MASTER_ADDR} on the rendezvous port
- * (rank 0 serves it), the host layout that follows from it, and a small control plane that lasts as long
+ * (rank 0 serves it, or a process that is not a rank: {@link LaunchEnvironment#RENDEZVOUS_SERVER_VAR}), the
+ * host layout that follows from it, and a small control plane that lasts as long
  * as the job — all-gathers for transports to exchange their endpoints, abort notices, the table of
  * announced collectives, and prompt notice when a rank's process disappears.
  *
@@ -116,8 +117,8 @@ public final class Rendezvous implements JobContext {
     }
 
     /**
-     * Joins the job described by {@code env}: rank 0 starts serving the rendezvous, every rank connects
-     * to it (retrying while rank 0 is not up yet) and waits until all ranks have arrived.
+     * Joins the job described by {@code env}: rank 0 starts serving the rendezvous (unless an external server
+     * does), every rank connects to it (retrying while the server is not up yet) and waits until all ranks have arrived.
      *
      * @param timeout how long to wait for all ranks; also the deadline of later all-gathers and of close
      * @throws RendezvousException on timeout (naming the ranks that never arrived), refusal (either way:
@@ -131,7 +132,7 @@ public final class Rendezvous implements JobContext {
     static Rendezvous join(LaunchEnvironment env, Duration timeout, RendezvousServer.Limits limits) {
         long deadline = System.nanoTime() + timeout.toNanos();
         RendezvousServer server = null;
-        if (env.rank() == 0) {
+        if (env.rank() == 0 && env.rankZeroServesRendezvous()) {
             InetSocketAddress listen = RendezvousServer.listenAddress(env.masterAddress(), env.rendezvousPort());
             try {
                 server = new RendezvousServer(listen, env.size(), env.jobId(), env.secret(), deadline, limits);
@@ -158,7 +159,7 @@ public final class Rendezvous implements JobContext {
         }
     }
 
-    /** An authenticated connection to rank 0 and what rank 0 sent once every rank had arrived. */
+    /** An authenticated connection to the server and what it sent once every rank had arrived. */
     private record Meeting(Socket socket, InputStream in, String instanceId, String[] hostIds) {
     }
 
@@ -194,7 +195,7 @@ public final class Rendezvous implements JobContext {
             try {
                 Meeting meeting = handshake(env, socket, in, challenge, handshakeDeadline, deadline + VERDICT_GRACE_NANOS);
                 if (evictions > 0) {
-                    LOG.log(System.Logger.Level.WARNING, "rank " + env.rank() + ": rank 0 evicted " + evictions + " of this "
+                    LOG.log(System.Logger.Level.WARNING, "rank " + env.rank() + ": " + env.rendezvousServer() + " evicted " + evictions + " of this "
                             + "rank's connections before they authenticated (a flood of connections to " + where(env)
                             + "?); the next one got in");
                 }
@@ -212,9 +213,9 @@ public final class Rendezvous implements JobContext {
                 throw e;
             }
         }
-        throw new RendezvousException("rank " + env.rank() + ": cannot reach the rendezvous at " + where(env) + " (rank 0's "
-                + "MASTER_ADDR, port from " + env.rendezvousPortSource() + ") before the deadline: " + last
-                + (evictions > 0 ? " (rank 0 evicted " + evictions + " of this rank's connections before they authenticated: "
+        throw new RendezvousException("rank " + env.rank() + ": cannot reach the rendezvous at " + where(env) + " ("
+                + env.rendezvousServer() + " at MASTER_ADDR, port from " + env.rendezvousPortSource() + ") before the deadline: "
+                + last + (evictions > 0 ? " (" + env.rendezvousServer() + " evicted " + evictions + " of this rank's connections before they authenticated: "
                 + "a flood of connections to the rendezvous port?)" : ""), last);
     }
 
@@ -269,7 +270,7 @@ public final class Rendezvous implements JobContext {
             sendHello(env, socket, Wire.clientProof(secret, serverNonce, env.rank(), env.size(), env.jobId()), clientNonce);
             Wire.Message answer = Wire.read(socket, in, Wire.MAX_HANDSHAKE_BYTES, handshakeDeadline);
             if (answer.type() == Wire.BUSY) {
-                throw new ConnectAgain("rank 0 said: " + Wire.printable(answer.body().readUtf(), 2000), true, null);
+                throw new ConnectAgain(env.rendezvousServer() + " said: " + Wire.printable(answer.body().readUtf(), 2000), true, null);
             }
             if (answer.type() == Wire.REFUSED) {
                 throw new RendezvousException("rank " + env.rank() + ": the rendezvous at " + where(env) + " refused this "
@@ -285,7 +286,7 @@ public final class Rendezvous implements JobContext {
                         + "complete " + stage + " before the deadline", e);
             }
             if (!proven && !(e instanceof ProtocolException)) {
-                throw new ConnectAgain("the connection broke before rank 0 proved itself: " + e, false, e);
+                throw new ConnectAgain("the connection broke before " + env.rendezvousServer() + " proved itself: " + e, false, e);
             }
             throw new RendezvousException("rank " + env.rank() + ": rendezvous at " + where(env) + " failed during " + stage
                     + ": " + e, e);
@@ -314,7 +315,7 @@ public final class Rendezvous implements JobContext {
                     + "that it knows the job secret (it answered with a message of type " + answer.type() + " instead "
                     + "of a valid proof), so this rank does not trust it and leaves. Another process is listening on "
                     + "port " + env.rendezvousPort() + " (from " + env.rendezvousPortSource() + "): one started "
-                    + "before rank 0, which then reports that it cannot serve the rendezvous", null);
+                    + "before " + env.rendezvousServer() + ", which then reports that it cannot serve the rendezvous", null);
         }
     }
 
@@ -426,7 +427,7 @@ public final class Rendezvous implements JobContext {
             }
             String lost = lostReason; // read after the future is registered: failGathers misses no gather
             if (lost != null || !send(frame)) {
-                throw new IOException(lost != null ? lost : "the connection to the rendezvous on rank 0 is closed");
+                throw new IOException(lost != null ? lost : "the connection to the rendezvous on " + env.rendezvousServer() + " is closed");
             }
             return result.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
         } catch (TimeoutException e) {
@@ -549,7 +550,7 @@ public final class Rendezvous implements JobContext {
             return true;
         }
         if (!socket.isClosed()) {
-            LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": the rendezvous on rank 0 at " + where(env)
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank() + ": the rendezvous on " + env.rendezvousServer() + " at " + where(env)
                     + " has not taken this rank's last " + OUTBOUND_MESSAGES + " messages; dropping the connection");
             closeQuietly(socket);
         }
@@ -606,8 +607,11 @@ public final class Rendezvous implements JobContext {
             }
         } catch (IOException e) {
             if (!closing || !farewell.isDone()) {
-                String reason = "lost the connection to the rendezvous on rank 0 at " + where(env) + " (" + e + ")";
-                abort.compareAndSet(null, new PeerAbort(0, -1, reason, false));
+                String reason = "lost the connection to the rendezvous on " + env.rendezvousServer() + " at " + where(env)
+                        + " (" + e + ")";
+                // Served by rank 0, the lost server is most likely rank 0 gone; served elsewhere, this rank is cut off.
+                int failed = env.rankZeroServesRendezvous() ? 0 : rank();
+                abort.compareAndSet(null, new PeerAbort(failed, -1, reason, false));
                 lostReason = reason;
                 failGathers(reason);
             }

@@ -417,7 +417,7 @@ final class RendezvousServer implements AutoCloseable {
             return;
         }
         byte[] clientNonce = in.readBytes(Wire.NONCE_BYTES);
-        String refusal = theirSize != size ? "rank " + rank + " says the job has " + theirSize + " ranks, rank 0 says " + size
+        String refusal = theirSize != size ? "rank " + rank + " says the job has " + theirSize + " ranks, the rendezvous says " + size
                 : rank < 0 || rank >= size ? "rank " + rank + " is outside 0.." + (size - 1)
                 : failed ? "the rendezvous already failed"
                 : ranks[rank] != null || gone[rank] ? "rank " + rank + " has already joined this job"
@@ -547,13 +547,17 @@ final class RendezvousServer implements AutoCloseable {
         if (welcomed || failed || now - joinDeadlineNanos < 0) {
             return;
         }
+        fail("rendezvous timed out: " + joined + " of " + size + " ranks arrived; ranks that never arrived: " + neverArrived());
+    }
+
+    private List<Integer> neverArrived() {
         List<Integer> missing = new ArrayList<>();
         for (int r = 0; r < size; r++) {
             if (ranks[r] == null) {
                 missing.add(r);
             }
         }
-        fail("rendezvous timed out: " + joined + " of " + size + " ranks arrived; ranks that never arrived: " + missing);
+        return missing;
     }
 
     private void fail(String reason) {
@@ -570,7 +574,8 @@ final class RendezvousServer implements AutoCloseable {
         gone[rank] = true;
         if (!welcomed) {
             if (!failed) {
-                fail("rendezvous failed: rank " + rank + " left before every rank arrived (" + reason + ")");
+                fail("rendezvous failed: rank " + rank + " left before every rank arrived (" + reason + "); ranks that never "
+                        + "arrived: " + neverArrived());
             }
             return;
         }

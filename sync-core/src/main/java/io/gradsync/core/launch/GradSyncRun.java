@@ -1,6 +1,8 @@
 package io.gradsync.core.launch;
 
 import io.gradsync.core.GradSyncConfiguration;
+import io.gradsync.core.bootstrap.ExternalRendezvous;
+import io.gradsync.core.bootstrap.LaunchEnvironment;
 import io.gradsync.core.engine.FlightReport;
 import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.io.IOException;
@@ -32,6 +34,11 @@ import java.util.function.Consumer;
  * launcher's own when set), {@code GRADSYNC_LAUNCH_ID} (always random), and
  * {@code GRADSYNC_HOST_ID=node<k>} when {@code --nnodes} is above 1. Its output lines are copied to the
  * launcher's stdout and stderr with a {@code [rank] } prefix.
+ *
+ * <p>The launcher serves the job's rendezvous itself, on a free port it passes in {@code GRADSYNC_RENDEZVOUS_PORT}
+ * with {@code GRADSYNC_RENDEZVOUS_SERVER=external}, so that the death of any rank, rank 0 included, is reported to
+ * the others as that rank's failure and leaves them their control plane ({@code GRADSYNC_RENDEZVOUS_SERVER=rank0}
+ * in its environment has rank 0 serve it instead, as under other launchers).
  *
  * <p>When a rank exits with a non-zero status, or is killed by a signal (status 128 + signal), the
  * launcher stops the other ranks and everything they started (SIGTERM, then SIGKILL after the grace
@@ -128,8 +135,16 @@ public final class GradSyncRun {
         Path ownFlightDirectory = flightDirectory == null || flightDirectory.equals(environment.get(GradSyncConfiguration.FLIGHT_DIR_ENV))
                 ? null : Path.of(flightDirectory);
         Path jobFile = flightDirectory == null ? null : recordJob(options, Path.of(flightDirectory), err);
-        RankProcessSpec spec = new RankProcessSpec(options, new RankLayout(options.nproc(), options.nnodes()),
-                identity, masterPort, rankEnvironment, binding);
+        RankLayout layout = new RankLayout(options.nproc(), options.nnodes());
+        ExternalRendezvous rendezvous = serveRendezvous(new RankProcessSpec(options, layout, identity, masterPort, rankEnvironment,
+                binding), rankEnvironment, err);
+        if (rendezvous != null) {
+            rankEnvironment.put(LaunchEnvironment.RENDEZVOUS_SERVER_VAR, "external");
+            rankEnvironment.put(LaunchEnvironment.RENDEZVOUS_PORT_VAR, Integer.toString(rendezvous.port()));
+        } else {
+            rankEnvironment.put(LaunchEnvironment.RENDEZVOUS_SERVER_VAR, "rank0"); // not an outer launch's server
+        }
+        RankProcessSpec spec = new RankProcessSpec(options, layout, identity, masterPort, rankEnvironment, binding);
         Supervisor supervisor = new Supervisor(spec, options.grace(), options.stopDelay(), options.deadline(), options.prefixOutput(),
                 out, err);
         CountDownLatch finished = new CountDownLatch(1);
@@ -156,6 +171,9 @@ public final class GradSyncRun {
             }
             return status;
         } finally {
+            if (rendezvous != null) {
+                rendezvous.close();
+            }
             removeQuietly(jobFile, err);
             removeQuietly(ownFlightDirectory, err);
             finished.countDown();
@@ -164,6 +182,27 @@ public final class GradSyncRun {
             } catch (IllegalStateException shuttingDown) {
                 // The hook is running, and waits for the countdown above.
             }
+        }
+    }
+
+    /**
+     * Serves the job's rendezvous from the launcher, so that no rank's death (rank 0's included) takes the job's
+     * control plane with it; null when the user's environment says {@value LaunchEnvironment#RENDEZVOUS_SERVER_VAR}
+     * {@code =rank0}, or it cannot (said on {@code err}): then rank 0 serves it, as under other launchers.
+     */
+    private static ExternalRendezvous serveRendezvous(RankProcessSpec spec, Map<String, String> rankEnvironment, PrintStream err) {
+        if ("rank0".equals(rankEnvironment.get(LaunchEnvironment.RENDEZVOUS_SERVER_VAR))) {
+            return null;
+        }
+        Map<String, String> rankZero = new HashMap<>(rankEnvironment);
+        rankZero.putAll(spec.environment(0));
+        rankZero.remove(LaunchEnvironment.RENDEZVOUS_PORT_VAR);
+        try {
+            return ExternalRendezvous.serve(LaunchEnvironment.from(rankZero), 0);
+        } catch (IOException | RuntimeException e) {
+            say(err, "gradsync-run: cannot serve the rendezvous (" + e.getMessage() + "); rank 0 serves it, and the job "
+                    + "ends with rank 0's process");
+            return null;
         }
     }
 

@@ -80,6 +80,20 @@ class LaunchEnvironmentTest {
     }
 
     @Test
+    void rankZeroServesTheRendezvousUnlessTheLauncherSaysItIsExternal() {
+        LaunchEnvironment plain = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", SECRET));
+        assertTrue(plain.rankZeroServesRendezvous());
+        LaunchEnvironment external = LaunchEnvironment.from(with(TORCHRUN, "GRADSYNC_JOB_SECRET", SECRET,
+                LaunchEnvironment.RENDEZVOUS_SERVER_VAR, "external", LaunchEnvironment.RENDEZVOUS_PORT_VAR, "40001"));
+        assertFalse(external.rankZeroServesRendezvous());
+        assertEquals(40001, external.rendezvousPort());
+        assertEquals("the rendezvous server", external.rendezvousServer());
+        IllegalArgumentException bad = assertThrows(IllegalArgumentException.class, () -> LaunchEnvironment.from(
+                with(TORCHRUN, "GRADSYNC_JOB_SECRET", SECRET, LaunchEnvironment.RENDEZVOUS_SERVER_VAR, "launcher")));
+        assertTrue(bad.getMessage().contains(LaunchEnvironment.RENDEZVOUS_SERVER_VAR), bad.getMessage());
+    }
+
+    @Test
     void slurmHostLists() {
         assertEquals("node07", LaunchEnvironment.firstSlurmHost("node[07-09,12],gpu3"));
         assertEquals("a1", LaunchEnvironment.firstSlurmHost("a1,a2"));

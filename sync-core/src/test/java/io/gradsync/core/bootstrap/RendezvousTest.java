@@ -184,6 +184,63 @@ class RendezvousTest {
         closeAll(List.of(ranks.get(0), ranks.get(1)));
     }
 
+    /**
+     * Served by a process that is not a rank, the rendezvous outlives rank 0: its death reaches the others as rank 0's
+     * failure, like any rank's, and the survivors still query the table of announced calls and leave with a farewell.
+     */
+    @Test
+    void anExternalServerReportsRankZerosDeathAndServesTheSurvivors() throws Exception {
+        try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
+            List<CompletableFuture<Rendezvous>> joins = joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20));
+            List<Rendezvous> ranks = new ArrayList<>();
+            for (CompletableFuture<Rendezvous> f : joins) {
+                ranks.add(f.get(30, TimeUnit.SECONDS));
+            }
+            assertNull(ranks.get(0).serverForTest(), "rank 0 serves nothing");
+            ranks.get(0).dropConnectionForTest();
+            for (Rendezvous survivor : ranks.subList(1, 3)) {
+                PeerAbort seen = awaitAbort(survivor);
+                assertEquals(0, seen.rank());
+                assertEquals(-1, seen.call());
+                assertTrue(seen.reason().contains("its process exited or lost its connection"), seen.reason());
+            }
+            Call call = new Call(3, 4, 5);
+            ranks.get(2).announce(call);
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!call.equals(ranks.get(1).announced(2)) && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            assertEquals(call, ranks.get(1).announced(2), "the survivors' control plane still answers");
+            long start = System.nanoTime();
+            closeAll(ranks.subList(1, 3));
+            assertTrue(System.nanoTime() - start < 10_000_000_000L, "the survivors leave with a farewell, not at the deadline");
+        }
+    }
+
+    /** Rank 2 gives up waiting: an external server, which has no deadline of its own, fails the join naming rank 1. */
+    @Test
+    void aRankThatGivesUpOnAnExternalServerFailsTheJoinNamingTheRanksThatNeverArrived() throws Exception {
+        try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
+            CompletableFuture<Rendezvous> rank0 = joinAll(1, r -> external(0, 3, server.port()), Duration.ofSeconds(20)).get(0);
+            LaunchEnvironment rank2 = external(2, 3, server.port());
+            Assertions.assertThrows(RendezvousException.class, () -> Rendezvous.join(rank2, Duration.ofMillis(500)));
+            ExecutionException failed = Assertions.assertThrows(ExecutionException.class, () -> rank0.get(30, TimeUnit.SECONDS));
+            assertTrue(failed.getCause().getMessage().contains("rank 2 left before every rank arrived"), failed.getCause().getMessage());
+            assertTrue(failed.getCause().getMessage().contains("ranks that never arrived: [1]"), failed.getCause().getMessage());
+        }
+    }
+
+    /** Rank {@code rank} of {@code size} on host "h", told that an external server serves the rendezvous on {@code port}. */
+    private static LaunchEnvironment external(int rank, int size, int port) {
+        Map<String, String> vars = new HashMap<>(Map.of("RANK", "" + rank, "WORLD_SIZE", "" + size,
+                "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "1", "GRADSYNC_JOB_ID", "job1", "GRADSYNC_HOST_ID", "h",
+                LaunchEnvironment.RENDEZVOUS_SERVER_VAR, "external", "GRADSYNC_JOB_SECRET", RIGHT));
+        if (port != 0) {
+            vars.put(LaunchEnvironment.RENDEZVOUS_PORT_VAR, Integer.toString(port));
+        }
+        return LaunchEnvironment.from(vars);
+    }
+
     private static PeerAbort awaitAbort(Rendezvous r) throws InterruptedException {
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (r.pendingAbort() == null && System.nanoTime() < until) {
