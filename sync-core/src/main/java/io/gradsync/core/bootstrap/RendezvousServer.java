@@ -27,6 +27,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Rank 0's side of the rendezvous: admits each rank once (after it proves it knows the job secret, and
@@ -56,6 +57,8 @@ final class RendezvousServer implements AutoCloseable {
     private static final int ACCEPTS_PER_WAKEUP = 64;
     /** Messages read from one connection per wake-up, for the same reason. */
     private static final int MESSAGES_PER_WAKEUP = 16;
+    /** The generation of an abort that concerns every membership: a rank's process is gone. */
+    static final int ANY_GENERATION = -1;
 
     /**
      * What protects rank 0 from processes that are not (yet) part of the job.
@@ -93,9 +96,12 @@ final class RendezvousServer implements AutoCloseable {
     private final String[] hostIds;
     private final long[][] announced;
     private final int[] lastGather;
+    private final int[] lastGatherGeneration;
+    private final Generations generations;
     private final boolean[] gone;
     private final boolean[] saidBye;
-    private final Map<Integer, byte[][]> gathers = new HashMap<>();
+    /** Parts of the all-gathers under way, by generation (high 32 bits) and tag. */
+    private final Map<Long, byte[][]> gathers = new HashMap<>();
     /** Connections that have not completed their handshake, oldest first; and the same by source address. */
     private final Set<Link> pending = new LinkedHashSet<>();
     private final Map<Object, Set<Link>> pendingBySource = new HashMap<>();
@@ -158,6 +164,8 @@ final class RendezvousServer implements AutoCloseable {
         this.instanceId = HexFormat.of().formatHex(instance);
         this.lastGather = new int[size];
         Arrays.fill(lastGather, -1);
+        this.lastGatherGeneration = new int[size];
+        this.generations = new Generations(size);
         this.gone = new boolean[size];
         this.saidBye = new boolean[size];
         this.selector = Selector.open();
@@ -256,6 +264,7 @@ final class RendezvousServer implements AutoCloseable {
                 long now = System.nanoTime();
                 expireHandshakes(now);
                 failIfIncompleteAt(now);
+                endShrinkAt(now);
                 refusals.flush(now);
             }
             drain();
@@ -274,6 +283,9 @@ final class RendezvousServer implements AutoCloseable {
         }
         if (!welcomed && !failed) {
             wait = Math.min(wait, joinDeadlineNanos - now);
+        }
+        if (generations.shrinking()) {
+            wait = Math.min(wait, generations.shrinkDeadline() - now);
         }
         return Math.max(1, wait / 1_000_000 + 1);
     }
@@ -446,40 +458,28 @@ final class RendezvousServer implements AutoCloseable {
 
     private void handle(int rank, int type, Wire.Payload in) throws IOException {
         switch (type) {
-            case Wire.GATHER -> {
-                int tag = in.readInt();
-                byte[] data = in.readBytes(in.readInt());
-                byte[][] parts = gathers.computeIfAbsent(tag, t -> new byte[size][]);
-                parts[rank] = data;
-                lastGather[rank] = tag;
-                if (Arrays.stream(parts).allMatch(p -> p != null)) {
-                    gathers.remove(tag);
-                    broadcast(Wire.frame(Wire.GATHERED, out -> {
-                        out.writeInt(tag);
-                        for (byte[] p : parts) {
-                            out.writeInt(p.length);
-                            out.write(p);
-                        }
-                    }));
-                }
-            }
-            case Wire.ANNOUNCE -> announced[rank] = new long[] {in.readLong(), in.readLong(), in.readLong()};
+            case Wire.GATHER -> gather(rank, in.readInt(), in.readInt(), in.readBytes(in.readInt()));
+            case Wire.ANNOUNCE -> announced[rank] = new long[] {in.readInt(), in.readLong(), in.readLong(), in.readLong()};
             case Wire.QUERY -> enqueue(ranks[rank], Wire.frame(Wire.STATUS, out -> {
                 for (int r = 0; r < size; r++) {
                     out.writeBoolean(announced[r] != null);
                     if (announced[r] != null) {
-                        out.writeLong(announced[r][0]);
+                        out.writeInt((int) announced[r][0]);
                         out.writeLong(announced[r][1]);
                         out.writeLong(announced[r][2]);
+                        out.writeLong(announced[r][3]);
                     }
+                    out.writeInt(lastGatherGeneration[r]);
                     out.writeInt(lastGather[r]);
                 }
             }));
             case Wire.END_STREAM -> {
+                int generation = in.readInt();
                 long stream = in.readLong();
                 long calls = in.readLong();
                 String reason = in.readUtf();
-                sendToOthers(rank, Wire.frame(Wire.STREAM_ENDED, out -> {
+                sendToMembers(generation, rank, Wire.frame(Wire.STREAM_ENDED, out -> {
+                    out.writeInt(generation);
                     out.writeInt(rank);
                     out.writeLong(stream);
                     out.writeLong(calls);
@@ -487,17 +487,120 @@ final class RendezvousServer implements AutoCloseable {
                 }));
             }
             case Wire.ABORT -> {
+                int generation = in.readInt();
                 long call = in.readLong();
                 boolean disagreement = in.readBoolean();
                 String reason = in.readUtf();
-                relayAbort(rank, call, reason, disagreement);
+                relayAbort(generation, rank, call, reason, disagreement);
+            }
+            case Wire.SHRINK -> askToShrink(rank, in.readInt(), in.readLong());
+            case Wire.LEAVE_GROUP -> {
+                generations.leave(in.readInt(), rank);
+                tellWhoLeft();
             }
             case Wire.BYE -> {
                 saidBye[rank] = true;
-                farewellIfAllLeft();
+                afterDeparture();
             }
             default -> throw new ProtocolException("unknown message type " + type + " from rank " + rank);
         }
+    }
+
+    private void gather(int rank, int generation, int tag, byte[] data) throws ProtocolException {
+        int index = generations.indexOf(generation, rank);
+        if (index < 0) {
+            throw new ProtocolException("rank " + rank + " gathered in generation " + generation + ", which it is not a member of");
+        }
+        int[] members = generations.members(generation);
+        long key = (long) generation << 32 | (tag & 0xffffffffL);
+        byte[][] parts = gathers.computeIfAbsent(key, t -> new byte[members.length][]);
+        parts[index] = data;
+        lastGather[rank] = tag;
+        lastGatherGeneration[rank] = generation;
+        if (Arrays.stream(parts).allMatch(p -> p != null)) {
+            gathers.remove(key);
+            sendToMembers(generation, -1, Wire.frame(Wire.GATHERED, out -> {
+                out.writeInt(generation);
+                out.writeInt(tag);
+                for (byte[] p : parts) {
+                    out.writeInt(p.length);
+                    out.write(p);
+                }
+            }));
+        }
+    }
+
+    /**
+     * {@code rank} asks to leave {@code generation} for a membership of the ranks that are still there: one that is not
+     * current is answered with no members (it was left out of a later one, or asks twice).
+     */
+    private void askToShrink(int rank, int generation, long waitMillis) {
+        if (generation != generations.current() || generations.indexOf(generation, rank) < 0) {
+            enqueue(ranks[rank], shrunk(generation, -1, new int[0]));
+            return;
+        }
+        generations.ask(rank, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(1, waitMillis)));
+        shrinkIfAllAsked();
+    }
+
+    private void shrinkIfAllAsked() {
+        if (generations.shrinking() && generations.notAsking(this::departed).isEmpty()) {
+            int from = generations.current();
+            int[] next = generations.decide(this::departed);
+            LOG.log(System.Logger.Level.INFO, "rendezvous: generation " + (from + 1) + " of the job: ranks "
+                    + Arrays.toString(next) + " (of generation " + from + ": " + Arrays.toString(generations.members(from)) + ")");
+            byte[] frame = shrunk(from, from + 1, next);
+            for (int r : next) {
+                enqueue(ranks[r], frame);
+            }
+        }
+    }
+
+    /** At the shrink's deadline: the members that have not asked are left out (dropped, as if lost), and it ends. */
+    private void endShrinkAt(long now) {
+        if (!generations.shrinking() || now - generations.shrinkDeadline() < 0) {
+            return;
+        }
+        for (int rank : generations.notAsking(this::departed)) {
+            lost(rank, "it did not ask to shrink generation " + generations.current() + " of the job before the deadline "
+                    + "that the first rank to ask set; it is left out of the next");
+        }
+        shrinkIfAllAsked();
+    }
+
+    private static byte[] shrunk(int from, int to, int[] members) {
+        return Wire.frame(Wire.SHRUNK, out -> {
+            out.writeInt(from);
+            out.writeInt(to);
+            out.writeInt(members.length);
+            for (int r : members) {
+                out.writeInt(r);
+            }
+        });
+    }
+
+    /** Whether {@code rank} is no longer in the job: its process is gone, or it left. */
+    private boolean departed(int rank) {
+        return gone[rank] || saidBye[rank];
+    }
+
+    /** Tells the members of each superseded generation that every one of them has left it. */
+    private void tellWhoLeft() {
+        generations.takeLeft(this::departed).forEach((generation, left) -> {
+            byte[] frame = Wire.frame(Wire.GROUP_LEFT, out -> out.writeInt(generation));
+            for (int r : left) {
+                if (ranks[r] != null && !departed(r)) {
+                    enqueue(ranks[r], frame);
+                }
+            }
+        });
+    }
+
+    /** After a rank left or vanished: what waited for it may be complete. */
+    private void afterDeparture() {
+        shrinkIfAllAsked();
+        tellWhoLeft();
+        farewellIfAllLeft();
     }
 
     private void failed(Link link, IOException e) {
@@ -581,18 +684,25 @@ final class RendezvousServer implements AutoCloseable {
         }
         if (!saidBye[rank] && !closing) {
             LOG.log(System.Logger.Level.WARNING, "rendezvous: rank " + rank + " is lost: " + reason);
-            relayAbort(rank, -1, reason, false);
+            relayAbort(ANY_GENERATION, rank, -1, reason, false);
         }
-        farewellIfAllLeft();
+        afterDeparture();
     }
 
-    private void relayAbort(int rank, long call, String reason, boolean disagreement) {
-        sendToOthers(rank, Wire.frame(Wire.ABORTED, out -> {
+    /** Tells the other members of {@code generation} ({@link #ANY_GENERATION}: every rank) that {@code rank} gave up. */
+    private void relayAbort(int generation, int rank, long call, String reason, boolean disagreement) {
+        byte[] frame = Wire.frame(Wire.ABORTED, out -> {
+            out.writeInt(generation);
             out.writeInt(rank);
             out.writeLong(call);
             out.writeBoolean(disagreement);
             out.writeUTF(reason);
-        }));
+        });
+        if (generation == ANY_GENERATION) {
+            sendToOthers(rank, frame);
+        } else {
+            sendToMembers(generation, rank, frame);
+        }
     }
 
     private void farewellIfAllLeft() {
@@ -610,6 +720,19 @@ final class RendezvousServer implements AutoCloseable {
 
     private void sendToOthers(int except, byte[] frame) {
         for (int r = 0; r < size; r++) {
+            if (r != except && ranks[r] != null && !gone[r]) {
+                enqueue(ranks[r], frame);
+            }
+        }
+    }
+
+    /** Sends {@code frame} to every member of {@code generation} but {@code except} that is still connected. */
+    private void sendToMembers(int generation, int except, byte[] frame) {
+        int[] members = generations.members(generation);
+        if (members == null) {
+            return;
+        }
+        for (int r : members) {
             if (r != except && ranks[r] != null && !gone[r]) {
                 enqueue(ranks[r], frame);
             }

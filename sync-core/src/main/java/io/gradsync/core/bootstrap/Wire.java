@@ -30,7 +30,7 @@ import javax.crypto.spec.SecretKeySpec;
  */
 final class Wire {
     static final int MAGIC = 0x4753594e; // "GSYN"
-    static final int VERSION = 3;
+    static final int VERSION = 4;
     static final int NONCE_BYTES = 32;
     static final int MAC_BYTES = 32;
     static final int HEADER_BYTES = 8;
@@ -44,21 +44,25 @@ final class Wire {
     static final int REFUSED = 2;    // reason
     static final int WELCOME = 3;    // instance id, size x host id
     static final int FAILED = 4;     // reason
-    static final int GATHERED = 5;   // tag, size x (length, bytes)
-    static final int STATUS = 6;     // size x (announced call: id, descriptor, arguments; last gather tag)
-    static final int ABORTED = 7;    // rank, call, disagreement, reason
+    static final int GATHERED = 5;   // generation, tag, members x (length, bytes)
+    static final int STATUS = 6;     // size x (announced call: generation, id, descriptor, arguments; last gather generation, tag)
+    static final int ABORTED = 7;    // generation (-1: every one), rank, call, disagreement, reason
     static final int FAREWELL = 8;
-    static final int STREAM_ENDED = 9; // rank, stream, calls, reason
+    static final int STREAM_ENDED = 9; // generation, rank, stream, calls, reason
     static final int PROOF = 10;     // the server's MAC over both nonces
     static final int BUSY = 11;      // reason: evicted before authenticating, to make room; connect again
+    static final int SHRUNK = 12;    // generation left, new generation, members, members x rank (none: left out)
+    static final int GROUP_LEFT = 13; // generation: every member has left it
     // client -> server
     static final int HELLO = 20;     // rank, size, job id, host id, client proof, client nonce
-    static final int GATHER = 21;    // tag, length, bytes
-    static final int ANNOUNCE = 22;  // call: id, descriptor, arguments
+    static final int GATHER = 21;    // generation, tag, length, bytes
+    static final int ANNOUNCE = 22;  // generation, call: id, descriptor, arguments
     static final int QUERY = 23;
-    static final int ABORT = 24;     // call, disagreement, reason
+    static final int ABORT = 24;     // generation, call, disagreement, reason
     static final int BYE = 25;
-    static final int END_STREAM = 26; // stream, calls, reason
+    static final int END_STREAM = 26; // generation, stream, calls, reason
+    static final int SHRINK = 27;    // generation to leave, milliseconds the others may take to ask too
+    static final int LEAVE_GROUP = 28; // generation: this rank left it (a shrink superseded it)
 
     private static final String CLIENT_PROOF = "gradsync rendezvous v3: proof of the connecting rank";
     private static final String SERVER_PROOF = "gradsync rendezvous v3: proof of rank 0";

@@ -230,6 +230,105 @@ class RendezvousTest {
         }
     }
 
+    /**
+     * Rank 2 of 4 dies; the three others shrink: each gets generation 1 with the same three members, numbered in their
+     * first order, with all-gathers, keys and instance id of its own; then each leaves generation 0 (a barrier the dead
+     * rank does not hold up) and the job.
+     */
+    @Test
+    void theSurvivorsOfADeadRankShrinkToTheSameMembership() throws Exception {
+        try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 4, 0), 0)) {
+            List<Rendezvous> ranks = joined(joinAll(4, r -> external(r, 4, server.port()), Duration.ofSeconds(20)));
+            ranks.get(2).dropConnectionForTest();
+            List<Rendezvous> survivors = List.of(ranks.get(0), ranks.get(1), ranks.get(3));
+            for (Rendezvous r : survivors) {
+                awaitAbort(r);
+            }
+            List<Rendezvous> next = joined(survivors.stream()
+                    .map(r -> CompletableFuture.supplyAsync(() -> r.shrink(Duration.ofSeconds(10)), THREADS)).toList());
+            for (int i = 0; i < 3; i++) {
+                Rendezvous r = next.get(i);
+                assertEquals(1, r.generation());
+                assertEquals(3, r.size());
+                assertEquals(i, r.rank());
+                assertEquals(List.of(0, 1, 3), List.of(r.originalRank(0), r.originalRank(1), r.originalRank(2)));
+                assertNull(r.pendingAbort(), "generation 1 starts clean");
+                assertEquals(next.get(0).derivedKey("x"), r.derivedKey("x"));
+                assertEquals(next.get(0).instanceId(), r.instanceId());
+            }
+            assertTrue(next.get(0).derivedKey("x") != ranks.get(0).derivedKey("x"), "each generation has its own keys");
+            assertTrue(!next.get(0).instanceId().equals(ranks.get(0).instanceId()), "and its own instance id");
+            List<CompletableFuture<byte[][]>> gathers = new ArrayList<>();
+            for (Rendezvous r : next) {
+                gathers.add(CompletableFuture.supplyAsync(() -> r.allGather(new byte[] {(byte) (10 + r.rank())}), THREADS));
+            }
+            for (CompletableFuture<byte[][]> g : gathers) {
+                byte[][] all = g.get(30, TimeUnit.SECONDS);
+                assertEquals(3, all.length);
+                for (int r = 0; r < 3; r++) {
+                    assertArrayEquals(new byte[] {(byte) (10 + r)}, all[r]);
+                }
+            }
+            long start = System.nanoTime();
+            closeAll(survivors);
+            closeAll(next);
+            assertTrue(System.nanoTime() - start < 10_000_000_000L, "each barrier ends when the members left, not at the deadline");
+        }
+    }
+
+    /**
+     * Ranks 0 and 1 ask to shrink; rank 2 never does: at the deadline the first one set it is left out, and its
+     * connection dropped, so it cannot go on in a membership the others left.
+     */
+    @Test
+    void aRankThatDoesNotAskToShrinkInTimeIsLeftOut() throws Exception {
+        try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
+            List<Rendezvous> ranks = joined(joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20)));
+            List<Rendezvous> next = joined(ranks.subList(0, 2).stream()
+                    .map(r -> CompletableFuture.supplyAsync(() -> r.shrink(Duration.ofMillis(500)), THREADS)).toList());
+            for (Rendezvous r : next) {
+                assertEquals(2, r.size());
+            }
+            PeerAbort cutOff = awaitAbort(ranks.get(2));
+            assertTrue(cutOff.reason().contains("lost the connection to the rendezvous"), cutOff.reason());
+            RendezvousException late = Assertions.assertThrows(RendezvousException.class,
+                    () -> ranks.get(2).shrink(Duration.ofSeconds(1)));
+            assertTrue(late.getMessage().contains("cannot shrink generation 0"), late.getMessage());
+            closeAll(ranks.subList(0, 2));
+            closeAll(next);
+        }
+    }
+
+    /** Rank 1 asks to shrink and dies before rank 2 asks: the next membership is ranks 0 and 2. */
+    @Test
+    void aRankThatDiesDuringTheShrinkIsNotInTheNextMembership() throws Exception {
+        try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
+            List<Rendezvous> ranks = joined(joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20)));
+            CompletableFuture<Rendezvous> rank0 = CompletableFuture.supplyAsync(() -> ranks.get(0).shrink(Duration.ofSeconds(10)),
+                    THREADS);
+            CompletableFuture<Rendezvous> rank1 = CompletableFuture.supplyAsync(() -> ranks.get(1).shrink(Duration.ofSeconds(10)),
+                    THREADS);
+            Thread.sleep(300);
+            ranks.get(1).dropConnectionForTest();
+            Thread.sleep(300);
+            Rendezvous rank2 = ranks.get(2).shrink(Duration.ofSeconds(10));
+            assertEquals(List.of(0, 2), List.of(rank2.originalRank(0), rank2.originalRank(1)));
+            assertEquals(1, rank2.rank());
+            assertEquals(0, rank0.get(30, TimeUnit.SECONDS).rank());
+            Assertions.assertThrows(ExecutionException.class, () -> rank1.get(30, TimeUnit.SECONDS));
+            closeAll(List.of(ranks.get(0), ranks.get(2)));
+            closeAll(List.of(rank0.get(), rank2));
+        }
+    }
+
+    private static List<Rendezvous> joined(List<CompletableFuture<Rendezvous>> joins) throws Exception {
+        List<Rendezvous> ranks = new ArrayList<>();
+        for (CompletableFuture<Rendezvous> f : joins) {
+            ranks.add(f.get(30, TimeUnit.SECONDS));
+        }
+        return ranks;
+    }
+
     /** Rank {@code rank} of {@code size} on host "h", told that an external server serves the rendezvous on {@code port}. */
     private static LaunchEnvironment external(int rank, int size, int port) {
         Map<String, String> vars = new HashMap<>(Map.of("RANK", "" + rank, "WORLD_SIZE", "" + size,
