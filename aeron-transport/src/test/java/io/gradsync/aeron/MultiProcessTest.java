@@ -86,6 +86,35 @@ class MultiProcessTest {
         AeronJobs.assertDriversGone(job, drivers, userDirectory());
     }
 
+    /**
+     * Three ranks in a loop of exact collectives; rank 0 (over IPC, the one running the host's media driver) SIGKILLs
+     * itself at step 20: the two others shrink their communicator, which opens new links (over IPC through a new
+     * driver), and finish the 40 steps exact as ranks 0 and 1 of 2.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"aeron-ipc", "aeron-udp"})
+    void theSurvivorsOfAKilledRankShrinkAndGoOnExact(String transport) throws Exception {
+        Jobs.Result job = launch(List.of("-n", "3", "--min-ranks", "2"), transport, List.of("-Dgradsync.timeout.ms=30000"),
+                "shrink", "0", "20", "40");
+        assertEquals(0, job.status(), job.out());
+        assertTrue(job.out().contains("rank 0 kills itself with SIGKILL at step 20"), job.out());
+        for (int r = 1; r <= 2; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + " (rank " + (r - 1) + " of 2): 40 steps exact, 1 shrink(s)"),
+                    job.out());
+        }
+        Matcher shrank = Pattern.compile("rank \\d shrank to rank \\d of 2 in (\\d+) ms").matcher(job.out());
+        while (shrank.find()) {
+            System.out.println(transport + ": " + shrank.group());
+        }
+        int drivers = 0;
+        for (int ranks : new int[] {3, 2}) { // each generation has drivers of its own
+            boolean ownDrivers = transport.equals("aeron-udp")
+                    && AeronConfiguration.driverLayout(true, ranks, AeronConfiguration.hostProcessors()).perProcess();
+            drivers += ownDrivers ? ranks : 1;
+        }
+        AeronJobs.assertDriversGone(job, drivers, userDirectory());
+    }
+
     @Test
     void theDirectoryOfAKilledDriverRankIsRemovedByTheLauncher() throws Exception {
         // Rank 0 runs the host's media driver; killed, it cannot delete the driver's directory.

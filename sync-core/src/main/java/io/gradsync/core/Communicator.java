@@ -5,6 +5,7 @@ import io.gradsync.core.algorithm.AllReduceAlgorithms;
 import io.gradsync.core.algorithm.Collectives;
 import io.gradsync.core.algorithm.DirectAllReduce;
 import io.gradsync.core.bootstrap.Bootstrap;
+import io.gradsync.core.bootstrap.Rendezvous;
 import io.gradsync.core.engine.CollectiveKind;
 import io.gradsync.core.engine.Completion;
 import io.gradsync.core.engine.ProgressThread;
@@ -19,6 +20,7 @@ import io.gradsync.core.settings.Setting;
 import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.Endpoint;
 import io.gradsync.core.transport.SharedMemory;
+import io.gradsync.core.transport.TransportOptions;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Path;
@@ -60,7 +62,8 @@ import reactor.core.publisher.Mono;
  * message and in what each rank announces, so a disagreement fails every rank with a
  * {@link CollectiveMismatchException} describing both calls. The failure is sent to every peer, so that
  * they fail promptly instead of waiting out their deadline, and this communicator stays failed: later
- * calls fail at once. Create a new job to recover. The one exception is a {@link StreamEndedException}:
+ * calls fail at once. To go on, the ranks that are still there {@link #shrink()} it to a communicator without
+ * the failed ones (a multi-process job), or a new job starts. The one exception is a {@link StreamEndedException}:
  * a stream that ended early on some rank (a cancel) abandons its remaining calls on every rank, and the
  * communicator stays usable.
  */
@@ -71,10 +74,19 @@ public final class Communicator implements AutoCloseable {
     private final AllReduceSelector allReduceSelector;
     private final ProgressThread progress;
     private final int maxInFlight;
+    private final Duration timeout;
+    /** Null for a communicator over an endpoint the caller made, which cannot shrink. */
+    private final Membership membership;
     private final AtomicLong nextStream = new AtomicLong();
+
+    /** What a communicator of a multi-process job needs to go on without the ranks that failed. */
+    private record Membership(Rendezvous job, String transport, TransportOptions options) {
+    }
 
     private Communicator(Builder settings) {
         this.endpoint = settings.endpoint;
+        this.timeout = settings.timeout;
+        this.membership = settings.membership;
         this.chunkBytes = settings.chunkBytes;
         this.allReduceSelector = settings.allReduceSelector;
         this.maxInFlight = settings.maxInFlight;
@@ -104,7 +116,52 @@ public final class Communicator implements AutoCloseable {
      * {@link GradSyncConfiguration}.
      */
     public static Communicator connect(String transport) {
-        return create(Bootstrap.connect(transport, GradSyncConfiguration.transportOptions()));
+        TransportOptions options = GradSyncConfiguration.transportOptions();
+        Rendezvous job = Bootstrap.join(transport);
+        return over(new Membership(job, transport, options));
+    }
+
+    /** A communicator with settings from {@link GradSyncConfiguration} over a new endpoint for {@code membership}. */
+    private static Communicator over(Membership membership) {
+        Builder builder = builder(Bootstrap.open(membership.transport(), membership.job(), membership.options()));
+        builder.membership = membership;
+        try {
+            return builder.build();
+        } catch (RuntimeException e) {
+            builder.endpoint.close();
+            throw e;
+        }
+    }
+
+    /**
+     * This job without the ranks that failed: after a collective failed because a peer died, was left out or gave up,
+     * every rank that is still there calls this, and each gets a new communicator over the same members, numbered in
+     * the order of their ranks here (this rank's {@link #rank()} may change; {@link #size()} is the number of
+     * members). The members are decided in one place, the job's rendezvous, so no two ranks go on with different
+     * memberships: a rank that is gone, or does not call this within the {@linkplain Builder#timeout timeout} after
+     * the first rank did, is left out (and fails), and a rank that dies meanwhile is not in it.
+     *
+     * <p>This communicator is closed first: what is still pending on it fails, as after {@link #close()}. The new one
+     * opens its own links on the same transport, with settings from {@link GradSyncConfiguration}. Only a communicator
+     * of a multi-process job ({@link #connect()}) can shrink; for the job to outlive rank 0, its rendezvous must not
+     * be served by rank 0 ({@code gradsync-run} serves it itself).
+     *
+     * @throws UnsupportedOperationException for a communicator over an endpoint the caller made
+     * @throws IllegalStateException on the thread that drives this communicator's collectives
+     * @throws io.gradsync.core.bootstrap.RendezvousException if this rank is left out, or the rendezvous is lost
+     */
+    public Communicator shrink() {
+        if (membership == null) {
+            throw new UnsupportedOperationException("rank " + rank() + ": only a communicator of a multi-process job "
+                    + "(Communicator.connect) can shrink");
+        }
+        if (progress.isCurrentThread() || progress.isDrivenByCurrentThread()) {
+            throw new IllegalStateException("rank " + rank() + ": shrink on the thread that drives the communicator's "
+                    + "collectives would wait for itself: call it outside the collective's signals");
+        }
+        Rendezvous next = membership.job().shrink(timeout);
+        close();
+        return over(new Membership(next, membership.transport(), membership.options()));
     }
 
     public static Builder builder(Endpoint endpoint) {
@@ -634,6 +691,7 @@ public final class Communicator implements AutoCloseable {
      */
     public static final class Builder {
         private final Endpoint endpoint;
+        private Membership membership;
         private Integer chunkBytes;
         private Duration timeout;
         private Integer maxInFlight;

@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
@@ -41,7 +42,14 @@ class ShmMultiProcessTest {
      */
     private static Jobs.Result gradsyncRun(String transport, List<String> rankOptions, int ranks, long limitSeconds,
                                            String... programArgs) throws Exception {
-        List<String> command = Jobs.gradsyncRun(Jobs.CLASSPATH, limitSeconds, List.of("-n", Integer.toString(ranks)));
+        return gradsyncRun(List.of(), transport, rankOptions, ranks, limitSeconds, programArgs);
+    }
+
+    private static Jobs.Result gradsyncRun(List<String> launcherOptions, String transport, List<String> rankOptions, int ranks,
+                                           long limitSeconds, String... programArgs) throws Exception {
+        List<String> launcher = new ArrayList<>(List.of("-n", Integer.toString(ranks)));
+        launcher.addAll(launcherOptions);
+        List<String> command = Jobs.gradsyncRun(Jobs.CLASSPATH, limitSeconds, launcher);
         List<String> options = new ArrayList<>(List.of("-Xmx256m", "-Dgradsync.timeout.ms=20000",
                 "-D" + GradSyncConfiguration.TRANSPORT_PROP + "=" + transport));
         options.addAll(rankOptions);
@@ -91,6 +99,37 @@ class ShmMultiProcessTest {
         }
         assertEquals(IntStream.range(0, ranks).filter(r -> r != killed).boxed().toList(), reporting.stream().sorted().toList(), "every survivor reports:\n" + job.out());
         assertTrue(job.millis() < 60_000, "took " + job.millis() + " ms:\n" + job.out());
+        assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
+    }
+
+    /**
+     * Four ranks in a loop of exact collectives; the killed ranks SIGKILL themselves at step 20: the survivors shrink
+     * their communicator, agree on the step to redo, and finish the 60 steps exact, numbered 0.. in their old order.
+     * Rank 0's death is survived too: gradsync-run serves the rendezvous. Two ranks dying at once may take the
+     * survivors one shrink or two.
+     */
+    @ParameterizedTest(name = "rank(s) {0} killed")
+    @CsvSource({"2", "0", "'1,2'"})
+    void theSurvivorsOfKilledRanksShrinkAndGoOnExact(String killed) throws Exception {
+        List<String> before = ShmAllReduceTest.leftovers();
+        List<Integer> dead = Arrays.stream(killed.split(",")).map(Integer::valueOf).toList();
+        List<Integer> survivors = IntStream.range(0, 4).boxed().filter(r -> !dead.contains(r)).toList();
+        Jobs.Result job = gradsyncRun(List.of("--min-ranks", Integer.toString(survivors.size())), "shm", List.of(), 4, 90,
+                "shrink", killed, "20", "60");
+        assertEquals(0, job.status(), job.out());
+        for (int r : dead) {
+            assertTrue(job.out().contains("rank " + r + " kills itself with SIGKILL at step 20"), job.out());
+        }
+        for (int i = 0; i < survivors.size(); i++) {
+            Matcher done = Pattern.compile("rank " + survivors.get(i) + " \\(rank " + i + " of " + survivors.size()
+                    + "\\): 60 steps exact, ([12]) shrink\\(s\\)").matcher(job.out());
+            assertTrue(done.find(), "rank " + survivors.get(i) + " goes on as rank " + i + " of " + survivors.size() + ":\n"
+                    + job.out());
+        }
+        Matcher shrank = Pattern.compile("rank \\d+ shrank to rank \\d+ of \\d+ in (\\d+) ms").matcher(job.out());
+        while (shrank.find()) {
+            System.out.println("killed " + killed + ": " + shrank.group());
+        }
         assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
     }
 

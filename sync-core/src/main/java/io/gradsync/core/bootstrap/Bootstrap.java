@@ -34,13 +34,28 @@ public final class Bootstrap {
      * open, the other ranks are told why before this throws.
      */
     public static Endpoint connect(String name, TransportOptions options) {
-        Transports.provider(name); // fail on a bad name before waiting for the other ranks
-        Rendezvous rendezvous = Rendezvous.join(LaunchEnvironment.fromEnvironment(), rendezvousTimeout());
+        return open(name, join(name), options);
+    }
+
+    /**
+     * Reads the launcher's environment ({@link LaunchEnvironment#fromEnvironment()}) and meets the other ranks at the
+     * rendezvous, for transport {@code name}, whose name is checked first (before waiting for the other ranks).
+     */
+    public static Rendezvous join(String name) {
+        Transports.provider(name);
+        return Rendezvous.join(LaunchEnvironment.fromEnvironment(), rendezvousTimeout());
+    }
+
+    /**
+     * Opens this rank's endpoint on transport {@code name} for the membership {@code job}. If it cannot, the other
+     * members are told why, and {@code job} is closed, before this throws.
+     */
+    public static Endpoint open(String name, Rendezvous job, TransportOptions options) {
         try {
-            return Transports.open(name, rendezvous, options);
+            return Transports.open(name, job, options);
         } catch (RuntimeException e) {
-            rendezvous.abort(-1, "rank " + rendezvous.rank() + " could not open transport " + name + ": " + e.getMessage(), false);
-            rendezvous.close();
+            job.abort(-1, "rank " + job.rank() + " could not open transport " + name + ": " + e.getMessage(), false);
+            job.close();
             throw e;
         }
     }

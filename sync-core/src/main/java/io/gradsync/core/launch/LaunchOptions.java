@@ -20,6 +20,8 @@ import java.util.List;
  * @param stopDelay   after a rank fails, how long the others get to fail on their own (and say why)
  *                    before they are stopped
  * @param deadline    limit for the whole job; zero for none
+ * @param minRanks    the fewest ranks the job goes on with: a rank's failure stops the others only when fewer would
+ *                    be left running; {@code nproc} (the default) stops them at the first failure
  * @param binding     what --bind-to asked for: each rank bound to its own share of the CPUs ({@link CpuBinding}),
  *                    none, or as mpirun by default
  * @param prefixOutput whether output lines get a {@code [rank] } prefix
@@ -27,8 +29,8 @@ import java.util.List;
  * @param command     the command and its arguments
  */
 record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String masterAddr, int masterPort,
-                     Duration grace, Duration stopDelay, Duration deadline, CpuBinding.Policy binding, boolean prefixOutput,
-                     boolean help, List<String> command) {
+                     Duration grace, Duration stopDelay, Duration deadline, int minRanks, CpuBinding.Policy binding,
+                     boolean prefixOutput, boolean help, List<String> command) {
 
     static final String NODE_PLACEHOLDER = "{node}";
     static final String DEFAULT_MASTER_ADDR = "127.0.0.1";
@@ -40,7 +42,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             "       gradsync-run status [PID]   where each rank of this user's running jobs (or of launcher PID) is",
             "Starts N ranks of COMMAND on this machine, each with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,",
             "GROUP_RANK, MASTER_ADDR, MASTER_PORT, GRADSYNC_JOB_ID and GRADSYNC_JOB_SECRET set, and supervises them:",
-            "when one fails, the others are stopped and its status is the launcher's.",
+            "when one fails, the others are stopped (but see --min-ranks) and its status is the launcher's.",
             "  -n, --nproc N         ranks to start (required, >= 1)",
             "      --nnodes H        simulated hosts (default 1); N must be divisible by H; rank r is on node r/(N/H)",
             "      --node-prefix T   command prefix for each rank, split on whitespace, {node} replaced by its node",
@@ -50,6 +52,10 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             "      --stop-delay S    after a rank fails, seconds the others get to exit on their own before",
             "                        they are stopped, so they can report the failure they saw (default 3)",
             "      --deadline S      stop all ranks after S seconds and exit 124 (default 0: no deadline)",
+            "      --min-ranks M     go on while at least M ranks run, for ranks that shrink their communicator",
+            "                        after a failure: a rank's failure stops the others only when fewer would be",
+            "                        left; the job succeeds when M ranks exit with 0 (default N: the first failure",
+            "                        stops the job)",
             "      --bind-to B       core: bind each rank to its own equal share of this process's CPUs (taskset),",
             "                        as mpirun --bind-to core; none: let the scheduler place them. Default, as",
             "                        mpirun's: core for 1 or 2 ranks (when taskset exists and each gets a CPU), else none",
@@ -79,6 +85,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
         private Duration grace = DEFAULT_GRACE;
         private Duration stopDelay = DEFAULT_STOP_DELAY;
         private Duration deadline = Duration.ZERO;
+        private Integer minRanks;
         private boolean prefixOutput = true;
         private CpuBinding.Policy binding = CpuBinding.Policy.MPIRUN_DEFAULT;
         private boolean help;
@@ -101,7 +108,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             }
             if (help) {
                 return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, DEFAULT_STOP_DELAY,
-                        Duration.ZERO, CpuBinding.Policy.NONE, true, true, List.of());
+                        Duration.ZERO, 1, CpuBinding.Policy.NONE, true, true, List.of());
             }
             List<String> command = Arrays.asList(args).subList(i, args.length);
             if (nproc == null) {
@@ -113,8 +120,11 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             if (command.isEmpty()) {
                 throw new UsageException("no command to run (give it after --)");
             }
+            if (minRanks != null && minRanks > nproc) {
+                throw new UsageException("--min-ranks " + minRanks + " is more than the " + nproc + " ranks started");
+            }
             return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, stopDelay, deadline,
-                    binding, prefixOutput, false, command);
+                    minRanks != null ? minRanks : nproc, binding, prefixOutput, false, command);
         }
 
         /** One option: {@code --name value}, {@code --name=value}, {@code -nN} or a switch. */
@@ -148,6 +158,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
                 case "--grace" -> grace = seconds(name, value(name, inline));
                 case "--stop-delay" -> stopDelay = seconds(name, value(name, inline));
                 case "--deadline" -> deadline = seconds(name, value(name, inline));
+                case "--min-ranks" -> minRanks = positiveInt(name, value(name, inline));
                 case "--bind-to" -> binding = binding(value(name, inline));
                 default -> throw new UsageException("unknown option " + arg);
             }

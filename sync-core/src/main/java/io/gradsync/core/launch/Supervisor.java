@@ -45,6 +45,10 @@ final class Supervisor {
     private final RankProcessSpec spec;
     private final Duration grace;
     private final Duration stopDelay;
+    private final int minRanks;
+    /** Ranks that exited with 0, and the status of the first failure the job went on after (0 while none). */
+    private int succeeded;
+    private int toleratedFailure;
     private final Duration deadline;
     private final boolean prefixOutput;
     private final PrintStream out;
@@ -61,12 +65,13 @@ final class Supervisor {
     private long stopAt;
     private int status;
 
-    Supervisor(RankProcessSpec spec, Duration grace, Duration stopDelay, Duration deadline, boolean prefixOutput, PrintStream out,
-               PrintStream err) {
+    Supervisor(RankProcessSpec spec, Duration grace, Duration stopDelay, Duration deadline, int minRanks, boolean prefixOutput,
+               PrintStream out, PrintStream err) {
         this.spec = spec;
         this.grace = grace;
         this.stopDelay = stopDelay;
         this.deadline = deadline;
+        this.minRanks = minRanks;
         this.prefixOutput = prefixOutput;
         this.out = out;
         this.err = err;
@@ -75,8 +80,8 @@ final class Supervisor {
     }
 
     /**
-     * Runs the job to its end and returns its status: 0 when every rank exited with 0, else that of the
-     * first failure. Returns once every rank, and every process seen below them, has exited (or is
+     * Runs the job to its end and returns its status: 0 when every rank exited with 0 (or, going on after failures,
+     * at least {@code minRanks} did), else that of the first failure. Returns once every rank, and every process seen below them, has exited (or is
      * reported as impossible to stop), and their output has been copied.
      */
     int run() {
@@ -84,6 +89,10 @@ final class Supervisor {
         try {
             startRanks();
             superviseUntilExited(startedAt);
+            if (!stopping && toleratedFailure != 0 && succeeded < minRanks) {
+                say("gradsync-run: " + succeeded + " rank(s) exited with 0, fewer than --min-ranks " + minRanks);
+                status = toleratedFailure;
+            }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             if (!stopping) {
@@ -190,7 +199,12 @@ final class Supervisor {
     private void onExited(Exited e) throws InterruptedException {
         running--;
         exited[e.rank()] = true;
-        if (e.status() != 0 && !stopping && stopAt == 0) {
+        succeeded += e.status() == 0 ? 1 : 0;
+        if (e.status() != 0 && !stopping && stopAt == 0 && running >= minRanks) {
+            say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; " + running + " rank(s) go on"
+                    + " (--min-ranks " + minRanks + ")");
+            toleratedFailure = toleratedFailure != 0 ? toleratedFailure : e.status();
+        } else if (e.status() != 0 && !stopping && stopAt == 0) {
             // Its last words first, then the launcher's.
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(FAILED_OUTPUT_MILLIS);
             for (LinePump pump : pumps.get(e.rank())) {

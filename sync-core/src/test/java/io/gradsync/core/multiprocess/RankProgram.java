@@ -2,6 +2,7 @@ package io.gradsync.core.multiprocess;
 
 import com.sun.management.ThreadMXBean;
 import io.gradsync.core.BroadcastAlgorithm;
+import io.gradsync.core.CollectiveException;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
@@ -46,6 +47,10 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code broadcast}: chained broadcasts of real values from three roots, one buffer refilled between calls;</li>
  *   <li>{@code skip RANK K}: AllReduce of 1000 floats, call after call; RANK sleeps (10 minutes) instead of making its
  *       K-th (from 0), so the others fail at their deadline;</li>
+ *   <li>{@code shrink KILLED_RANKS KILL_AT CALLS}: CALLS steps of an int64 SUM whose values depend on the rank and
+ *       the step, each checked exact; each rank in KILLED_RANKS (comma-separated, or -1 for none) SIGKILLs itself
+ *       when it reaches step KILL_AT; the others catch the failure, shrink the communicator, agree on the step to
+ *       redo (the least any of them completed) and go on: "rank R (rank r of n): CALLS steps exact, S shrink(s)";</li>
  *   <li>{@code die-in-setup KILLED_RANK}: a shm endpoint over the rendezvous, where the killed rank SIGKILLs itself
  *       at the set-up's first all-gather, after creating its ring files and before any peer has mapped them.</li>
  * </ul>
@@ -68,6 +73,10 @@ public final class RankProgram {
         String mode = args[0];
         if (mode.equals("forget")) {
             forgetToClose();
+            return;
+        }
+        if (mode.equals("shrink")) {
+            shrink(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
             return;
         }
         if (mode.equals("die-in-setup")) {
@@ -193,6 +202,66 @@ public final class RankProgram {
             }
             comm.allReduceBlocking(buffer, ReduceOp.SUM);
         }
+    }
+
+    /**
+     * A training loop that survives the death of ranks: see the class comment. Step {@code s} of rank {@code r} of
+     * {@code n} holds {@code (r + 1) * (i % 97 + 1) + 1000 * s} at index {@code i}, so a result is exact only when every
+     * rank contributed to the same step.
+     */
+    private static void shrink(String killedRanks, int killAt, int calls) throws Exception {
+        List<Integer> killed = new ArrayList<>();
+        for (String r : killedRanks.split(",")) {
+            killed.add(Integer.parseInt(r.trim()));
+        }
+        Communicator comm = Communicator.connect();
+        joined(comm, System.nanoTime());
+        int original = comm.rank();
+        int count = 10_007;
+        long[] in = new long[count];
+        long[] out = new long[count];
+        long[] step = new long[1];
+        int shrinks = 0;
+        try {
+            for (int done = 0; done < calls; ) {
+                if (killed.contains(original) && done == killAt) {
+                    killItself("rank " + original + " kills itself with SIGKILL at step " + done);
+                }
+                try {
+                    for (int i = 0; i < count; i++) {
+                        in[i] = (comm.rank() + 1L) * (i % 97 + 1) + 1000L * done;
+                    }
+                    comm.allReduceBlocking(GradientBuffer.wrap(in), GradientBuffer.wrap(out), ReduceOp.SUM);
+                    long n = comm.size();
+                    for (int i = 0; i < count; i++) {
+                        long expected = n * (n + 1) / 2 * (i % 97 + 1) + n * 1000L * done;
+                        if (out[i] != expected) {
+                            throw new AssertionError("rank " + original + " (rank " + comm.rank() + " of " + n + "), step "
+                                    + done + ": element " + i + " is " + out[i] + ", not " + expected);
+                        }
+                    }
+                    done++;
+                } catch (CollectiveException e) {
+                    long start = System.nanoTime();
+                    System.out.println("rank " + original + ": step " + done + " failed: " + e.getMessage());
+                    Communicator next = comm.shrink();
+                    comm = next;
+                    shrinks++;
+                    step[0] = done;
+                    comm.allReduceBlocking(GradientBuffer.wrap(step), ReduceOp.MIN);
+                    done = (int) step[0];
+                    System.out.println("rank " + original + " shrank to rank " + comm.rank() + " of " + comm.size() + " in "
+                            + (System.nanoTime() - start) / 1_000_000 + " ms; going on from step " + done);
+                }
+            }
+            System.out.println("rank " + original + " (rank " + comm.rank() + " of " + comm.size() + "): " + calls
+                    + " steps exact, " + shrinks + " shrink(s)");
+        } catch (RuntimeException | AssertionError e) {
+            System.out.println("FAILED: " + e.getMessage());
+            System.exit(1);
+        }
+        comm.close();
+        System.exit(0);
     }
 
     /** SIGKILLs this process after {@code delayMs}, from a daemon thread, saying {@code line} first. */
