@@ -133,6 +133,26 @@ class ShmMultiProcessTest {
         assertEquals(before, ShmAllReduceTest.leftovers(), "ring directories left in /dev/shm");
     }
 
+    /**
+     * Rank 1 is stopped (SIGSTOP) for 10 s at step 20: the others time out waiting for it (3 s), shrink, and the
+     * rendezvous leaves rank 1 out when it has not asked by the deadline (3 s more), cutting its connection; the three
+     * finish exact, and rank 1, continued, fails saying it was cut off.
+     */
+    @Test
+    void aStoppedRankIsLeftOutByEverySurvivorAlike() throws Exception {
+        Jobs.Result job = gradsyncRun(List.of("--min-ranks", "3"), "shm", List.of("-Dgradsync.timeout.ms=3000"), 4, 90,
+                "shrink", "1", "20", "60", "10");
+        assertEquals(0, job.status(), job.out());
+        assertTrue(job.out().contains("rank 1 stops itself with SIGSTOP for 10 s at step 20"), job.out());
+        int[] survivors = {0, 2, 3};
+        for (int i = 0; i < survivors.length; i++) {
+            assertTrue(job.out().contains("rank " + survivors[i] + " (rank " + i + " of 3): 60 steps exact, 1 shrink(s)"),
+                    job.out());
+        }
+        Matcher cutOff = Pattern.compile("\\[1] FAILED: .*lost the connection to the rendezvous").matcher(job.out());
+        assertTrue(cutOff.find(), "rank 1 is cut off:\n" + job.out());
+    }
+
     @Test
     void ringFilesOfARankKilledInSetUpAreRemovedByGradsyncRun() throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();

@@ -21,7 +21,7 @@ import java.util.List;
  *                    before they are stopped
  * @param deadline    limit for the whole job; zero for none
  * @param minRanks    the fewest ranks the job goes on with: a rank's failure stops the others only when fewer would
- *                    be left running; {@code nproc} (the default) stops them at the first failure
+ *                    be left (running, or done with status 0); {@code nproc} (the default) stops them at the first failure
  * @param binding     what --bind-to asked for: each rank bound to its own share of the CPUs ({@link CpuBinding}),
  *                    none, or as mpirun by default
  * @param prefixOutput whether output lines get a {@code [rank] } prefix

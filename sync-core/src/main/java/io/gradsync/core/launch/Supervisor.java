@@ -200,9 +200,9 @@ final class Supervisor {
         running--;
         exited[e.rank()] = true;
         succeeded += e.status() == 0 ? 1 : 0;
-        if (e.status() != 0 && !stopping && stopAt == 0 && running >= minRanks) {
-            say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; " + running + " rank(s) go on"
-                    + " (--min-ranks " + minRanks + ")");
+        if (e.status() != 0 && !stopping && stopAt == 0 && running + succeeded >= minRanks) {
+            say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; the job goes on with " + running
+                    + " rank(s) running and " + succeeded + " done (--min-ranks " + minRanks + ")");
             toleratedFailure = toleratedFailure != 0 ? toleratedFailure : e.status();
         } else if (e.status() != 0 && !stopping && stopAt == 0) {
             // Its last words first, then the launcher's.
@@ -210,13 +210,14 @@ final class Supervisor {
             for (LinePump pump : pumps.get(e.rank())) {
                 pump.awaitEnd(TimeUnit.NANOSECONDS.toMillis(until - System.nanoTime()));
             }
+            int first = toleratedFailure != 0 ? toleratedFailure : e.status();
             if (stopDelay.isZero() || running == 0) {
                 say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; stopping the other ranks");
-                beginStop(e.status());
+                beginStop(first);
             } else {
                 say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; the other ranks are "
                         + "stopped if still running in " + seconds(stopDelay) + " s");
-                status = e.status();
+                status = first;
                 stopAt = Math.max(1, System.nanoTime() + stopDelay.toNanos());
             }
         }

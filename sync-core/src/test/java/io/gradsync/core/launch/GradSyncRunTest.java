@@ -185,6 +185,26 @@ class GradSyncRunTest {
         }
     }
 
+    /**
+     * With --min-ranks 2 of 4, the job goes on after rank 1 fails and succeeds when ranks 0 and 3 finish; rank 2's later
+     * failure leaves 2 ranks (one done, one running) and does not stop rank 3. Fewer than 2 succeeding fails the job.
+     */
+    @Test
+    void withMinRanksTheJobGoesOnWhileEnoughRanksAreLeft() {
+        String script = "case $RANK in 1) exit 3 ;; 2) sleep 0.5; exit 4 ;; 0) sleep 1 ;; *) sleep 1; echo 'rank 3 done' ;; esac";
+        Result result = launch("-n", "4", "--min-ranks", "2", "--", "sh", "-c", script);
+        assertEquals(0, result.status(), result.err());
+        assertTrue(result.out().contains("[3] rank 3 done"), result.out());
+        assertTrue(result.err().contains("gradsync-run: rank 1 exited with status 3; the job goes on with 3 rank(s) running"),
+                result.err());
+        Result tooFew = launch("-n", "3", "--min-ranks", "2", "--", "sh", "-c", "case $RANK in 0) exit 0 ;; 1) exit 3 ;; "
+                + "*) sleep 0.5; exit 4 ;; esac");
+        assertEquals(3, tooFew.status(), tooFew.err());
+        Result usage = launch("-n", "3", "--min-ranks", "4", "--", "true");
+        assertEquals(GradSyncRun.USAGE_ERROR, usage.status());
+        assertTrue(usage.err().contains("--min-ranks 4 is more than the 3 ranks started"), usage.err());
+    }
+
     @Test
     void afterAFailureTheOthersGetTheStopDelayToReportAndExitOnTheirOwn() {
         // rank 0 fails; rank 1 notices and exits by itself with its own report; rank 2 never does

@@ -47,10 +47,11 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code broadcast}: chained broadcasts of real values from three roots, one buffer refilled between calls;</li>
  *   <li>{@code skip RANK K}: AllReduce of 1000 floats, call after call; RANK sleeps (10 minutes) instead of making its
  *       K-th (from 0), so the others fail at their deadline;</li>
- *   <li>{@code shrink KILLED_RANKS KILL_AT CALLS}: CALLS steps of an int64 SUM whose values depend on the rank and
- *       the step, each checked exact; each rank in KILLED_RANKS (comma-separated, or -1 for none) SIGKILLs itself
- *       when it reaches step KILL_AT; the others catch the failure, shrink the communicator, agree on the step to
- *       redo (the least any of them completed) and go on: "rank R (rank r of n): CALLS steps exact, S shrink(s)";</li>
+ *   <li>{@code shrink KILLED_RANKS KILL_AT CALLS [STOP_SECONDS]}: CALLS steps of an int64 SUM whose values depend on
+ *       the rank and the step, each checked exact; each rank in KILLED_RANKS (comma-separated) SIGKILLs itself when
+ *       it reaches step KILL_AT (or, with STOP_SECONDS, is stopped with SIGSTOP for that long, then continued); the
+ *       others catch the failure, shrink the communicator, agree on the step to redo (the least any of them
+ *       completed) and go on: "rank R (rank r of n): CALLS steps exact, S shrink(s)";</li>
  *   <li>{@code die-in-setup KILLED_RANK}: a shm endpoint over the rendezvous, where the killed rank SIGKILLs itself
  *       at the set-up's first all-gather, after creating its ring files and before any peer has mapped them.</li>
  * </ul>
@@ -76,7 +77,7 @@ public final class RankProgram {
             return;
         }
         if (mode.equals("shrink")) {
-            shrink(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
+            shrink(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args.length > 4 ? Integer.parseInt(args[4]) : 0);
             return;
         }
         if (mode.equals("die-in-setup")) {
@@ -209,7 +210,7 @@ public final class RankProgram {
      * {@code n} holds {@code (r + 1) * (i % 97 + 1) + 1000 * s} at index {@code i}, so a result is exact only when every
      * rank contributed to the same step.
      */
-    private static void shrink(String killedRanks, int killAt, int calls) throws Exception {
+    private static void shrink(String killedRanks, int killAt, int calls, int stopSeconds) throws Exception {
         List<Integer> killed = new ArrayList<>();
         for (String r : killedRanks.split(",")) {
             killed.add(Integer.parseInt(r.trim()));
@@ -224,7 +225,15 @@ public final class RankProgram {
         int shrinks = 0;
         try {
             for (int done = 0; done < calls; ) {
-                if (killed.contains(original) && done == killAt) {
+                if (killed.contains(original) && done == killAt && stopSeconds > 0) {
+                    System.out.println("rank " + original + " stops itself with SIGSTOP for " + stopSeconds + " s at step " + done);
+                    System.out.flush();
+                    long pid = ProcessHandle.current().pid();
+                    new ProcessBuilder("sh", "-c", "kill -STOP " + pid + "; sleep " + stopSeconds + "; kill -CONT " + pid).start();
+                    Thread.sleep(stopSeconds * 1000L + 1000); // stopped meanwhile; the others go on without it
+                    System.out.println("rank " + original + " continues");
+                    killed.clear();
+                } else if (killed.contains(original) && done == killAt) {
                     killItself("rank " + original + " kills itself with SIGKILL at step " + done);
                 }
                 try {
