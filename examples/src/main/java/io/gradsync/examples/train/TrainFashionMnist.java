@@ -21,6 +21,7 @@ import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
+import io.gradsync.core.CollectiveException;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
@@ -51,6 +52,18 @@ import reactor.core.publisher.Flux;
  * </pre>
  * Prints per epoch (rank 0): mean training loss, test accuracy, step time, exposed communication time
  * (DJL's backward is one native call, so every bucket is reduced after it: all communication is exposed).
+ *
+ * <p>{@code --elastic} (processes, under {@code gradsync-run --min-ranks M}) survives lost ranks. When a collective
+ * fails, every survivor shrinks the communicator ({@link Communicator#shrink()}) and the loop goes on from the least
+ * step any survivor completed: a survivor that had already applied the step in flight (its AllReduce completed while
+ * another's still waited for the dead rank) restores the parameters and momentum it had before it, so the step is
+ * redone by all and applied once. The global batch stays {@code B}: step {@code s} always covers samples
+ * {@code [s B, (s+1) B)} of the epoch's order, and rank {@code r} of {@code n} takes
+ * {@code [floor(r B / n), floor((r+1) B / n))} of them, so after a shrink no sample of the epoch is lost or doubled.
+ * Each rank weights its gradient (a mean over its samples) by its share of the batch and the buckets SUM them, which
+ * is the mean over the global batch for any split; SGD with momentum runs on host copies of the parameters, so that
+ * the state a step changes can be kept and restored. {@code --kill-rank R --kill-at-step S} makes rank R SIGKILL
+ * itself at step S, printing the time; each survivor prints when its first step after the shrink completed.
  */
 public final class TrainFashionMnist {
     int epochs = 2;
@@ -64,6 +77,11 @@ public final class TrainFashionMnist {
     int threads = 0;
     long seed = 42;
     boolean quiet;
+    /** Survive lost ranks: shrink the communicator and go on (see the class comment). */
+    boolean elastic;
+    /** With {@link #killAtStep}: this rank SIGKILLs itself when it reaches that step (counted from 0 over all epochs). */
+    int killRank = -1;
+    int killAtStep = -1;
     /** In threads mode: DJL's PyTorch GradientCollector is one per JVM, so the ranks' PyTorch calls take turns. */
     private final ReentrantLock torch = new ReentrantLock();
     private volatile FashionMnist.Split train;
@@ -119,10 +137,6 @@ public final class TrainFashionMnist {
 
     Result runRank(Communicator comm) throws Exception {
         load();
-        int n = comm.size();
-        if (globalBatch % n != 0) {
-            throw new IllegalArgumentException("global batch " + globalBatch + " is not a multiple of " + n + " ranks");
-        }
         try (Model model = Model.newInstance("lenet5-rank" + comm.rank(), "PyTorch")) {
             model.setBlock(lenet5());
             RankTraining training = new RankTraining(comm, model);
@@ -139,9 +153,13 @@ public final class TrainFashionMnist {
      * the batch arrays, and what the epochs count (steps, checksum collectives, first and last loss).
      */
     private final class RankTraining {
-        private final Communicator comm;
-        private final int rank;
-        private final int local;
+        private final Communicator launched;
+        private final int original;
+        private Communicator comm;
+        private int rank;
+        /** This rank's samples of each global batch: {@code [from, from + local)}. */
+        private int from;
+        private int local;
         private final boolean shared = threads > 0;
         private final List<Parameter> params = new ArrayList<>();
         private final Trainer trainer;
@@ -150,19 +168,33 @@ public final class TrainFashionMnist {
         private final GradientBuffer[] gradBuffers;
         /** The order the bucketer gets the gradients in: last layer first, as a backward pass produces them. */
         private final Integer[] backwardOrder;
-        private final GradientBuckets buckets;
+        private GradientBuckets buckets;
         private final int stepsPerEpoch;
         private final float[] xs;
         private final float[] ys;
+        /** Elastic: the parameters and momentum on the host, and the same before the last step applied. */
+        private float[][] weights;
+        private float[][] velocity;
+        private float[][] weightsBefore;
+        private float[][] velocityBefore;
+        /** Steps completed, over all epochs; and within the current epoch. */
         private int step;
+        private int stepInEpoch;
         private int checks;
+        private int shrinks;
+        private boolean reportNextStep;
         private double firstLoss = Double.NaN;
         private double lastLoss = Double.NaN;
+        private double lossSum;
+        private long stepNanos;
+        private long exposedNanos;
+        private boolean identical;
 
         RankTraining(Communicator comm, Model model) throws Exception {
+            this.launched = comm;
             this.comm = comm;
-            rank = comm.rank();
-            local = globalBatch / comm.size();
+            original = comm.rank();
+            shard();
             trainer = newTrainer(model);
             broadcastInitialParameters();
             tensors = params.size();
@@ -172,10 +204,39 @@ public final class TrainFashionMnist {
             for (int i = 0; i < tensors; i++) {
                 backwardOrder[i] = tensors - 1 - i;
             }
-            buckets = GradientBuckets.create(comm);
+            buckets = newBuckets();
             stepsPerEpoch = Math.min(train.count() / globalBatch, maxSteps);
-            xs = new float[local * FashionMnist.PIXELS];
-            ys = new float[local];
+            xs = new float[globalBatch * FashionMnist.PIXELS];
+            ys = new float[globalBatch];
+            if (elastic) {
+                weights = new float[tensors][];
+                velocity = new float[tensors][];
+                weightsBefore = new float[tensors][];
+                velocityBefore = new float[tensors][];
+                for (int i = 0; i < tensors; i++) {
+                    Parameter p = params.get(i);
+                    weights[i] = withTorch(shared, () -> p.getArray().toFloatArray());
+                    velocity[i] = new float[weights[i].length];
+                    weightsBefore[i] = new float[weights[i].length];
+                    velocityBefore[i] = new float[weights[i].length];
+                }
+            }
+        }
+
+        /** This rank's share of each global batch, as the class comment says. */
+        private void shard() {
+            rank = comm.rank();
+            int n = comm.size();
+            if (!elastic && globalBatch % n != 0) {
+                throw new IllegalArgumentException("global batch " + globalBatch + " is not a multiple of " + n + " ranks");
+            }
+            from = (int) ((long) rank * globalBatch / n);
+            local = (int) ((long) (rank + 1) * globalBatch / n) - from;
+        }
+
+        /** Averaging buckets; elastic: summing, the gradients weighted by each rank's share of the batch. */
+        private GradientBuckets newBuckets() {
+            return elastic ? GradientBuckets.builder(comm).op(ReduceOp.SUM).build() : GradientBuckets.create(comm);
         }
 
         /** A trainer for {@code model}, its parameters initialised from the seed and listed in {@link #params}. */
@@ -185,7 +246,7 @@ public final class TrainFashionMnist {
             return withTorch(shared, () -> {
                 Engine.getEngine("PyTorch").setRandomSeed((int) seed);
                 Trainer created = model.newTrainer(config);
-                created.initialize(new Shape(local, 1, 28, 28));
+                created.initialize(new Shape(Math.max(1, local), 1, 28, 28));
                 for (Pair<String, Parameter> p : model.getBlock().getParameters()) {
                     params.add(p.getValue());
                 }
@@ -208,48 +269,163 @@ public final class TrainFashionMnist {
         /** One epoch (numbered from 0) in one shuffled order; fails when the replicas differ at its end. */
         Epoch epoch(int epoch) throws Exception {
             int[] order = permutation(train.count(), new Random(seed + epoch));
-            double lossSum = 0;
-            long stepNanos = 0;
-            long exposedNanos = 0;
-            boolean identical = true;
-            for (int s = 0; s < stepsPerEpoch; s++, step++) {
-                long t0 = System.nanoTime();
-                loadBatch(order, s);
-                float loss = forwardBackward();
-                long c0 = System.nanoTime();
-                Flux.fromArray(backwardOrder).transform(buckets.reduce(i -> gradBuffers[i])).blockLast();
-                long c1 = System.nanoTime();
-                applyAveragedGradients();
-                long t1 = System.nanoTime();
-                stepNanos += t1 - t0;
-                exposedNanos += c1 - c0;
-                lossSum += loss;
-                if (Double.isNaN(firstLoss)) {
-                    firstLoss = loss;
-                }
-                lastLoss = loss;
-                if (checkEvery > 0 && (step + 1) % checkEvery == 0) {
-                    identical &= sameEverywhere(comm, checksum(params, shared));
-                    checks++;
+            lossSum = 0;
+            stepNanos = 0;
+            exposedNanos = 0;
+            identical = true;
+            stepInEpoch = 0;
+            while (true) {
+                try {
+                    while (stepInEpoch < stepsPerEpoch) {
+                        trainStep(order);
+                    }
+                    return endOfEpoch(epoch);
+                } catch (CollectiveException e) {
+                    if (!elastic) {
+                        throw e;
+                    }
+                    goOnWithoutTheLost(e);
                 }
             }
-            identical &= sameEverywhere(comm, checksum(params, shared));
-            checks++;
+        }
+
+        /** One step of the global batch: forward and backward on this rank's share, reduce, apply; a checksum now and then. */
+        private void trainStep(int[] order) throws Exception {
+            if (original == killRank && step == killAtStep) {
+                killItself();
+            }
+            long t0 = System.nanoTime();
+            loadBatch(order, stepInEpoch);
+            float loss = forwardBackward();
+            long c0 = System.nanoTime();
+            Flux.fromArray(backwardOrder).transform(buckets.reduce(i -> gradBuffers[i])).blockLast();
+            long c1 = System.nanoTime();
+            if (elastic) {
+                applyOnHost();
+            } else {
+                applyAveragedGradients();
+            }
+            stepInEpoch++;
+            step++;
+            long t1 = System.nanoTime();
+            stepNanos += t1 - t0;
+            exposedNanos += c1 - c0;
+            lossSum += loss;
+            if (Double.isNaN(firstLoss)) {
+                firstLoss = loss;
+            }
+            lastLoss = loss;
+            if (reportNextStep) {
+                reportNextStep = false;
+                System.out.printf(Locale.ROOT, "rank %d (rank %d of %d): first step after the shrink completed at %d ms%n",
+                        original, rank, comm.size(), System.currentTimeMillis());
+            }
+            if (checkEvery > 0 && step % checkEvery == 0) {
+                identical &= sameEverywhere(comm, checksum(params, shared));
+                checks++;
+            }
+        }
+
+        /** The epoch's checksum, mean loss and test accuracy. */
+        private Epoch endOfEpoch(int epoch) throws Exception {
+            boolean same = identical & sameEverywhere(comm, checksum(params, shared));
             double[] lossMean = {lossSum / stepsPerEpoch};
             comm.allReduceBlocking(GradientBuffer.wrap(lossMean), ReduceOp.AVG);
             double accuracy = evaluate(comm, trainer, shared);
+            checks++;
             Epoch e = new Epoch(epoch + 1, stepsPerEpoch, lossMean[0], accuracy, stepNanos / 1e6 / stepsPerEpoch,
-                    exposedNanos / 1e6 / stepsPerEpoch, checks, identical);
+                    exposedNanos / 1e6 / stepsPerEpoch, checks, same);
             print(e);
-            if (!identical) {
+            if (!same) {
                 throw new IllegalStateException("replicas differ after epoch " + (epoch + 1));
             }
             return e;
         }
 
-        /** This rank's share of global batch {@code s}: samples {@code [rank local, (rank + 1) local)} of it. */
+        /**
+         * After a failed collective: shrink to the survivors, agree on the least step any of them completed (going back
+         * one step where this rank had applied the step in flight), shard the batch anew and check that the replicas
+         * are identical.
+         */
+        private void goOnWithoutTheLost(CollectiveException failure) throws Exception {
+            long start = System.nanoTime();
+            buckets.close();
+            Communicator shrunk = comm.shrink();
+            if (comm != launched) {
+                comm.close();
+            }
+            comm = shrunk;
+            shrinks++;
+            long[] least = {step};
+            comm.allReduceBlocking(GradientBuffer.wrap(least), ReduceOp.MIN);
+            if (step - least[0] == 1) {
+                restoreStepBefore();
+                step--;
+                stepInEpoch--;
+                lossSum -= lastLoss;
+            } else if (step != least[0]) {
+                throw new IllegalStateException("rank " + original + " completed " + step + " steps, a survivor only "
+                        + least[0] + ": more than the one step in flight apart");
+            }
+            shard();
+            buckets = newBuckets();
+            if (!sameEverywhere(comm, checksum(params, shared))) {
+                throw new IllegalStateException("replicas differ after the shrink");
+            }
+            reportNextStep = true;
+            System.out.printf(Locale.ROOT, "rank %d: %s; shrank to rank %d of %d in %.0f ms, going on from step %d%n", original,
+                    failure.getMessage(), rank, comm.size(), (System.nanoTime() - start) / 1e6, step);
+        }
+
+        /** Elastic SGD with momentum on the host copies (as PyTorch: v = m v + g, w -= lr v), after keeping the state before. */
+        private void applyOnHost() throws Exception {
+            for (int i = 0; i < tensors; i++) {
+                float[] w = weights[i];
+                float[] v = velocity[i];
+                float[] g = grads[i];
+                System.arraycopy(w, 0, weightsBefore[i], 0, w.length);
+                System.arraycopy(v, 0, velocityBefore[i], 0, v.length);
+                for (int j = 0; j < w.length; j++) {
+                    v[j] = momentum * v[j] + g[j];
+                    w[j] -= lr * v[j];
+                }
+            }
+            writeWeights();
+        }
+
+        /** The state before the last step applied, back. */
+        private void restoreStepBefore() throws Exception {
+            for (int i = 0; i < tensors; i++) {
+                System.arraycopy(weightsBefore[i], 0, weights[i], 0, weights[i].length);
+                System.arraycopy(velocityBefore[i], 0, velocity[i], 0, velocity[i].length);
+            }
+            writeWeights();
+        }
+
+        /** The host copies into DJL's parameters, in place. */
+        private void writeWeights() throws Exception {
+            withTorch(shared, () -> {
+                try (NDManager m = trainer.getManager().newSubManager()) {
+                    for (int i = 0; i < tensors; i++) {
+                        NDArray weight = params.get(i).getArray();
+                        weight.set(new NDIndex(":"), m.create(weights[i], weight.getShape()));
+                    }
+                }
+                return null;
+            });
+        }
+
+        private void killItself() throws Exception {
+            System.out.printf(Locale.ROOT, "rank %d kills itself with SIGKILL at step %d at %d ms%n", original, step,
+                    System.currentTimeMillis());
+            System.out.flush();
+            new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid())).start().waitFor();
+            Thread.sleep(60_000);
+        }
+
+        /** This rank's share of global batch {@code s}: samples {@code [from, from + local)} of it. */
         private void loadBatch(int[] order, int s) {
-            int base = s * globalBatch + rank * local;
+            int base = s * globalBatch + from;
             for (int i = 0; i < local; i++) {
                 int idx = order[base + i];
                 System.arraycopy(train.images(), idx * FashionMnist.PIXELS, xs, i * FashionMnist.PIXELS, FashionMnist.PIXELS);
@@ -262,17 +438,24 @@ public final class TrainFashionMnist {
             float loss;
             lock(shared);
             try (NDManager m = trainer.getManager().newSubManager()) {
-                NDArray x = m.create(xs, new Shape(local, 1, 28, 28));
-                NDArray y = m.create(ys, new Shape(local));
+                NDArray x = m.create(Arrays.copyOf(xs, local * FashionMnist.PIXELS), new Shape(local, 1, 28, 28));
+                NDArray y = m.create(Arrays.copyOf(ys, local), new Shape(local));
                 try (GradientCollector gc = trainer.newGradientCollector()) {
                     NDList pred = trainer.forward(new NDList(x));
                     NDArray l = trainer.getLoss().evaluate(new NDList(y), pred);
                     loss = l.getFloat();
                     gc.backward(l);
                 }
+                float share = local / (float) globalBatch;
                 for (int i = 0; i < tensors; i++) {
                     try (NDArray g = params.get(i).getArray().getGradient()) {
                         grads[i] = g.toFloatArray();
+                        if (elastic) {
+                            g.muli(0); // no trainer.step() to clear it
+                            for (int j = 0; j < grads[i].length; j++) {
+                                grads[i][j] *= share;
+                            }
+                        }
                     }
                     gradBuffers[i] = GradientBuffer.wrap(grads[i]);
                 }
@@ -318,11 +501,18 @@ public final class TrainFashionMnist {
             }
         }
 
-        /** The final checksum and bucket count; closes the bucketer and the trainer. */
+        /** The final checksum and bucket count; closes the bucketer, the trainer and a communicator shrink made. */
         Result finish(List<Epoch> epochList) throws Exception {
             long sum = checksum(params, shared);
             int bucketCount = buckets.bucketCount();
             buckets.close();
+            if (comm != launched) {
+                comm.close();
+            }
+            if (elastic) {
+                System.out.printf(Locale.ROOT, "rank %d (rank %d of %d): %d steps, %d shrink(s), parameters %016x%n", original,
+                        rank, comm.size(), step, shrinks, sum);
+            }
             withTorch(shared, () -> {
                 trainer.close();
                 return null;
@@ -443,6 +633,12 @@ public final class TrainFashionMnist {
                 case "--transport" -> t.transport = v;
                 case "--threads" -> t.threads = Integer.parseInt(v);
                 case "--seed" -> t.seed = Long.parseLong(v);
+                case "--elastic" -> {
+                    t.elastic = true;
+                    i--;
+                }
+                case "--kill-rank" -> t.killRank = Integer.parseInt(v);
+                case "--kill-at-step" -> t.killAtStep = Integer.parseInt(v);
                 default -> {
                     System.err.println("unknown option " + args[i] + " (see TrainFashionMnist's class comment)");
                     System.exit(2);
