@@ -162,6 +162,24 @@ class RdmaMultiProcessTest {
         assertEquals(4, ranks, job.out());
     }
 
+    /**
+     * Three ranks in a loop of exact collectives; rank 0 SIGKILLs itself at step 5: the two others shrink their
+     * communicator, which connects new queue pairs between them, and finish the 12 steps exact as ranks 0 and 1 of 2,
+     * leaving no RDMA resource behind.
+     */
+    @Test
+    void theSurvivorsOfAKilledRankShrinkAndGoOnExact() throws Exception {
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "3", "--min-ranks", "2"), List.of(), "shrink", "0", "5", "12");
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        assertTrue(job.out().contains("rank 0 kills itself with SIGKILL at step 5"), job.out());
+        for (int r = 1; r <= 2; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + " (rank " + (r - 1) + " of 2): 12 steps exact, 1 shrink(s)"),
+                    job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
+        }
+    }
+
     @Test
     void aRankKilledMidCollectiveIsNamedByEveryOtherRank() throws Exception {
         Jobs.Result job = RdmaJobs.launch(List.of("-n", "3", "--stop-delay", "30"), List.of("-Dgradsync.timeout.ms=120000"),

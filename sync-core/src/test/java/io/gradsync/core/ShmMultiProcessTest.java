@@ -134,16 +134,16 @@ class ShmMultiProcessTest {
     }
 
     /**
-     * Rank 1 is stopped (SIGSTOP) for 10 s at step 20: the others time out waiting for it (3 s), shrink, and the
-     * rendezvous leaves rank 1 out when it has not asked by the deadline (3 s more), cutting its connection; the three
+     * Rank 1 is stopped (SIGSTOP) for 6 s at step 20: the others time out waiting for it (2 s), shrink, and the
+     * rendezvous leaves rank 1 out when it has not asked by the deadline (2 s more), cutting its connection; the three
      * finish exact, and rank 1, continued, fails saying it was cut off.
      */
     @Test
     void aStoppedRankIsLeftOutByEverySurvivorAlike() throws Exception {
-        Jobs.Result job = gradsyncRun(List.of("--min-ranks", "3"), "shm", List.of("-Dgradsync.timeout.ms=3000"), 4, 90,
-                "shrink", "1", "20", "60", "10");
+        Jobs.Result job = gradsyncRun(List.of("--min-ranks", "3"), "shm", List.of("-Dgradsync.timeout.ms=2000"), 4, 90,
+                "shrink", "1", "20", "60", "6");
         assertEquals(0, job.status(), job.out());
-        assertTrue(job.out().contains("rank 1 stops itself with SIGSTOP for 10 s at step 20"), job.out());
+        assertTrue(job.out().contains("rank 1 stops itself with SIGSTOP for 6 s at step 20"), job.out());
         int[] survivors = {0, 2, 3};
         for (int i = 0; i < survivors.length; i++) {
             assertTrue(job.out().contains("rank " + survivors[i] + " (rank " + i + " of 3): 60 steps exact, 1 shrink(s)"),

@@ -1,7 +1,6 @@
 package io.gradsync.core.bootstrap;
 
 import io.gradsync.core.transport.Call;
-import io.gradsync.core.transport.PeerAbort;
 import io.gradsync.core.transport.StreamEnd;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;

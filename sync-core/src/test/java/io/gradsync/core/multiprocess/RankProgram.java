@@ -77,7 +77,8 @@ public final class RankProgram {
             return;
         }
         if (mode.equals("shrink")) {
-            shrink(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args.length > 4 ? Integer.parseInt(args[4]) : 0);
+            shrink(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args.length > 4 ? Integer.parseInt(args[4]) : 0,
+                    afterClose);
             return;
         }
         if (mode.equals("die-in-setup")) {
@@ -210,7 +211,7 @@ public final class RankProgram {
      * {@code n} holds {@code (r + 1) * (i % 97 + 1) + 1000 * s} at index {@code i}, so a result is exact only when every
      * rank contributed to the same step.
      */
-    private static void shrink(String killedRanks, int killAt, int calls, int stopSeconds) throws Exception {
+    private static void shrink(String killedRanks, int killAt, int calls, int stopSeconds, Runnable afterClose) throws Exception {
         List<Integer> killed = new ArrayList<>();
         for (String r : killedRanks.split(",")) {
             killed.add(Integer.parseInt(r.trim()));
@@ -237,18 +238,7 @@ public final class RankProgram {
                     killItself("rank " + original + " kills itself with SIGKILL at step " + done);
                 }
                 try {
-                    for (int i = 0; i < count; i++) {
-                        in[i] = (comm.rank() + 1L) * (i % 97 + 1) + 1000L * done;
-                    }
-                    comm.allReduceBlocking(GradientBuffer.wrap(in), GradientBuffer.wrap(out), ReduceOp.SUM);
-                    long n = comm.size();
-                    for (int i = 0; i < count; i++) {
-                        long expected = n * (n + 1) / 2 * (i % 97 + 1) + n * 1000L * done;
-                        if (out[i] != expected) {
-                            throw new AssertionError("rank " + original + " (rank " + comm.rank() + " of " + n + "), step "
-                                    + done + ": element " + i + " is " + out[i] + ", not " + expected);
-                        }
-                    }
+                    exactStep(comm, in, out, done, original);
                     done++;
                 } catch (CollectiveException e) {
                     long start = System.nanoTime();
@@ -270,7 +260,24 @@ public final class RankProgram {
             System.exit(1);
         }
         comm.close();
+        afterClose.run();
         System.exit(0);
+    }
+
+    /** Step {@code done} of {@link #shrink}: its SUM, checked exact. */
+    private static void exactStep(Communicator comm, long[] in, long[] out, int done, int original) {
+        for (int i = 0; i < in.length; i++) {
+            in[i] = (comm.rank() + 1L) * (i % 97 + 1) + 1000L * done;
+        }
+        comm.allReduceBlocking(GradientBuffer.wrap(in), GradientBuffer.wrap(out), ReduceOp.SUM);
+        long n = comm.size();
+        for (int i = 0; i < in.length; i++) {
+            long expected = n * (n + 1) / 2 * (i % 97 + 1) + n * 1000L * done;
+            if (out[i] != expected) {
+                throw new AssertionError("rank " + original + " (rank " + comm.rank() + " of " + n + "), step " + done
+                        + ": element " + i + " is " + out[i] + ", not " + expected);
+            }
+        }
     }
 
     /** SIGKILLs this process after {@code delayMs}, from a daemon thread, saying {@code line} first. */
