@@ -60,6 +60,10 @@ final class ControlConnection {
     /** Shrinks asked for, by the generation they leave. */
     private final Map<Integer, CompletableFuture<Rendezvous>> shrinks = new ConcurrentHashMap<>();
     private final Map<Integer, CompletableFuture<Void>> groupsLeft = new ConcurrentHashMap<>();
+    /** For a rank back after it was lost: the first generation that takes it in. */
+    private final CompletableFuture<Rendezvous> taken = new CompletableFuture<>();
+    /** Whether a lost rank is back and waits for the next generation. */
+    private volatile boolean joinWaiting;
     private final CompletableFuture<Void> farewell = new CompletableFuture<>();
     private final Thread reader;
     private final Thread writer;
@@ -83,11 +87,13 @@ final class ControlConnection {
         this.out = new BufferedOutputStream(socket.getOutputStream());
         this.instanceId = meeting.instanceId();
         this.hostIds = meeting.hostIds();
-        int[] everyone = new int[env.size()];
-        for (int r = 0; r < everyone.length; r++) {
-            everyone[r] = r;
+        if (!meeting.joining()) {
+            int[] everyone = new int[env.size()];
+            for (int r = 0; r < everyone.length; r++) {
+                everyone[r] = r;
+            }
+            views.put(0, new Rendezvous(this, 0, everyone, env.rank()));
         }
-        views.put(0, new Rendezvous(this, 0, everyone, env.rank()));
         this.reader = new Thread(this::readLoop, "gradsync-rendezvous-rank-" + env.rank());
         reader.setDaemon(true);
         reader.start();
@@ -116,12 +122,14 @@ final class ControlConnection {
         }
         try {
             Meeting meeting = meet(env, limits.handshakeTimeout(), deadline);
+            ControlConnection connection;
             try {
-                return new ControlConnection(env, timeout, server, meeting).views.get(0);
+                connection = new ControlConnection(env, timeout, server, meeting);
             } catch (IOException e) {
                 closeQuietly(meeting.socket());
                 throw new RendezvousException("rank " + env.rank() + ": rendezvous failed: " + e, e);
             }
+            return meeting.joining() ? connection.awaitTaken(deadline) : connection.views.get(0);
         } catch (RuntimeException e) {
             if (server != null) {
                 server.close();
@@ -132,7 +140,7 @@ final class ControlConnection {
 
 
     /** An authenticated connection to the server and what it sent once every rank had arrived. */
-    private record Meeting(Socket socket, InputStream in, String instanceId, String[] hostIds) {
+    private record Meeting(Socket socket, InputStream in, String instanceId, String[] hostIds, boolean joining) {
     }
 
     private static String where(LaunchEnvironment env) {
@@ -302,7 +310,7 @@ final class ControlConnection {
                 for (int r = 0; r < hostIds.length; r++) {
                     hostIds[r] = v.readUtf();
                 }
-                yield new Meeting(socket, in, instanceId, hostIds);
+                yield new Meeting(socket, in, instanceId, hostIds, v.remaining() > 0 && v.readBoolean());
             }
             case Wire.FAILED -> throw new RendezvousException("rank " + env.rank() + ": " + v.readUtf(), null);
             default -> throw new RendezvousException("rank " + env.rank() + ": unexpected rendezvous message "
@@ -315,6 +323,30 @@ final class ControlConnection {
                 + "version (" + detail + "); is another program listening on " + env.rendezvousPortSource() + "?", null);
     }
 
+
+    /**
+     * This rank came back to a job that had lost it: waits (until {@code deadline}) for the members to form the next
+     * generation, which takes it in.
+     */
+    private Rendezvous awaitTaken(long deadline) {
+        try {
+            return taken.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            drop();
+            throw new RendezvousException("rank " + env.rank() + ": back in the job, but its members formed no new "
+                    + "generation with it before the deadline (they take a rank back when they shrink or grow)", e);
+        } catch (ExecutionException e) {
+            throw new RendezvousException("rank " + env.rank() + ": back in the job, but " + e.getCause().getMessage(), e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new RendezvousException("rank " + env.rank() + ": interrupted while waiting to be taken back", e);
+        }
+    }
+
+    /** Whether a lost rank is back and waits for the job's next generation. */
+    boolean joinWaiting() {
+        return joinWaiting;
+    }
 
     LaunchEnvironment environment() {
         return env;
@@ -464,13 +496,14 @@ final class ControlConnection {
     }
 
     /**
-     * Asks the server to shrink {@code view}'s membership to the members still there and waits for its verdict: the
-     * view of the next generation. The others get {@code wait} to ask as well; those that do not are left out.
+     * Asks the server for the generation after {@code view}'s: its members still there and the lost ranks back to join,
+     * and waits for its verdict, this rank's view of it. The others get {@code wait} to ask as well; those that do not
+     * are left out.
      *
      * @throws RendezvousException if this rank is left out, the verdict does not come within {@code wait} and the
      *         deadline, or the connection is lost
      */
-    Rendezvous shrink(Rendezvous view, Duration wait) {
+    Rendezvous nextGeneration(Rendezvous view, Duration wait) {
         int from = view.generation();
         CompletableFuture<Rendezvous> verdict = shrinks.computeIfAbsent(from, g -> new CompletableFuture<>());
         String lost = lostReason;
@@ -576,6 +609,10 @@ final class ControlConnection {
                         view.streamEnded(end);
                     }
                     case Wire.SHRUNK -> shrunk(p);
+                    case Wire.JOINING -> {
+                        p.readInt();
+                        joinWaiting = true;
+                    }
                     case Wire.GROUP_LEFT -> groupsLeft.computeIfAbsent(p.readInt(), g -> new CompletableFuture<>()).complete(null);
                     case Wire.FAREWELL -> farewell.complete(null);
                     default -> throw new ProtocolException("unexpected rendezvous message type " + m.type());
@@ -632,7 +669,9 @@ final class ControlConnection {
         Rendezvous next = new Rendezvous(this, to, members, index);
         views.put(to, next);
         latestGeneration = to;
+        joinWaiting = false;
         verdict.complete(next);
+        taken.complete(next);
     }
 
     /** The connection is lost: every view is aborted. */
@@ -649,6 +688,7 @@ final class ControlConnection {
         RendezvousException cause = new RendezvousException(reason, null);
         gathers.values().forEach(f -> f.completeExceptionally(cause));
         shrinks.values().forEach(f -> f.completeExceptionally(cause));
+        taken.completeExceptionally(cause);
         groupsLeft.values().forEach(f -> f.completeExceptionally(cause));
     }
 
@@ -718,8 +758,8 @@ final class ControlConnection {
         }
     }
 
-    /** Closes the connection as a crashed process would (no goodbye); tests only. */
-    void dropConnectionForTest() {
+    /** Closes the connection as a crashed process would (no goodbye). */
+    void drop() {
         closing = true;
         farewell.complete(null);
         closeQuietly(socket);

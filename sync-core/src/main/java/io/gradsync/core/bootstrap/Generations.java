@@ -10,7 +10,7 @@ import java.util.function.IntPredicate;
 
 /**
  * The rendezvous server's record of who is in the job: one membership per generation (generation 0 is every rank;
- * each shrink makes the next), the shrink in progress, and which members have left each superseded membership.
+ * each shrink makes the next, of the members that asked and the lost ranks that came back meanwhile), the shrink in progress, and which members have left each superseded membership.
  * Bookkeeping only: the server does the messages. Members are global ranks, in ascending order, so a membership's
  * numbering (a rank's index in it) is the same on every rank.
  *
@@ -21,6 +21,8 @@ import java.util.function.IntPredicate;
 final class Generations {
     private final List<int[]> members = new ArrayList<>();
     private final Set<Integer> asking = new TreeSet<>();
+    /** Ranks back after they were lost, waiting for the next generation. */
+    private final Set<Integer> joining = new TreeSet<>();
     private final Map<Integer, Set<Integer>> leaving = new HashMap<>();
     private long shrinkDeadline;
 
@@ -81,12 +83,26 @@ final class Generations {
         return missing;
     }
 
-    /** Ends the shrink: the ranks that asked and are not gone are the next generation's members; returned. */
+    /** {@code rank}, lost before, is back and joins the next generation; it has left every generation so far. */
+    void join(int rank) {
+        joining.add(rank);
+        for (int generation = 0; generation < members.size(); generation++) {
+            leave(generation, rank);
+        }
+    }
+
+    /**
+     * Ends the shrink: the ranks that asked and the ranks waiting to join, those of them that are not gone, are the next
+     * generation's members; returned.
+     */
     int[] decide(IntPredicate gone) {
-        int[] next = asking.stream().filter(r -> !gone.test(r)).mapToInt(Integer::intValue).toArray();
+        Set<Integer> next = new TreeSet<>(asking);
+        next.addAll(joining);
+        int[] members = next.stream().filter(r -> !gone.test(r)).mapToInt(Integer::intValue).toArray();
         asking.clear();
-        members.add(next);
-        return next;
+        joining.clear();
+        this.members.add(members);
+        return members;
     }
 
     /** {@code rank} left {@code generation}, a membership superseded by a shrink. */

@@ -25,7 +25,8 @@ import java.util.concurrent.atomic.AtomicReference;
  *
  * <p><b>Generations.</b> {@link #join} gives generation 0, every rank of the job. After a failure the survivors
  * {@link #shrink} it: the server alone decides who is in the next generation (the ranks that asked and are still
- * there), so every survivor gets the same membership, numbered in the order of the ranks' first numbering. Each
+ * there, and lost ranks that came back: a restarted process joins with its old rank, {@link #grow}), so every
+ * survivor gets the same membership, numbered in the order of the ranks' first numbering. Each
  * generation is a job of its own for a transport ({@link JobContext}): its own all-gathers, aborts, stream ends,
  * instance id and derived keys, over the one connection.
  */
@@ -87,13 +88,27 @@ public final class Rendezvous implements JobContext {
      * This membership without the ranks that are gone: asks the server for the next generation and waits until every
      * other member that is still there has asked too, or {@code wait} after the first one asked, when those that have
      * not are left out (and lose their connection). Every member that gets one gets the same membership, numbered in
-     * the order of their first numbering. This view stays as it was: close it to leave it (a barrier among its members).
+     * the order of their first numbering; lost ranks that came back meanwhile are in it too. This view stays as it was: close it to leave it (a barrier among its members).
      *
      * @param wait how long the server waits for the others once one asked
      * @throws RendezvousException if this rank is left out, the connection is lost, or no verdict comes in time
      */
     public Rendezvous shrink(Duration wait) {
-        return connection.shrink(this, wait);
+        return connection.nextGeneration(this, wait);
+    }
+
+    /**
+     * This membership with the lost ranks that came back (a restarted process of the job, which joins with its old
+     * rank): the same step as {@link #shrink}, which takes them in too; call it when {@link #joinWaiting()} says one
+     * waits, at the same point on every member.
+     */
+    public Rendezvous grow(Duration wait) {
+        return connection.nextGeneration(this, wait);
+    }
+
+    /** Whether a lost rank is back and waits for the job's next generation (as far as this rank has heard). */
+    public boolean joinWaiting() {
+        return connection.joinWaiting();
     }
 
     /** The generation of this membership: 0 at first, one more after each shrink. */
@@ -271,7 +286,7 @@ public final class Rendezvous implements JobContext {
 
     /** Closes the connection as a crashed process would (no goodbye); tests only. */
     void dropConnectionForTest() {
-        connection.dropConnectionForTest();
+        connection.drop();
     }
 
     /** Rank 0's server, or null on other ranks; tests only. */

@@ -432,6 +432,7 @@ final class RendezvousServer implements AutoCloseable {
         String refusal = theirSize != size ? "rank " + rank + " says the job has " + theirSize + " ranks, the rendezvous says " + size
                 : rank < 0 || rank >= size ? "rank " + rank + " is outside 0.." + (size - 1)
                 : failed ? "the rendezvous already failed"
+                : welcomed && gone[rank] ? null // a restarted rank: it joins the job's next generation
                 : ranks[rank] != null || gone[rank] ? "rank " + rank + " has already joined this job"
                 : null;
         if (refusal != null) {
@@ -442,18 +443,44 @@ final class RendezvousServer implements AutoCloseable {
         link.rank = rank;
         ranks[rank] = link;
         hostIds[rank] = hostId;
-        joined++;
         byte[] ours = Wire.serverProof(secret, clientNonce, link.serverNonce, rank, size, jobId);
         enqueue(link, Wire.frame(Wire.PROOF, out -> out.write(ours)));
+        if (welcomed) {
+            rejoin(link);
+            return;
+        }
+        joined++;
         if (joined == size) {
             welcomed = true;
-            broadcast(Wire.frame(Wire.WELCOME, out -> {
-                out.writeUTF(instanceId);
-                for (String id : hostIds) {
-                    out.writeUTF(id);
-                }
-            }));
+            broadcast(welcome(false));
         }
+    }
+
+    private byte[] welcome(boolean joining) {
+        return Wire.frame(Wire.WELCOME, out -> {
+            out.writeUTF(instanceId);
+            for (String id : hostIds) {
+                out.writeUTF(id);
+            }
+            out.writeBoolean(joining);
+        });
+    }
+
+    /**
+     * A rank that was lost, back (restarted, or reconnected): welcomed as joining, it waits for the next generation,
+     * which takes it in; the members of the current one are told that it waits.
+     */
+    private void rejoin(Link link) {
+        int rank = link.rank;
+        gone[rank] = false;
+        saidBye[rank] = false;
+        announced[rank] = null;
+        generations.join(rank);
+        LOG.log(System.Logger.Level.INFO, "rendezvous: rank " + rank + " is back from " + link.remote + "; it joins the job's "
+                + "next generation");
+        enqueue(link, welcome(true));
+        sendToMembers(generations.current(), rank, Wire.frame(Wire.JOINING, out -> out.writeInt(rank)));
+        tellWhoLeft();
     }
 
     private void handle(int rank, int type, Wire.Payload in) throws IOException {

@@ -42,7 +42,7 @@ final class Wire {
     // server -> client
     static final int CHALLENGE = 1;  // magic, version, server nonce
     static final int REFUSED = 2;    // reason
-    static final int WELCOME = 3;    // instance id, size x host id
+    static final int WELCOME = 3;    // instance id, size x host id, joining (a lost rank back: it waits for a generation)
     static final int FAILED = 4;     // reason
     static final int GATHERED = 5;   // generation, tag, members x (length, bytes)
     static final int STATUS = 6;     // size x (announced call: generation, id, descriptor, arguments; last gather generation, tag)
@@ -53,6 +53,7 @@ final class Wire {
     static final int BUSY = 11;      // reason: evicted before authenticating, to make room; connect again
     static final int SHRUNK = 12;    // generation left, new generation, members, members x rank (none: left out)
     static final int GROUP_LEFT = 13; // generation: every member has left it
+    static final int JOINING = 14;   // rank: a lost rank is back and waits for the next generation
     // client -> server
     static final int HELLO = 20;     // rank, size, job id, host id, client proof, client nonce
     static final int GATHER = 21;    // generation, tag, length, bytes

@@ -321,6 +321,56 @@ class RendezvousTest {
         }
     }
 
+    /**
+     * Rank 1 dies and ranks 0 and 2 shrink; a new process for rank 1 joins: the members hear that it waits, grow, and
+     * all three are generation 2, rank 1 back in its place, with all-gathers among the three.
+     */
+    @Test
+    void aRestartedRankIsTakenBackWhenTheMembersGrow() throws Exception {
+        try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
+            List<Rendezvous> ranks = joined(joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20)));
+            ranks.get(1).dropConnectionForTest();
+            List<Rendezvous> survivors = List.of(ranks.get(0), ranks.get(2));
+            List<Rendezvous> shrunk = joined(survivors.stream()
+                    .map(r -> CompletableFuture.supplyAsync(() -> r.shrink(Duration.ofSeconds(10)), THREADS)).toList());
+            closeAll(survivors);
+            CompletableFuture<Rendezvous> back = CompletableFuture.supplyAsync(
+                    () -> Rendezvous.join(external(1, 3, server.port()), Duration.ofSeconds(20)), THREADS);
+            for (Rendezvous r : shrunk) {
+                long until = System.nanoTime() + 10_000_000_000L;
+                while (!r.joinWaiting() && System.nanoTime() < until) {
+                    Thread.sleep(10);
+                }
+                assertTrue(r.joinWaiting(), "rank " + r.originalRank(r.rank()) + " hears that rank 1 waits");
+            }
+            List<Rendezvous> grown = new ArrayList<>(joined(shrunk.stream()
+                    .map(r -> CompletableFuture.supplyAsync(() -> r.grow(Duration.ofSeconds(10)), THREADS)).toList()));
+            grown.add(1, back.get(30, TimeUnit.SECONDS));
+            for (int i = 0; i < 3; i++) {
+                Rendezvous r = grown.get(i);
+                assertEquals(2, r.generation());
+                assertEquals(i, r.rank());
+                assertEquals(i, r.originalRank(i));
+                assertEquals(grown.get(0).derivedKey("x"), r.derivedKey("x"));
+                assertTrue(!r.joinWaiting());
+            }
+            List<CompletableFuture<byte[][]>> gathers = new ArrayList<>();
+            for (Rendezvous r : grown) {
+                gathers.add(CompletableFuture.supplyAsync(() -> r.allGather(new byte[] {(byte) (20 + r.rank())}), THREADS));
+            }
+            for (CompletableFuture<byte[][]> g : gathers) {
+                byte[][] all = g.get(30, TimeUnit.SECONDS);
+                for (int r = 0; r < 3; r++) {
+                    assertArrayEquals(new byte[] {(byte) (20 + r)}, all[r]);
+                }
+            }
+            long start = System.nanoTime();
+            closeAll(shrunk);
+            closeAll(grown);
+            assertTrue(System.nanoTime() - start < 10_000_000_000L, "every barrier ends when its members left");
+        }
+    }
+
     private static List<Rendezvous> joined(List<CompletableFuture<Rendezvous>> joins) throws Exception {
         List<Rendezvous> ranks = new ArrayList<>();
         for (CompletableFuture<Rendezvous> f : joins) {
