@@ -139,7 +139,8 @@ public final class Communicator implements AutoCloseable {
      * the order of their ranks here (this rank's {@link #rank()} may change; {@link #size()} is the number of
      * members). The members are decided in one place, the job's rendezvous, so no two ranks go on with different
      * memberships: a rank that is gone, or does not call this within the {@linkplain Builder#timeout timeout} after
-     * the first rank did, is left out (and fails), and a rank that dies meanwhile is not in it.
+     * the first rank did, is left out (and fails), and a rank that dies meanwhile is not in it; a lost rank that came
+     * back meanwhile ({@link #grow()}) is.
      *
      * <p>This communicator is closed first: what is still pending on it fails, as after {@link #close()}. The new one
      * opens its own links on the same transport, with settings from {@link GradSyncConfiguration}. Only a communicator
@@ -151,12 +152,49 @@ public final class Communicator implements AutoCloseable {
      * @throws io.gradsync.core.bootstrap.RendezvousException if this rank is left out, or the rendezvous is lost
      */
     public Communicator shrink() {
+        return nextGeneration("shrink");
+    }
+
+    /**
+     * This job with the lost ranks that came back: a restarted process of the job (under {@code gradsync-run
+     * --max-restarts}, with its old rank) waits to be taken in, {@link #joinWaiting()} says so, and the members call
+     * this at the same point (a step boundary they agree on: a rank may hear of the joiner a little later than
+     * another). The same step as {@link #shrink()}, which takes waiting ranks in too and leaves lost ones out: the new
+     * communicator's members are numbered in the order of their first ranks, so a restarted rank is back in its place.
+     * The restarted process's {@link #connect()} returns once it is taken in; bring it up to date (parameters,
+     * optimizer state, where the loop is) with a broadcast from a member.
+     *
+     * @throws UnsupportedOperationException for a communicator over an endpoint the caller made
+     * @throws IllegalStateException on the thread that drives this communicator's collectives
+     * @throws io.gradsync.core.bootstrap.RendezvousException if this rank is left out, or the rendezvous is lost
+     */
+    public Communicator grow() {
+        return nextGeneration("grow");
+    }
+
+    /**
+     * Whether a lost rank is back and waits to be taken in by {@link #grow()} (as far as this rank has heard: the news
+     * comes through the rendezvous, not at the same instant on every rank). Never blocks.
+     */
+    public boolean joinWaiting() {
+        return membership != null && membership.job().joinWaiting();
+    }
+
+    /**
+     * The generation of this job's membership: 0 as launched, one more with each {@link #shrink()} or {@link #grow()};
+     * above 0 from the start for a restarted rank taken back in. 0 for a communicator over an endpoint the caller made.
+     */
+    public int generation() {
+        return membership == null ? 0 : membership.job().generation();
+    }
+
+    private Communicator nextGeneration(String step) {
         if (membership == null) {
             throw new UnsupportedOperationException("rank " + rank() + ": only a communicator of a multi-process job "
-                    + "(Communicator.connect) can shrink");
+                    + "(Communicator.connect) can " + step);
         }
         if (progress.isCurrentThread() || progress.isDrivenByCurrentThread()) {
-            throw new IllegalStateException("rank " + rank() + ": shrink on the thread that drives the communicator's "
+            throw new IllegalStateException("rank " + rank() + ": " + step + " on the thread that drives the communicator's "
                     + "collectives would wait for itself: call it outside the collective's signals");
         }
         Rendezvous next = membership.job().shrink(timeout);

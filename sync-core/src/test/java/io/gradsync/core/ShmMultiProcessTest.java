@@ -153,6 +153,30 @@ class ShmMultiProcessTest {
         assertTrue(cutOff.find(), "rank 1 is cut off:\n" + job.out());
     }
 
+    /**
+     * Rank 2 of 4 SIGKILLs itself at step 20 of 150 (20 ms each); gradsync-run starts it again; the three others shrink,
+     * go on, hear that rank 2 waits, grow, and all four finish exact, rank 2 back as rank 2 of 4.
+     */
+    @Test
+    void aRestartedRankIsTakenBackAndTheFourFinishExact() throws Exception {
+        Jobs.Result job = gradsyncRun(List.of("--max-restarts", "1"), "shm", List.of("-Dtest.step.ms=20"), 4, 90,
+                "shrink", "2", "20", "150");
+        assertEquals(0, job.status(), job.out());
+        assertTrue(job.out().contains("gradsync-run: rank 2 exited with status 137; restarting it (restart 1, 0 left)"),
+                job.out());
+        Matcher back = Pattern.compile("rank 2 \\(restart 1\\) taken back as rank 2 of 4 in generation 2 at step (\\d+)")
+                .matcher(job.out());
+        assertTrue(back.find(), job.out());
+        for (int r = 0; r < 4; r++) {
+            assertTrue(job.out().contains("rank " + r + " (rank " + r + " of 4): 150 steps exact, " + (r == 2 ? "0 shrink(s), 0 grow(s)"
+                    : "1 shrink(s), 1 grow(s)")), job.out());
+        }
+        Matcher grew = Pattern.compile("rank \\d grew to rank \\d of 4 in (\\d+) ms at step \\d+").matcher(job.out());
+        while (grew.find()) {
+            System.out.println("restarted: " + grew.group());
+        }
+    }
+
     @Test
     void ringFilesOfARankKilledInSetUpAreRemovedByGradsyncRun() throws Exception {
         List<String> before = ShmAllReduceTest.leftovers();

@@ -145,8 +145,7 @@ public final class GradSyncRun {
             rankEnvironment.put(LaunchEnvironment.RENDEZVOUS_SERVER_VAR, "rank0"); // not an outer launch's server
         }
         RankProcessSpec spec = new RankProcessSpec(options, layout, identity, masterPort, rankEnvironment, binding);
-        Supervisor supervisor = new Supervisor(spec, options.grace(), options.stopDelay(), options.deadline(), options.minRanks(),
-                options.prefixOutput(), out, err);
+        Supervisor supervisor = new Supervisor(spec, options, out, err);
         CountDownLatch finished = new CountDownLatch(1);
         long shutdownWait = options.grace().toMillis() + SHUTDOWN_MARGIN_MILLIS;
         Thread hook = new Thread(() -> {

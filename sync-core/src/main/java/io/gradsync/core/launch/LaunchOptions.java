@@ -22,6 +22,8 @@ import java.util.List;
  * @param deadline    limit for the whole job; zero for none
  * @param minRanks    the fewest ranks the job goes on with: a rank's failure stops the others only when fewer would
  *                    be left (running, or done with status 0); {@code nproc} (the default) stops them at the first failure
+ * @param maxRestarts how many times, in all, a failed rank is started again (with its old rank) instead of counting as
+ *                    a failure; 0 by default
  * @param binding     what --bind-to asked for: each rank bound to its own share of the CPUs ({@link CpuBinding}),
  *                    none, or as mpirun by default
  * @param prefixOutput whether output lines get a {@code [rank] } prefix
@@ -29,7 +31,7 @@ import java.util.List;
  * @param command     the command and its arguments
  */
 record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String masterAddr, int masterPort,
-                     Duration grace, Duration stopDelay, Duration deadline, int minRanks, CpuBinding.Policy binding,
+                     Duration grace, Duration stopDelay, Duration deadline, int minRanks, int maxRestarts, CpuBinding.Policy binding,
                      boolean prefixOutput, boolean help, List<String> command) {
 
     static final String NODE_PLACEHOLDER = "{node}";
@@ -56,6 +58,8 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             "                        after a failure: a rank's failure stops the others only when fewer would be",
             "                        left; the job succeeds when M ranks exit with 0 (default N: the first failure",
             "                        stops the job)",
+            "      --max-restarts K  start a failed rank again, with its rank and GRADSYNC_RESTART=<i> set, up to K",
+            "                        times in all (default 0), for ranks that take a restarted rank back in",
             "      --bind-to B       core: bind each rank to its own equal share of this process's CPUs (taskset),",
             "                        as mpirun --bind-to core; none: let the scheduler place them. Default, as",
             "                        mpirun's: core for 1 or 2 ranks (when taskset exists and each gets a CPU), else none",
@@ -86,6 +90,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
         private Duration stopDelay = DEFAULT_STOP_DELAY;
         private Duration deadline = Duration.ZERO;
         private Integer minRanks;
+        private int maxRestarts;
         private boolean prefixOutput = true;
         private CpuBinding.Policy binding = CpuBinding.Policy.MPIRUN_DEFAULT;
         private boolean help;
@@ -108,7 +113,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
             }
             if (help) {
                 return new LaunchOptions(1, 1, List.of(), DEFAULT_MASTER_ADDR, 0, DEFAULT_GRACE, DEFAULT_STOP_DELAY,
-                        Duration.ZERO, 1, CpuBinding.Policy.NONE, true, true, List.of());
+                        Duration.ZERO, 1, 0, CpuBinding.Policy.NONE, true, true, List.of());
             }
             List<String> command = Arrays.asList(args).subList(i, args.length);
             if (nproc == null) {
@@ -124,7 +129,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
                 throw new UsageException("--min-ranks " + minRanks + " is more than the " + nproc + " ranks started");
             }
             return new LaunchOptions(nproc, nnodes, nodePrefix, masterAddr, masterPort, grace, stopDelay, deadline,
-                    minRanks != null ? minRanks : nproc, binding, prefixOutput, false, command);
+                    minRanks != null ? minRanks : nproc, maxRestarts, binding, prefixOutput, false, command);
         }
 
         /** One option: {@code --name value}, {@code --name=value}, {@code -nN} or a switch. */
@@ -159,6 +164,7 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
                 case "--stop-delay" -> stopDelay = seconds(name, value(name, inline));
                 case "--deadline" -> deadline = seconds(name, value(name, inline));
                 case "--min-ranks" -> minRanks = positiveInt(name, value(name, inline));
+                case "--max-restarts" -> maxRestarts = nonNegativeInt(name, value(name, inline));
                 case "--bind-to" -> binding = binding(value(name, inline));
                 default -> throw new UsageException("unknown option " + arg);
             }
@@ -200,14 +206,22 @@ record LaunchOptions(int nproc, int nnodes, List<String> nodePrefix, String mast
     }
 
     private static int positiveInt(String name, String value) throws UsageException {
+        return atLeast(1, name, value);
+    }
+
+    private static int nonNegativeInt(String name, String value) throws UsageException {
+        return atLeast(0, name, value);
+    }
+
+    private static int atLeast(int least, String name, String value) throws UsageException {
         int n;
         try {
             n = Integer.parseInt(value.trim());
         } catch (NumberFormatException e) {
             throw new UsageException(name + " needs a whole number, got '" + value + "'");
         }
-        if (n < 1) {
-            throw new UsageException(name + " must be at least 1, got " + n);
+        if (n < least) {
+            throw new UsageException(name + " must be at least " + least + ", got " + n);
         }
         return n;
     }

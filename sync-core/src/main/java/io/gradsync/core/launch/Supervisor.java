@@ -23,6 +23,8 @@ final class Supervisor {
     static final int CANNOT_START = 127;
     /** The result when the deadline passes, as {@code timeout(1)}'s. */
     static final int DEADLINE_EXCEEDED = 124;
+    /** Set for a restarted rank: how many restarts the job made, this one included. */
+    static final String RESTART_VAR = "GRADSYNC_RESTART";
 
     /** How often the ranks' descendants are looked for. */
     private static final long SCAN_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
@@ -46,6 +48,9 @@ final class Supervisor {
     private final Duration grace;
     private final Duration stopDelay;
     private final int minRanks;
+    /** Restarts of failed ranks the job may still make. */
+    private int restartsLeft;
+    private int restarts;
     /** Ranks that exited with 0, and the status of the first failure the job went on after (0 while none). */
     private int succeeded;
     private int toleratedFailure;
@@ -65,14 +70,14 @@ final class Supervisor {
     private long stopAt;
     private int status;
 
-    Supervisor(RankProcessSpec spec, Duration grace, Duration stopDelay, Duration deadline, int minRanks, boolean prefixOutput,
-               PrintStream out, PrintStream err) {
+    Supervisor(RankProcessSpec spec, LaunchOptions options, PrintStream out, PrintStream err) {
         this.spec = spec;
-        this.grace = grace;
-        this.stopDelay = stopDelay;
-        this.deadline = deadline;
-        this.minRanks = minRanks;
-        this.prefixOutput = prefixOutput;
+        this.grace = options.grace();
+        this.stopDelay = options.stopDelay();
+        this.deadline = options.deadline();
+        this.minRanks = options.minRanks();
+        this.restartsLeft = options.maxRestarts();
+        this.prefixOutput = options.prefixOutput();
         this.out = out;
         this.err = err;
         this.processes = new Process[spec.worldSize()];
@@ -114,35 +119,52 @@ final class Supervisor {
 
     private void startRanks() {
         for (int rank = 0; rank < processes.length; rank++) {
-            Process process;
-            try {
-                spec.requireRunnable(rank);
-                process = spec.processBuilder(rank).start();
-            } catch (IOException | RuntimeException e) {
-                say("gradsync-run: cannot start rank " + rank + " (" + String.join(" ", spec.command(rank)) + "): "
-                        + e.getMessage() + (rank > 0 ? "; stopping the other ranks" : ""));
+            if (!startRank(rank, 0)) {
                 beginStop(CANNOT_START);
                 return;
             }
-            processes[rank] = process;
-            running++;
-            try {
-                process.getOutputStream().close(); // ranks read an empty stdin
-            } catch (IOException e) {
-                // Nothing to close.
-            }
-            String prefix = prefixOutput ? "[" + rank + "] " : "";
-            pumps.add(List.of(
-                    LinePump.start(process.getInputStream(), out, prefix, "gradsync-run-rank-" + rank + "-stdout"),
-                    LinePump.start(process.getErrorStream(), err, prefix, "gradsync-run-rank-" + rank + "-stderr")));
-            int r = rank;
-            // A thread of its own rather than onExit(): nothing the JDK does once the process has exited (such
-            // as draining its pipes, which waits for a pump's read) can hold up the report.
-            Thread waiter = new Thread(() -> events.add(new Exited(r, awaitExit(process))),
-                    "gradsync-run-rank-" + rank + "-exit");
-            waiter.setDaemon(true);
-            waiter.start();
         }
+    }
+
+    /** Starts {@code rank}'s process ({@code restart} 0 the first time, then its restart's number); false if it cannot. */
+    private boolean startRank(int rank, int restart) {
+        Process process;
+        try {
+            spec.requireRunnable(rank);
+            ProcessBuilder builder = spec.processBuilder(rank);
+            if (restart > 0) {
+                builder.environment().put(RESTART_VAR, Integer.toString(restart));
+            }
+            process = builder.start();
+        } catch (IOException | RuntimeException e) {
+            say("gradsync-run: cannot start rank " + rank + " (" + String.join(" ", spec.command(rank)) + "): "
+                    + e.getMessage() + (rank > 0 || restart > 0 ? "; stopping the other ranks" : ""));
+            return false;
+        }
+        processes[rank] = process;
+        exited[rank] = false;
+        running++;
+        try {
+            process.getOutputStream().close(); // ranks read an empty stdin
+        } catch (IOException e) {
+            // Nothing to close.
+        }
+        String prefix = prefixOutput ? "[" + rank + "] " : "";
+        List<LinePump> rankPumps = List.of(
+                LinePump.start(process.getInputStream(), out, prefix, "gradsync-run-rank-" + rank + "-stdout"),
+                LinePump.start(process.getErrorStream(), err, prefix, "gradsync-run-rank-" + rank + "-stderr"));
+        if (rank < pumps.size()) {
+            pumps.set(rank, rankPumps);
+        } else {
+            pumps.add(rankPumps);
+        }
+        // A thread of its own rather than onExit(): nothing the JDK does once the process has exited (such
+        // as draining its pipes, which waits for a pump's read) can hold up the report.
+        Thread waiter = new Thread(() -> events.add(new Exited(rank, awaitExit(process))),
+                "gradsync-run-rank-" + rank + "-exit");
+        waiter.setDaemon(true);
+        waiter.start();
+        return true;
     }
 
     private static int awaitExit(Process process) {
@@ -200,7 +222,15 @@ final class Supervisor {
         running--;
         exited[e.rank()] = true;
         succeeded += e.status() == 0 ? 1 : 0;
-        if (e.status() != 0 && !stopping && stopAt == 0 && running + succeeded >= minRanks) {
+        if (e.status() != 0 && !stopping && stopAt == 0 && restartsLeft > 0) {
+            restartsLeft--;
+            restarts++;
+            say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; restarting it (restart " + restarts
+                    + ", " + restartsLeft + " left)");
+            if (!startRank(e.rank(), restarts)) {
+                beginStop(CANNOT_START);
+            }
+        } else if (e.status() != 0 && !stopping && stopAt == 0 && running + succeeded >= minRanks) {
             say("gradsync-run: rank " + e.rank() + " exited with status " + e.status() + "; the job goes on with " + running
                     + " rank(s) running and " + succeeded + " done (--min-ranks " + minRanks + ")");
             toleratedFailure = toleratedFailure != 0 ? toleratedFailure : e.status();

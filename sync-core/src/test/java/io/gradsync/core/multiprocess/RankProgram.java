@@ -47,11 +47,8 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code broadcast}: chained broadcasts of real values from three roots, one buffer refilled between calls;</li>
  *   <li>{@code skip RANK K}: AllReduce of 1000 floats, call after call; RANK sleeps (10 minutes) instead of making its
  *       K-th (from 0), so the others fail at their deadline;</li>
- *   <li>{@code shrink KILLED_RANKS KILL_AT CALLS [STOP_SECONDS]}: CALLS steps of an int64 SUM whose values depend on
- *       the rank and the step, each checked exact; each rank in KILLED_RANKS (comma-separated) SIGKILLs itself when
- *       it reaches step KILL_AT (or, with STOP_SECONDS, is stopped with SIGSTOP for that long, then continued); the
- *       others catch the failure, shrink the communicator, agree on the step to redo (the least any of them
- *       completed) and go on: "rank R (rank r of n): CALLS steps exact, S shrink(s)";</li>
+ *   <li>{@code shrink KILLED_RANKS KILL_AT CALLS [STOP_SECONDS]}: {@link ElasticLoop}, a loop of exact steps that
+ *       survives ranks killed (or stopped) at step KILL_AT and takes restarted ones back;</li>
  *   <li>{@code die-in-setup KILLED_RANK}: a shm endpoint over the rendezvous, where the killed rank SIGKILLs itself
  *       at the set-up's first all-gather, after creating its ring files and before any peer has mapped them.</li>
  * </ul>
@@ -77,8 +74,8 @@ public final class RankProgram {
             return;
         }
         if (mode.equals("shrink")) {
-            shrink(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args.length > 4 ? Integer.parseInt(args[4]) : 0,
-                    afterClose);
+            ElasticLoop.run(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]),
+                    args.length > 4 ? Integer.parseInt(args[4]) : 0, afterClose);
             return;
         }
         if (mode.equals("die-in-setup")) {
@@ -108,7 +105,7 @@ public final class RankProgram {
         System.exit(0);
     }
 
-    private static void joined(Communicator comm, long startNanos) {
+    static void joined(Communicator comm, long startNanos) {
         System.out.println("rank " + comm.rank() + " pid " + ProcessHandle.current().pid() + " joined: "
                 + comm.transportName() + ", " + comm.localSize() + " ranks on its host, allreduce " + comm.algorithmName()
                 + ", set-up " + (System.nanoTime() - startNanos) / 1_000_000 + " ms");
@@ -206,80 +203,6 @@ public final class RankProgram {
         }
     }
 
-    /**
-     * A training loop that survives the death of ranks: see the class comment. Step {@code s} of rank {@code r} of
-     * {@code n} holds {@code (r + 1) * (i % 97 + 1) + 1000 * s} at index {@code i}, so a result is exact only when every
-     * rank contributed to the same step.
-     */
-    private static void shrink(String killedRanks, int killAt, int calls, int stopSeconds, Runnable afterClose) throws Exception {
-        List<Integer> killed = new ArrayList<>();
-        for (String r : killedRanks.split(",")) {
-            killed.add(Integer.parseInt(r.trim()));
-        }
-        Communicator comm = Communicator.connect();
-        joined(comm, System.nanoTime());
-        int original = comm.rank();
-        int count = 10_007;
-        long[] in = new long[count];
-        long[] out = new long[count];
-        long[] step = new long[1];
-        int shrinks = 0;
-        try {
-            for (int done = 0; done < calls; ) {
-                if (killed.contains(original) && done == killAt && stopSeconds > 0) {
-                    System.out.println("rank " + original + " stops itself with SIGSTOP for " + stopSeconds + " s at step " + done);
-                    System.out.flush();
-                    long pid = ProcessHandle.current().pid();
-                    new ProcessBuilder("sh", "-c", "kill -STOP " + pid + "; sleep " + stopSeconds + "; kill -CONT " + pid).start();
-                    Thread.sleep(stopSeconds * 1000L + 1000); // stopped meanwhile; the others go on without it
-                    System.out.println("rank " + original + " continues");
-                    killed.clear();
-                } else if (killed.contains(original) && done == killAt) {
-                    killItself("rank " + original + " kills itself with SIGKILL at step " + done);
-                }
-                try {
-                    exactStep(comm, in, out, done, original);
-                    done++;
-                } catch (CollectiveException e) {
-                    long start = System.nanoTime();
-                    System.out.println("rank " + original + ": step " + done + " failed: " + e.getMessage());
-                    Communicator next = comm.shrink();
-                    comm = next;
-                    shrinks++;
-                    step[0] = done;
-                    comm.allReduceBlocking(GradientBuffer.wrap(step), ReduceOp.MIN);
-                    done = (int) step[0];
-                    System.out.println("rank " + original + " shrank to rank " + comm.rank() + " of " + comm.size() + " in "
-                            + (System.nanoTime() - start) / 1_000_000 + " ms; going on from step " + done);
-                }
-            }
-            System.out.println("rank " + original + " (rank " + comm.rank() + " of " + comm.size() + "): " + calls
-                    + " steps exact, " + shrinks + " shrink(s)");
-        } catch (RuntimeException | AssertionError e) {
-            System.out.println("FAILED: " + e.getMessage());
-            System.exit(1);
-        }
-        comm.close();
-        afterClose.run();
-        System.exit(0);
-    }
-
-    /** Step {@code done} of {@link #shrink}: its SUM, checked exact. */
-    private static void exactStep(Communicator comm, long[] in, long[] out, int done, int original) {
-        for (int i = 0; i < in.length; i++) {
-            in[i] = (comm.rank() + 1L) * (i % 97 + 1) + 1000L * done;
-        }
-        comm.allReduceBlocking(GradientBuffer.wrap(in), GradientBuffer.wrap(out), ReduceOp.SUM);
-        long n = comm.size();
-        for (int i = 0; i < in.length; i++) {
-            long expected = n * (n + 1) / 2 * (i % 97 + 1) + n * 1000L * done;
-            if (out[i] != expected) {
-                throw new AssertionError("rank " + original + " (rank " + comm.rank() + " of " + n + "), step " + done
-                        + ": element " + i + " is " + out[i] + ", not " + expected);
-            }
-        }
-    }
-
     /** SIGKILLs this process after {@code delayMs}, from a daemon thread, saying {@code line} first. */
     private static void killItselfAfter(long delayMs, String line) {
         Thread killer = new Thread(() -> {
@@ -294,7 +217,7 @@ public final class RankProgram {
         killer.start();
     }
 
-    private static void killItself(String line) throws Exception {
+    static void killItself(String line) throws Exception {
         System.out.println(line);
         System.out.flush();
         new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid())).start().waitFor();
