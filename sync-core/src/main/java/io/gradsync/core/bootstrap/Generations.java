@@ -10,7 +10,8 @@ import java.util.function.IntPredicate;
 
 /**
  * The rendezvous server's record of who is in the job: one membership per generation (generation 0 is every rank;
- * each shrink makes the next, of the members that asked and the lost ranks that came back meanwhile), the shrink in progress, and which members have left each superseded membership.
+ * each shrink makes the next, of the members that asked and the lost ranks that came back meanwhile), the shrink in
+ * progress, and which members have left each superseded membership.
  * Bookkeeping only: the server does the messages. Members are global ranks, in ascending order, so a membership's
  * numbering (a rank's index in it) is the same on every rank.
  *

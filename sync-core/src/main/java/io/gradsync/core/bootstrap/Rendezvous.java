@@ -88,7 +88,8 @@ public final class Rendezvous implements JobContext {
      * This membership without the ranks that are gone: asks the server for the next generation and waits until every
      * other member that is still there has asked too, or {@code wait} after the first one asked, when those that have
      * not are left out (and lose their connection). Every member that gets one gets the same membership, numbered in
-     * the order of their first numbering; lost ranks that came back meanwhile are in it too. This view stays as it was: close it to leave it (a barrier among its members).
+     * the order of their first numbering; lost ranks that came back meanwhile are in it too. This view stays as it
+     * was: close it to leave it (a barrier among its members).
      *
      * @param wait how long the server waits for the others once one asked
      * @throws RendezvousException if this rank is left out, the connection is lost, or no verdict comes in time

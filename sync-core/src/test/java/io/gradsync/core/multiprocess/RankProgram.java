@@ -2,7 +2,6 @@ package io.gradsync.core.multiprocess;
 
 import com.sun.management.ThreadMXBean;
 import io.gradsync.core.BroadcastAlgorithm;
-import io.gradsync.core.CollectiveException;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.DataType;
 import io.gradsync.core.GradientBuffer;
