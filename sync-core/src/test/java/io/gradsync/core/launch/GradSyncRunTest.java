@@ -205,6 +205,23 @@ class GradSyncRunTest {
         assertTrue(usage.err().contains("--min-ranks 4 is more than the 3 ranks started"), usage.err());
     }
 
+    /** --max-restarts 1: rank 1 fails, is started again with GRADSYNC_RESTART=1, and the job succeeds; a second failure stops it. */
+    @Test
+    void aFailedRankIsStartedAgainUpToMaxRestarts() {
+        String failsOnce = "if [ $RANK = 1 ] && [ -z \"$GRADSYNC_RESTART\" ]; then exit 3; fi; sleep 0.3; "
+                + "echo \"rank $RANK restart ${GRADSYNC_RESTART-0}\"";
+        Result result = launch("-n", "2", "--max-restarts", "1", "--", "sh", "-c", failsOnce);
+        assertEquals(0, result.status(), result.err());
+        assertTrue(result.out().contains("[1] rank 1 restart 1"), result.out());
+        assertTrue(result.out().contains("[0] rank 0 restart 0"), result.out());
+        assertTrue(result.err().contains("gradsync-run: rank 1 exited with status 3; restarting it (restart 1, 0 left)"),
+                result.err());
+        Result twice = launch("-n", "2", "--max-restarts", "1", "--stop-delay", "0", "--", "sh", "-c",
+                "if [ $RANK = 1 ]; then exit 3; fi; sleep 30");
+        assertEquals(3, twice.status(), twice.err());
+        assertTrue(twice.millis() < 20_000, "took " + twice.millis() + " ms");
+    }
+
     @Test
     void afterAFailureTheOthersGetTheStopDelayToReportAndExitOnTheirOwn() {
         // rank 0 fails; rank 1 notices and exits by itself with its own report; rank 2 never does
