@@ -26,6 +26,7 @@ import io.gradsync.core.Communicator;
 import io.gradsync.core.GradientBuffer;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.bucket.GradientBuckets;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -141,7 +142,7 @@ public final class TrainFashionMnist {
             model.setBlock(lenet5());
             RankTraining training = new RankTraining(comm, model);
             List<Epoch> epochList = new ArrayList<>();
-            for (int epoch = 0; epoch < epochs; epoch++) {
+            for (int epoch = training.epoch; epoch < epochs; epoch++) {
                 epochList.add(training.epoch(epoch));
             }
             return training.finish(epochList);
@@ -177,9 +178,13 @@ public final class TrainFashionMnist {
         private float[][] velocity;
         private float[][] weightsBefore;
         private float[][] velocityBefore;
-        /** Steps completed, over all epochs; and within the current epoch. */
+        /** The epoch under way (from 0), steps completed over all epochs, and within the epoch. */
+        private int epoch;
         private int step;
         private int stepInEpoch;
+        /** A rank taken back in resumes in the middle of an epoch: the first epoch keeps the step it was given. */
+        private boolean resuming;
+        private int grows;
         private int checks;
         private int shrinks;
         private boolean reportNextStep;
@@ -193,10 +198,14 @@ public final class TrainFashionMnist {
         RankTraining(Communicator comm, Model model) throws Exception {
             this.launched = comm;
             this.comm = comm;
-            original = comm.rank();
+            String launchedRank = System.getenv("RANK");
+            original = threads == 0 && launchedRank != null ? Integer.parseInt(launchedRank) : comm.rank();
+            boolean takenBack = comm.generation() > 0;
             shard();
             trainer = newTrainer(model);
-            broadcastInitialParameters();
+            if (!takenBack) {
+                broadcastInitialParameters();
+            }
             tensors = params.size();
             grads = new float[tensors][];
             gradBuffers = new GradientBuffer[tensors];
@@ -220,6 +229,13 @@ public final class TrainFashionMnist {
                     weightsBefore[i] = new float[weights[i].length];
                     velocityBefore[i] = new float[weights[i].length];
                 }
+            }
+            if (takenBack) {
+                regrouped(true);
+                System.out.printf(Locale.ROOT, "rank %d (restart %s): taken back as rank %d of %d at epoch %d step %d, %d ms "
+                                + "after its JVM started%n", original, System.getenv("GRADSYNC_RESTART"), rank, comm.size(),
+                        epoch + 1, step, System.currentTimeMillis() - ManagementFactory.getRuntimeMXBean().getStartTime());
+                reportNextStep = true;
             }
         }
 
@@ -268,12 +284,14 @@ public final class TrainFashionMnist {
 
         /** One epoch (numbered from 0) in one shuffled order; fails when the replicas differ at its end. */
         Epoch epoch(int epoch) throws Exception {
+            this.epoch = epoch;
             int[] order = permutation(train.count(), new Random(seed + epoch));
             lossSum = 0;
             stepNanos = 0;
             exposedNanos = 0;
             identical = true;
-            stepInEpoch = 0;
+            stepInEpoch = resuming ? stepInEpoch : 0;
+            resuming = false;
             while (true) {
                 try {
                     while (stepInEpoch < stepsPerEpoch) {
@@ -291,7 +309,7 @@ public final class TrainFashionMnist {
 
         /** One step of the global batch: forward and backward on this rank's share, reduce, apply; a checksum now and then. */
         private void trainStep(int[] order) throws Exception {
-            if (original == killRank && step == killAtStep) {
+            if (original == killRank && step == killAtStep && System.getenv("GRADSYNC_RESTART") == null) {
                 killItself();
             }
             long t0 = System.nanoTime();
@@ -317,12 +335,86 @@ public final class TrainFashionMnist {
             lastLoss = loss;
             if (reportNextStep) {
                 reportNextStep = false;
-                System.out.printf(Locale.ROOT, "rank %d (rank %d of %d): first step after the shrink completed at %d ms%n",
-                        original, rank, comm.size(), System.currentTimeMillis());
+                System.out.printf(Locale.ROOT, "rank %d (rank %d of %d): first step in generation %d completed at %d ms, %d ms "
+                                + "after its JVM started%n", original, rank, comm.size(), comm.generation(), System.currentTimeMillis(),
+                        System.currentTimeMillis() - ManagementFactory.getRuntimeMXBean().getStartTime());
             }
             if (checkEvery > 0 && step % checkEvery == 0) {
-                identical &= sameEverywhere(comm, checksum(params, shared));
+                identical &= checkAndTakeBack();
                 checks++;
+            }
+        }
+
+        /**
+         * The periodic checksum collective, which also carries whether any rank heard that a restarted rank waits: then
+         * every rank grows the communicator here, at the same step, and brings the newcomer up to date.
+         */
+        private boolean checkAndTakeBack() throws Exception {
+            long h = checksum(params, shared);
+            long[] v = {h, ~h, comm.joinWaiting() ? 1 : 0};
+            comm.allReduceBlocking(GradientBuffer.wrap(v), ReduceOp.MAX);
+            if (v[2] != 0) {
+                long start = System.nanoTime();
+                buckets.close();
+                Communicator grown = comm.grow();
+                if (comm != launched) {
+                    comm.close();
+                }
+                comm = grown;
+                grows++;
+                regrouped(false);
+                System.out.printf(Locale.ROOT, "rank %d: grew to rank %d of %d in %.0f ms at step %d%n", original, rank,
+                        comm.size(), (System.nanoTime() - start) / 1e6, step);
+            }
+            return v[0] == h && v[1] == ~h;
+        }
+
+        /**
+         * After a new generation (a shrink, a grow, or this rank taken back in), on every member: agree on the least step
+         * any member completed (a rank taken back in offers none; one that applied the step in flight goes back to the
+         * state before it), shard the batch anew, bring ranks taken back up to date from the lowest other member, and
+         * check that the replicas are identical.
+         */
+        private void regrouped(boolean takenBack) throws Exception {
+            long none = Long.MAX_VALUE;
+            long[] agreed = {takenBack ? none : step, takenBack ? -1 : 0, takenBack ? none : comm.rank()};
+            comm.allReduceBlocking(GradientBuffer.wrap(agreed), ReduceOp.MIN);
+            if (!takenBack && step - agreed[0] == 1) {
+                restoreStepBefore();
+                step--;
+                stepInEpoch--;
+                lossSum -= lastLoss;
+            } else if (!takenBack && step != agreed[0]) {
+                throw new IllegalStateException("rank " + original + " completed " + step + " steps, a member only "
+                        + agreed[0] + ": more than the one step in flight apart");
+            }
+            shard();
+            if (buckets != null) {
+                buckets.close();
+            }
+            buckets = newBuckets();
+            if (agreed[1] < 0) {
+                shareState((int) agreed[2], takenBack);
+            }
+            if (!sameEverywhere(comm, checksum(params, shared))) {
+                throw new IllegalStateException("replicas differ in generation " + comm.generation());
+            }
+        }
+
+        /** Where the loop is, the parameters and the momentum, broadcast from {@code root} to the ranks taken back in. */
+        private void shareState(int root, boolean receiving) throws Exception {
+            long[] where = {epoch, stepInEpoch, step};
+            comm.broadcastBlocking(GradientBuffer.wrap(where), root);
+            for (int i = 0; i < tensors; i++) {
+                comm.broadcastBlocking(GradientBuffer.wrap(weights[i]), root);
+                comm.broadcastBlocking(GradientBuffer.wrap(velocity[i]), root);
+            }
+            if (receiving) {
+                epoch = (int) where[0];
+                stepInEpoch = (int) where[1];
+                step = (int) where[2];
+                resuming = true;
+                writeWeights();
             }
         }
 
@@ -356,22 +448,7 @@ public final class TrainFashionMnist {
             }
             comm = shrunk;
             shrinks++;
-            long[] least = {step};
-            comm.allReduceBlocking(GradientBuffer.wrap(least), ReduceOp.MIN);
-            if (step - least[0] == 1) {
-                restoreStepBefore();
-                step--;
-                stepInEpoch--;
-                lossSum -= lastLoss;
-            } else if (step != least[0]) {
-                throw new IllegalStateException("rank " + original + " completed " + step + " steps, a survivor only "
-                        + least[0] + ": more than the one step in flight apart");
-            }
-            shard();
-            buckets = newBuckets();
-            if (!sameEverywhere(comm, checksum(params, shared))) {
-                throw new IllegalStateException("replicas differ after the shrink");
-            }
+            regrouped(false);
             reportNextStep = true;
             System.out.printf(Locale.ROOT, "rank %d: %s; shrank to rank %d of %d in %.0f ms, going on from step %d%n", original,
                     failure.getMessage(), rank, comm.size(), (System.nanoTime() - start) / 1e6, step);
@@ -510,8 +587,8 @@ public final class TrainFashionMnist {
                 comm.close();
             }
             if (elastic) {
-                System.out.printf(Locale.ROOT, "rank %d (rank %d of %d): %d steps, %d shrink(s), parameters %016x%n", original,
-                        rank, comm.size(), step, shrinks, sum);
+                System.out.printf(Locale.ROOT, "rank %d (rank %d of %d): %d steps, %d shrink(s), %d grow(s), parameters %016x%n",
+                        original, rank, comm.size(), step, shrinks, grows, sum);
             }
             withTorch(shared, () -> {
                 trainer.close();
