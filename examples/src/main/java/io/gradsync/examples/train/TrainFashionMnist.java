@@ -190,7 +190,9 @@ public final class TrainFashionMnist {
         private boolean reportNextStep;
         private double firstLoss = Double.NaN;
         private double lastLoss = Double.NaN;
+        /** The losses of this epoch's steps on this rank, and how many (fewer for a rank taken back mid-epoch). */
         private double lossSum;
+        private int lossSteps;
         private long stepNanos;
         private long exposedNanos;
         private boolean identical;
@@ -287,6 +289,7 @@ public final class TrainFashionMnist {
             this.epoch = epoch;
             int[] order = permutation(train.count(), new Random(seed + epoch));
             lossSum = 0;
+            lossSteps = 0;
             stepNanos = 0;
             exposedNanos = 0;
             identical = true;
@@ -329,6 +332,7 @@ public final class TrainFashionMnist {
             stepNanos += t1 - t0;
             exposedNanos += c1 - c0;
             lossSum += loss;
+            lossSteps++;
             if (Double.isNaN(firstLoss)) {
                 firstLoss = loss;
             }
@@ -355,12 +359,7 @@ public final class TrainFashionMnist {
             comm.allReduceBlocking(GradientBuffer.wrap(v), ReduceOp.MAX);
             if (v[2] != 0) {
                 long start = System.nanoTime();
-                buckets.close();
-                Communicator grown = comm.grow();
-                if (comm != launched) {
-                    comm.close();
-                }
-                comm = grown;
+                comm = comm.grow(); // closes the communicator it grows from
                 grows++;
                 regrouped(false);
                 System.out.printf(Locale.ROOT, "rank %d: grew to rank %d of %d in %.0f ms at step %d%n", original, rank,
@@ -384,14 +383,13 @@ public final class TrainFashionMnist {
                 step--;
                 stepInEpoch--;
                 lossSum -= lastLoss;
+                lossSteps--;
             } else if (!takenBack && step != agreed[0]) {
                 throw new IllegalStateException("rank " + original + " completed " + step + " steps, a member only "
                         + agreed[0] + ": more than the one step in flight apart");
             }
             shard();
-            if (buckets != null) {
-                buckets.close();
-            }
+            buckets.close(); // the last generation's
             buckets = newBuckets();
             if (agreed[1] < 0) {
                 shareState((int) agreed[2], takenBack);
@@ -421,8 +419,9 @@ public final class TrainFashionMnist {
         /** The epoch's checksum, mean loss and test accuracy. */
         private Epoch endOfEpoch(int epoch) throws Exception {
             boolean same = identical & sameEverywhere(comm, checksum(params, shared));
-            double[] lossMean = {lossSum / stepsPerEpoch};
-            comm.allReduceBlocking(GradientBuffer.wrap(lossMean), ReduceOp.AVG);
+            double[] losses = {lossSum, lossSteps};
+            comm.allReduceBlocking(GradientBuffer.wrap(losses), ReduceOp.SUM);
+            double[] lossMean = {losses[0] / losses[1]};
             double accuracy = evaluate(comm, trainer, shared);
             checks++;
             Epoch e = new Epoch(epoch + 1, stepsPerEpoch, lossMean[0], accuracy, stepNanos / 1e6 / stepsPerEpoch,
@@ -441,12 +440,7 @@ public final class TrainFashionMnist {
          */
         private void goOnWithoutTheLost(CollectiveException failure) throws Exception {
             long start = System.nanoTime();
-            buckets.close();
-            Communicator shrunk = comm.shrink();
-            if (comm != launched) {
-                comm.close();
-            }
-            comm = shrunk;
+            comm = comm.shrink(); // closes the communicator it shrinks
             shrinks++;
             regrouped(false);
             reportNextStep = true;
