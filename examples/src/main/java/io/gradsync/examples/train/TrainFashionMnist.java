@@ -63,8 +63,11 @@ import reactor.core.publisher.Flux;
  * {@code [floor(r B / n), floor((r+1) B / n))} of them, so after a shrink no sample of the epoch is lost or doubled.
  * Each rank weights its gradient (a mean over its samples) by its share of the batch and the buckets SUM them, which
  * is the mean over the global batch for any split; SGD with momentum runs on host copies of the parameters, so that
- * the state a step changes can be kept and restored. {@code --kill-rank R --kill-at-step S} makes rank R SIGKILL
- * itself at step S, printing the time; each survivor prints when its first step after the shrink completed.
+ * the state a step changes can be kept and restored. At each checksum step the ranks also agree whether a restarted
+ * rank waits ({@code gradsync-run --max-restarts}); then they grow the communicator and the lowest other member
+ * broadcasts where the loop is, the parameters and the momentum to it. {@code --kill-rank R --kill-at-step S} makes
+ * rank R SIGKILL itself at step S (not again once restarted), printing the time; each rank prints when its first step
+ * in a new generation completed.
  */
 public final class TrainFashionMnist {
     int epochs = 2;
