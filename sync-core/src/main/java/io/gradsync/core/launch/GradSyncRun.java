@@ -26,7 +26,8 @@ import java.util.function.Consumer;
  * {@code torchrun --standalone}.
  *
  * <pre>gradsync-run -n N [--nnodes H] [--node-prefix T] [--master-addr A] [--master-port P]
- *              [--grace S] [--deadline S] [--no-prefix] [--] COMMAND [ARGS...]</pre>
+ *              [--grace S] [--stop-delay S] [--deadline S] [--min-ranks M] [--max-restarts K]
+ *              [--bind-to core|none] [--no-prefix] [--] COMMAND [ARGS...]</pre>
  *
  * <p>Each rank gets the launcher's environment plus {@code RANK}, {@code WORLD_SIZE},
  * {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE}, {@code GROUP_RANK}, {@code MASTER_ADDR},
@@ -42,7 +43,10 @@ import java.util.function.Consumer;
  *
  * <p>When a rank exits with a non-zero status, or is killed by a signal (status 128 + signal), the
  * launcher stops the other ranks and everything they started (SIGTERM, then SIGKILL after the grace
- * period) and exits with that first failure's status; it exits with 0 when every rank does. It does the
+ * period) and exits with that first failure's status; it exits with 0 when every rank does. With
+ * {@code --max-restarts K} it starts a failed rank again instead (up to K times in all), and with
+ * {@code --min-ranks M} it lets the others go on while at least M are left, for ranks that shrink their
+ * communicator; the job then succeeds when M ranks exit with 0. It does the
  * same on its own SIGINT or SIGTERM, and exits with 124 when the deadline passes, 127 when a rank cannot
  * be started and 2 on bad usage. At the end it removes the shared-memory directories its ranks left behind
  * (those tagged with the launch id it passed them in {@code GRADSYNC_LAUNCH_ID}), under {@code /dev/shm} and
