@@ -112,7 +112,8 @@ public final class Rendezvous implements JobContext {
         return connection.joinWaiting();
     }
 
-    /** The generation of this membership: 0 at first, one more after each shrink. */
+    /** The generation of this membership: 0 at first, one more after each shrink or grow. */
+    @Override
     public int generation() {
         return generation;
     }

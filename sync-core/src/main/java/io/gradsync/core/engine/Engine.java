@@ -422,7 +422,8 @@ final class Engine {
             return;
         }
         try {
-            Path written = FlightFile.write(flightDirectory, rank, endpoint.job().size(), recorder, reason);
+            Path written = FlightFile.write(flightDirectory, rank, endpoint.job().size(), endpoint.job().generation(), recorder,
+                    reason);
             LOG.log(level, "rank " + rank + ": flight recorder written to " + written);
         } catch (IOException | RuntimeException e) {
             LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": cannot write the flight recorder into "

@@ -16,15 +16,15 @@ import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
 /**
- * Reads the ranks' flight recorder files ({@code gradsync-flight-rank<R>.txt}) in one directory and says where the
- * job stopped: the first call that some rank did not complete, which ranks never entered it, and how long the others
+ * Reads the ranks' flight recorder files ({@code gradsync-flight-rank<R>.txt}, or after the job's membership changed
+ * {@code gradsync-flight-g<G>-rank<R>.txt}: the newest generation's) in one directory and says where the job stopped: the first call that some rank did not complete, which ranks never entered it, and how long the others
  * waited in it and for whom, e.g. {@code allreduce #812 (allreduce of 4096 FLOAT32 with SUM by ring): rank 3 never
  * entered it (its last call #811 completed); ranks 0, 1, 2 waited in it 30.0 s / 30.0 s / 30.0 s, for rank 3}.
  * {@code gradsync-run} prints it when a job fails; {@code java -cp gradsync-core.jar
  * io.gradsync.core.engine.FlightReport DIR} prints it for files another launcher's ranks wrote.
  */
 public final class FlightReport {
-    private static final Pattern FILE = Pattern.compile("gradsync-flight-rank(\\d+)\\.txt");
+    private static final Pattern FILE = Pattern.compile("gradsync-flight-(?:g(\\d+)-)?rank(\\d+)\\.txt");
     private static final Pattern HEADER = Pattern.compile(Pattern.quote(FlightRecorder.HEADER)
             + ": rank (\\d+) of (\\d+), pid (\\d+)(?:, host (\\S+))?, at (\\S+): (.*)");
 
@@ -149,17 +149,30 @@ public final class FlightReport {
         return first;
     }
 
-    /** The flight recorder files in {@code dir}, by rank. */
+    /**
+     * The flight recorder files in {@code dir} of the job's newest generation (its membership as the ranks last shrank
+     * or grew it; 0 as launched), by rank.
+     */
     private static Map<Integer, RankRecord> records(Path dir) throws IOException {
         Map<Integer, RankRecord> ranks = new TreeMap<>();
+        int newest = -1;
         try (Stream<Path> files = Files.list(dir)) {
             for (Path f : files.toList()) {
                 Matcher name = FILE.matcher(f.getFileName().toString());
-                if (name.matches() && Files.isRegularFile(f)) {
-                    RankRecord record = read(f);
-                    if (record != null) {
-                        ranks.put(record.rank(), record);
+                if (!name.matches() || !Files.isRegularFile(f)) {
+                    continue;
+                }
+                int generation = name.group(1) == null ? 0 : Integer.parseInt(name.group(1));
+                if (generation < newest) {
+                    continue;
+                }
+                RankRecord record = read(f);
+                if (record != null) {
+                    if (generation > newest) {
+                        ranks.clear();
+                        newest = generation;
                     }
+                    ranks.put(record.rank(), record);
                 }
             }
         }

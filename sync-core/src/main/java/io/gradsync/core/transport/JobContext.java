@@ -59,6 +59,14 @@ public interface JobContext extends AutoCloseable {
      */
     String instanceId();
 
+    /**
+     * Which membership of the job this is: 0 as launched, one more each time the ranks shrank or grew it (a
+     * multi-process job's {@code Communicator.shrink()}); transports need not care, diagnostics name it.
+     */
+    default int generation() {
+        return 0;
+    }
+
     /** The address this process reaches the job from: the interface to advertise to peers by default. */
     InetAddress localAddress();
 

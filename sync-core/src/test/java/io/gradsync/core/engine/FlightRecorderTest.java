@@ -96,9 +96,9 @@ class FlightRecorderTest {
     @Test
     void theReportNamesTheRankThatNeverEnteredTheCallAndTheRanksThatWaited() throws IOException {
         Path dir = temp.resolve("flight");
-        FlightFile.write(dir, 0, 4, recorder(16, 7, true, 2), "rank 0, allreduce #7: no progress");
-        FlightFile.write(dir, 1, 4, recorder(16, 7, true, 2), "rank 1, allreduce #7: no progress");
-        FlightFile.write(dir, 2, 4, recorder(16, 7, false, -1), "the JVM is exiting with the communicator open");
+        FlightFile.write(dir, 0, 4, 0, recorder(16, 7, true, 2), "rank 0, allreduce #7: no progress");
+        FlightFile.write(dir, 1, 4, 0, recorder(16, 7, true, 2), "rank 1, allreduce #7: no progress");
+        FlightFile.write(dir, 2, 4, 0, recorder(16, 7, false, -1), "the JVM is exiting with the communicator open");
         Files.writeString(dir.resolve("gradsync-flight-rank9.txt"), "not a flight recorder\n");
         List<String> report = FlightReport.summarize(dir);
         assertTrue(report.get(0).matches("allreduce #7 \\(allreduce of 1000 FLOAT32 with SUM in chunks of 4096 B\\): rank 2 "
@@ -109,19 +109,40 @@ class FlightRecorderTest {
         assertEquals(5, report.size(), String.join("\n", report));
     }
 
+    /**
+     * After a shrink to 2 ranks, generation 1's files sit beside generation 0's: the report is of generation 1 alone
+     * (its rank 1 waited in #7 for rank 0), not of rank numbers that meant other processes before.
+     */
+    @Test
+    void theReportIsOfTheNewestGeneration() throws IOException {
+        Path dir = temp.resolve("generations");
+        for (int rank = 0; rank < 3; rank++) {
+            FlightFile.write(dir, rank, 3, 0, recorder(16, 7, true, 2), "rank " + rank + " of generation 0: rank 2 failed");
+        }
+        FlightFile.write(dir, 0, 2, 1, recorder(16, 7, false, -1), "the JVM is exiting with the communicator open");
+        FlightFile.write(dir, 1, 2, 1, recorder(16, 7, true, 0), "rank 1, allreduce #7: no progress");
+        assertTrue(Files.exists(dir.resolve("gradsync-flight-g1-rank1.txt")));
+        List<String> report = FlightReport.summarize(dir);
+        assertTrue(report.get(0).matches("allreduce #7 .*: rank 0 never entered it \\(its last call #6 completed\\); rank 1 "
+                + "waited in it [0-9.]+ s, for rank 0"), report.get(0));
+        assertEquals(List.of("rank 0: the JVM is exiting with the communicator open", "rank 1: rank 1, allreduce #7: no progress"),
+                report.subList(1, 3));
+        assertEquals(3, report.size(), String.join("\n", report));
+    }
+
     @Test
     void theFileIsNeverWrittenThroughALinkNorIntoADirectoryOthersCanRead() throws IOException {
         Path dir = Files.createDirectory(temp.resolve("mine"), PosixFilePermissions.asFileAttribute(
                 PosixFilePermissions.fromString("rwx------")));
         Path target = Files.writeString(temp.resolve("target"), "keep");
-        Files.createSymbolicLink(dir.resolve(FlightFile.name(0)), target);
-        IOException link = assertThrows(IOException.class, () -> FlightFile.write(dir, 0, 1, recorder(4, 1, false, -1), "x"));
+        Files.createSymbolicLink(dir.resolve(FlightFile.name(0, 0)), target);
+        IOException link = assertThrows(IOException.class, () -> FlightFile.write(dir, 0, 1, 0, recorder(4, 1, false, -1), "x"));
         assertTrue(link.getMessage().contains("a symbolic link"), link.getMessage());
         assertEquals("keep", Files.readString(target));
         Path open = Files.createDirectory(temp.resolve("open"), PosixFilePermissions.asFileAttribute(
                 PosixFilePermissions.fromString("rwxrwxrwx")));
-        assertThrows(IOException.class, () -> FlightFile.write(open, 0, 1, recorder(4, 1, false, -1), "x"));
-        assertFalse(Files.exists(open.resolve(FlightFile.name(0))));
+        assertThrows(IOException.class, () -> FlightFile.write(open, 0, 1, 0, recorder(4, 1, false, -1), "x"));
+        assertFalse(Files.exists(open.resolve(FlightFile.name(0, 0))));
         try (var left = Files.list(dir)) {
             assertEquals(1, left.count(), "a temporary file was left behind");
         }

@@ -53,6 +53,11 @@ final class SharedJob implements JobContext {
     }
 
     @Override
+    public int generation() {
+        return job.generation();
+    }
+
+    @Override
     public InetAddress localAddress() {
         return job.localAddress();
     }
