@@ -78,6 +78,8 @@ public final class Communicator implements AutoCloseable {
     /** Null for a communicator over an endpoint the caller made, which cannot shrink. */
     private final Membership membership;
     private final AtomicLong nextStream = new AtomicLong();
+    /** Whether a shrink or grow replaced this communicator. */
+    private final AtomicBoolean superseded = new AtomicBoolean();
 
     /** What a communicator of a multi-process job needs to go on without the ranks that failed. */
     private record Membership(Rendezvous job, String transport, TransportOptions options) {
@@ -196,6 +198,10 @@ public final class Communicator implements AutoCloseable {
         if (progress.isCurrentThread() || progress.isDrivenByCurrentThread()) {
             throw new IllegalStateException("rank " + rank() + ": " + step + " on the thread that drives the communicator's "
                     + "collectives would wait for itself: call it outside the collective's signals");
+        }
+        if (!superseded.compareAndSet(false, true)) {
+            throw new IllegalStateException("rank " + rank() + ": this communicator was shrunk or grown already: " + step
+                    + " the one that returned");
         }
         Rendezvous next = membership.job().shrink(timeout);
         close();

@@ -1,7 +1,9 @@
 package io.gradsync.core.bootstrap;
 
 import java.io.IOException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.NetworkInterface;
 
 /**
  * A job's rendezvous served by a process that is not one of its ranks ({@code gradsync-run}'s launcher), so that
@@ -27,10 +29,15 @@ public final class ExternalRendezvous implements AutoCloseable {
      * Serves the rendezvous of the job that {@code job} describes (its size, job id and key, as its ranks read them
      * from the same variables) at its {@code MASTER_ADDR}, on {@code port}, or on a free port when it is 0.
      *
-     * @throws IOException if the port cannot be bound
+     * @throws IOException if {@code MASTER_ADDR} is not an address of this machine (the ranks would not reach it here),
+     *         or the port cannot be bound
      */
     public static ExternalRendezvous serve(LaunchEnvironment job, int port) throws IOException {
-        InetSocketAddress listen = RendezvousServer.listenAddress(job.masterAddress(), port);
+        InetAddress address = InetAddress.getByName(job.masterAddress());
+        if (!address.isLoopbackAddress() && NetworkInterface.getByInetAddress(address) == null) {
+            throw new IOException("MASTER_ADDR " + job.masterAddress() + " is not an address of this machine");
+        }
+        InetSocketAddress listen = new InetSocketAddress(address, port);
         return new ExternalRendezvous(new RendezvousServer(listen, job.size(), job.jobId(), job.secret(),
                 System.nanoTime() + NEVER_NANOS, RendezvousServer.Limits.fromProperties()));
     }

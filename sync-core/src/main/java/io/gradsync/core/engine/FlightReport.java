@@ -17,8 +17,9 @@ import java.util.stream.Stream;
 
 /**
  * Reads the ranks' flight recorder files ({@code gradsync-flight-rank<R>.txt}, or after the job's membership changed
- * {@code gradsync-flight-g<G>-rank<R>.txt}: the newest generation's) in one directory and says where the job stopped: the first call that some rank did not complete, which ranks never entered it, and how long the others
- * waited in it and for whom, e.g. {@code allreduce #812 (allreduce of 4096 FLOAT32 with SUM by ring): rank 3 never
+ * {@code gradsync-flight-g<G>-rank<R>.txt}: the newest generation's) in one directory and says where the job stopped:
+ * the first call that some rank did not complete, which ranks never entered it, and how long the others waited in it
+ * and for whom, e.g. {@code allreduce #812 (allreduce of 4096 FLOAT32 with SUM by ring): rank 3 never
  * entered it (its last call #811 completed); ranks 0, 1, 2 waited in it 30.0 s / 30.0 s / 30.0 s, for rank 3}.
  * {@code gradsync-run} prints it when a job fails; {@code java -cp gradsync-core.jar
  * io.gradsync.core.engine.FlightReport DIR} prints it for files another launcher's ranks wrote.

@@ -38,8 +38,9 @@ import java.util.function.Consumer;
  *
  * <p>The launcher serves the job's rendezvous itself, on a free port it passes in {@code GRADSYNC_RENDEZVOUS_PORT}
  * with {@code GRADSYNC_RENDEZVOUS_SERVER=external}, so that the death of any rank, rank 0 included, is reported to
- * the others as that rank's failure and leaves them their control plane ({@code GRADSYNC_RENDEZVOUS_SERVER=rank0}
- * in its environment has rank 0 serve it instead, as under other launchers).
+ * the others as that rank's failure and leaves them their control plane. Rank 0 serves it instead, as under other
+ * launchers, with {@code --node-prefix} (ranks in other namespaces or on other hosts reach rank 0's
+ * {@code MASTER_ADDR}, not the launcher) or {@code GRADSYNC_RENDEZVOUS_SERVER=rank0} in its environment.
  *
  * <p>When a rank exits with a non-zero status, or is killed by a signal (status 128 + signal), the
  * launcher stops the other ranks and everything they started (SIGTERM, then SIGKILL after the grace
@@ -140,8 +141,8 @@ public final class GradSyncRun {
                 ? null : Path.of(flightDirectory);
         Path jobFile = flightDirectory == null ? null : recordJob(options, Path.of(flightDirectory), err);
         RankLayout layout = new RankLayout(options.nproc(), options.nnodes());
-        ExternalRendezvous rendezvous = serveRendezvous(new RankProcessSpec(options, layout, identity, masterPort, rankEnvironment,
-                binding), rankEnvironment, err);
+        ExternalRendezvous rendezvous = serveRendezvous(options, new RankProcessSpec(options, layout, identity, masterPort,
+                rankEnvironment, binding), rankEnvironment, err);
         if (rendezvous != null) {
             rankEnvironment.put(LaunchEnvironment.RENDEZVOUS_SERVER_VAR, "external");
             rankEnvironment.put(LaunchEnvironment.RENDEZVOUS_PORT_VAR, Integer.toString(rendezvous.port()));
@@ -190,11 +191,14 @@ public final class GradSyncRun {
 
     /**
      * Serves the job's rendezvous from the launcher, so that no rank's death (rank 0's included) takes the job's
-     * control plane with it; null when the user's environment says {@value LaunchEnvironment#RENDEZVOUS_SERVER_VAR}
-     * {@code =rank0}, or it cannot (said on {@code err}): then rank 0 serves it, as under other launchers.
+     * control plane with it; null, and rank 0 serves it as under other launchers, when the ranks run behind a node
+     * prefix (other network namespaces or hosts, where {@code MASTER_ADDR} is rank 0's, not the launcher's), when the
+     * user's environment says {@value LaunchEnvironment#RENDEZVOUS_SERVER_VAR}{@code =rank0}, or when it cannot (said on
+     * {@code err}: {@code --master-addr} is not an address of this machine, say).
      */
-    private static ExternalRendezvous serveRendezvous(RankProcessSpec spec, Map<String, String> rankEnvironment, PrintStream err) {
-        if ("rank0".equals(rankEnvironment.get(LaunchEnvironment.RENDEZVOUS_SERVER_VAR))) {
+    private static ExternalRendezvous serveRendezvous(LaunchOptions options, RankProcessSpec spec, Map<String, String> rankEnvironment,
+                                                      PrintStream err) {
+        if (!options.nodePrefix().isEmpty() || "rank0".equals(rankEnvironment.get(LaunchEnvironment.RENDEZVOUS_SERVER_VAR))) {
             return null;
         }
         Map<String, String> rankZero = new HashMap<>(rankEnvironment);

@@ -124,8 +124,15 @@ final class ElasticLoop {
     private void shrink(CollectiveException e) {
         long start = System.nanoTime();
         System.out.println("rank " + original + ": step " + done + " failed: " + e.getMessage());
+        Communicator old = comm;
         comm = comm.shrink();
         shrinks++;
+        try {
+            old.shrink();
+            throw new AssertionError("a communicator shrank twice");
+        } catch (IllegalStateException expected) {
+            // the one that returned goes on
+        }
         agreeOnStep(done);
         agreedHere = false;
         System.out.println("rank " + original + " shrank to rank " + comm.rank() + " of " + comm.size() + " in "
