@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gradsync.core.bootstrap.LaunchEnvironment;
 import io.gradsync.core.multiprocess.Jobs;
 import io.gradsync.core.transport.SharedMemoryDirectories;
 import java.io.ByteArrayOutputStream;
@@ -266,12 +267,14 @@ class MultiProcessTest {
         AeronJobs.assertDriversGone(job, 1, userDirectory());
     }
 
+    /** A stranger at the rendezvous that gradsync-run serves, on the port given it in GRADSYNC_RENDEZVOUS_PORT. */
     @Test
     void aConnectionWithoutTheJobSecretIsRefusedAndTheJobCompletes() throws Exception {
         int port = ThreadJob.freePort();
         CompletableFuture<Jobs.Result> running = CompletableFuture.supplyAsync(() -> {
             try {
-                return launch(List.of("-n", "2", "--master-port", Integer.toString(port)), "aeron-udp", List.of(), "check");
+                return launch(List.of("-n", "2"), Map.of(LaunchEnvironment.RENDEZVOUS_PORT_VAR, Integer.toString(port)),
+                        "aeron-udp", List.of(), "check");
             } catch (Exception e) {
                 throw new IllegalStateException(e);
             }
@@ -281,7 +284,7 @@ class MultiProcessTest {
         Jobs.Result job = running.get(120, TimeUnit.SECONDS);
         assertTrue(refusal.contains("wrong job secret"), "the stranger is told why: " + refusal);
         assertEquals(0, job.status(), job.out());
-        assertTrue(job.out().contains("refused connection from"), "rank 0 logs the refusal:\n" + job.out());
+        assertTrue(job.out().contains("refused connection from"), "the launcher logs the refusal:\n" + job.out());
         assertTrue(job.out().contains("[1] rank 1: 120 collectives exact"), job.out());
     }
 
@@ -480,9 +483,16 @@ class MultiProcessTest {
     /** Runs gradsync-run with this JVM's environment (less any job variables) and ranks over {@code transport}. */
     private static Jobs.Result launch(List<String> launcherOptions, String transport, List<String> rankJvmOptions,
                                       String... programArgs) throws Exception {
+        return launch(launcherOptions, Map.of(), transport, rankJvmOptions, programArgs);
+    }
+
+    private static Jobs.Result launch(List<String> launcherOptions, Map<String, String> environment, String transport,
+                                      List<String> rankJvmOptions, String... programArgs) throws Exception {
         List<String> command = Jobs.gradsyncRun(CLASSPATH, DEADLINE_SECONDS, launcherOptions);
         command.addAll(AeronJobs.rank(CLASSPATH, transport, rankJvmOptions, programArgs));
-        Jobs.Result result = Jobs.run(command, Map.of("GRADSYNC_JOB_ID", Jobs.newJobId("mp")), Duration.ofSeconds(170));
+        Map<String, String> env = new HashMap<>(environment);
+        env.put("GRADSYNC_JOB_ID", Jobs.newJobId("mp"));
+        Jobs.Result result = Jobs.run(command, env, Duration.ofSeconds(170));
         assertNotEquals(Jobs.KILLED, result.status(), "the launcher did not finish:\n" + result.out());
         return result;
     }

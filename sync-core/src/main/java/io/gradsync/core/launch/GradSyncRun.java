@@ -36,9 +36,10 @@ import java.util.function.Consumer;
  * {@code GRADSYNC_HOST_ID=node<k>} when {@code --nnodes} is above 1. Its output lines are copied to the
  * launcher's stdout and stderr with a {@code [rank] } prefix.
  *
- * <p>The launcher serves the job's rendezvous itself, on a free port it passes in {@code GRADSYNC_RENDEZVOUS_PORT}
- * with {@code GRADSYNC_RENDEZVOUS_SERVER=external}, so that the death of any rank, rank 0 included, is reported to
- * the others as that rank's failure and leaves them their control plane. Rank 0 serves it instead, as under other
+ * <p>The launcher serves the job's rendezvous itself, on a free port (or the {@code GRADSYNC_RENDEZVOUS_PORT} of its
+ * environment) it passes in {@code GRADSYNC_RENDEZVOUS_PORT} with {@code GRADSYNC_RENDEZVOUS_SERVER=external}, so that
+ * the death of any rank, rank 0 included, is reported to the others as that rank's failure and leaves them their
+ * control plane. Rank 0 serves it instead, as under other
  * launchers, with {@code --node-prefix} (ranks in other namespaces or on other hosts reach rank 0's
  * {@code MASTER_ADDR}, not the launcher) or {@code GRADSYNC_RENDEZVOUS_SERVER=rank0} in its environment.
  *
@@ -203,9 +204,13 @@ public final class GradSyncRun {
         }
         Map<String, String> rankZero = new HashMap<>(rankEnvironment);
         rankZero.putAll(spec.environment(0));
+        // The user's port, but not one an outer gradsync-run's server holds (which said so with the server variable).
+        boolean outerServer = "external".equals(rankEnvironment.get(LaunchEnvironment.RENDEZVOUS_SERVER_VAR));
+        String port = outerServer ? null : rankEnvironment.get(LaunchEnvironment.RENDEZVOUS_PORT_VAR);
         rankZero.remove(LaunchEnvironment.RENDEZVOUS_PORT_VAR);
         try {
-            return ExternalRendezvous.serve(LaunchEnvironment.from(rankZero), 0);
+            return ExternalRendezvous.serve(LaunchEnvironment.from(rankZero), port == null || port.isBlank() ? 0
+                    : Integer.parseInt(port.trim()));
         } catch (IOException | RuntimeException e) {
             say(err, "gradsync-run: cannot serve the rendezvous (" + e.getMessage() + "); rank 0 serves it, and the job "
                     + "ends with rank 0's process");
