@@ -58,12 +58,20 @@ final class ShmSpace {
         } catch (IOException e) {
             FileStore store = Files.getFileStore(file.getParent());
             long free = store.getUsableSpace();
-            if (free >= bytes - at) {
-                throw e; // not for want of room
+            // The free space alone cannot tell: another rank of the host that also ran out may have removed its
+            // file between this write's failure and the look at the file system.
+            if (free >= bytes - at && !saysNoRoom(e)) {
+                throw e;
             }
             throw new NoRoomException(describe(store, free) + "; it ran out after " + at + " of the " + bytes
-                    + " bytes of " + file.getFileName());
+                    + " bytes of " + file.getFileName() + " (" + e.getMessage() + ")");
         }
+    }
+
+    /** Whether a write failed with ENOSPC or EDQUOT, as the JDK words them (strerror's, in the C locale). */
+    static boolean saysNoRoom(IOException e) {
+        String message = String.valueOf(e.getMessage());
+        return message.contains("No space left on device") || message.contains("Disk quota exceeded");
     }
 
     /** Null while the file behind {@code channel} still holds {@code bytes}; else what became of it. */
