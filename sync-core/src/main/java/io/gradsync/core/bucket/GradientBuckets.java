@@ -147,6 +147,17 @@ public final class GradientBuckets implements AutoCloseable {
         return new Builder(comm);
     }
 
+    /**
+     * A bucketer with this one's settings over {@code comm}: the communicator that goes on after a
+     * {@link Communicator#shrink() shrink} or {@link Communicator#grow() grow}. Its layout is fixed anew by its first
+     * step (or {@link #allocate}), and checked across the new members; a timeline this bucketer opened from the
+     * environment is opened anew there (a collective when tracing is on), one the caller gave is shared.
+     */
+    public GradientBuckets over(Communicator comm) {
+        Builder b = builder(comm).op(op).bucketBytes(bucketBytes).firstBucketBytes(firstBucketBytes);
+        return (ownsTimeline ? b : b.timeline(timeline)).build();
+    }
+
     /** The step operator for streams of gradient buffers (see the class comment). */
     public Function<Flux<GradientBuffer>, Flux<GradientBuffer>> reduce() {
         return reduce(Function.identity());

@@ -115,6 +115,34 @@ class GradientBucketsTest {
         return sum / n;
     }
 
+    /**
+     * {@code over} carries the settings (the op, both bucket sizes) to a bucketer with a layout of its own, as after a
+     * shrink: here over the same ranks, a layout the first bucketer would refuse, summed in as many buckets.
+     */
+    @Test
+    void overAnotherCommunicatorKeepsTheSettingsAndFixesItsOwnLayout() throws Exception {
+        assertAllOk(job(2, comm -> {
+            GradientBuckets first = GradientBuckets.builder(comm).op(ReduceOp.SUM).bucketBytes(64).firstBucketBytes(32).build();
+            Flux.fromArray(new float[][] {{1, 2}, {3}}).map(GradientBuffer::wrap).transform(first.reduce()).blockLast();
+            GradientBuckets next = first.over(comm);
+            float[][] grads = {new float[10], new float[20], new float[3]};
+            for (float[] g : grads) {
+                Arrays.fill(g, comm.rank() + 1);
+            }
+            Flux.fromArray(grads).map(GradientBuffer::wrap).transform(next.reduce()).blockLast();
+            for (float[] g : grads) {
+                for (float v : g) {
+                    assertEquals(3f, v, "summed, not averaged");
+                }
+            }
+            // 10 floats (40 B) fill the 32 B first bucket; 20 (80 B) exceed the 64 B bucket; 3 get one of their own
+            assertEquals(3, next.bucketCount(), next.describeLayout());
+            first.close();
+            next.close();
+            return null;
+        }));
+    }
+
     @Test
     void packsInBackwardOrderEmitsPerBucketAndAverages() throws Exception {
         int n = 3;
