@@ -2,9 +2,14 @@ package io.gradsync.djl;
 
 import ai.djl.training.dataset.RandomAccessDataset;
 import ai.djl.training.dataset.Sampler;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Deque;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Random;
 
@@ -16,16 +21,51 @@ import java.util.Random;
  * number of steps, and step {@code s} of all ranks together covers positions {@code [s B, (s+1) B)} of the epoch's
  * order, B being the global batch: the same samples the one-process run at batch B takes at that step.
  *
+ * <p>A sampler of an {@linkplain DataParallel#elastic() elastic} {@link DataParallel} is split anew among the ranks
+ * that are left when one is lost, from the first step no survivor has loaded on, so that the epoch's samples are
+ * neither left out nor trained twice ({@link EpochPlan}); later epochs are split among the survivors from the start.
+ *
  * <p>Each {@link #sample} call is the next epoch: use one sampler per dataset, as DJL iterates it once an epoch.
  */
 public final class ShardedSampler implements Sampler {
-    private final int rank;
-    private final int ranks;
+    /** Yielded batches remembered for {@link #completedThrough}: more than any prefetching DJL does. */
+    private static final int REMEMBERED = 64;
+
+    private final int id;
     private final int localBatch;
+    private final int globalBatch;
     private final boolean shuffle;
     private final long seed;
     private final boolean dropLast;
-    private int epoch;
+    /** The ids of the ranks that train, in rank order: 0 .. ranks - 1 until a rank is lost. */
+    private int[] members;
+    /** Epochs begun ({@link #sample} calls). */
+    private int epochs;
+    /** Losses that split an epoch this rank has not begun yet anew (a survivor was in it already), by epoch. */
+    private final Map<Integer, List<Regroup>> pending = new HashMap<>();
+    private Epoch current;
+    /** Whether {@link DataParallel} trains on this sampler's batches (else they are complete once loaded). */
+    private boolean training;
+
+    /** A loss: the members before it, the survivors, and how far they had come in the epoch it split anew. */
+    private record Regroup(int[] before, int[] survivors, int completed, int loaded, boolean ended) {
+        EpochPlan applyTo(EpochPlan plan) {
+            return plan.without(survivors, completed, loaded, ended);
+        }
+    }
+
+    /** The epoch under way: its plan, the batches loaded and completed, whether its end was seen. */
+    private static final class Epoch {
+        EpochPlan plan;
+        int loaded;
+        int completed;
+        boolean ended;
+        final Deque<Map.Entry<List<Long>, Integer>> recent = new ArrayDeque<>();
+
+        Epoch(EpochPlan plan) {
+            this.plan = plan;
+        }
+    }
 
     /**
      * The sampler of rank {@code rank} of {@code ranks}, in batches of {@code localBatch}, shuffled every epoch from
@@ -33,23 +73,66 @@ public final class ShardedSampler implements Sampler {
      * same size on every rank either way).
      */
     public ShardedSampler(int rank, int ranks, int localBatch, boolean shuffle, long seed, boolean dropLast) {
-        if (ranks < 1 || rank < 0 || rank >= ranks) {
-            throw new IllegalArgumentException("rank " + rank + " of " + ranks + " ranks");
-        }
+        this(rank, identities(rank, ranks), localBatch, shuffle, seed, dropLast);
+    }
+
+    /** The sampler of the rank with id {@code id} among {@code members} (ids in rank order). */
+    ShardedSampler(int id, int[] members, int localBatch, boolean shuffle, long seed, boolean dropLast) {
         if (localBatch < 1) {
             throw new IllegalArgumentException("local batch size " + localBatch + ": at least 1");
         }
-        this.rank = rank;
-        this.ranks = ranks;
+        this.id = id;
+        this.members = members.clone();
         this.localBatch = localBatch;
+        this.globalBatch = localBatch * members.length;
         this.shuffle = shuffle;
         this.seed = seed;
         this.dropLast = dropLast;
     }
 
+    private static int[] identities(int rank, int ranks) {
+        if (ranks < 1 || rank < 0 || rank >= ranks) {
+            throw new IllegalArgumentException("rank " + rank + " of " + ranks + " ranks");
+        }
+        int[] ids = new int[ranks];
+        for (int r = 0; r < ranks; r++) {
+            ids[r] = r;
+        }
+        return ids;
+    }
+
     @Override
     public Iterator<List<Long>> sample(RandomAccessDataset dataset) {
-        return batches(share(dataset.size(), epoch++));
+        int e = epochs++;
+        List<Regroup> losses = pending.remove(e);
+        EpochPlan plan = plan(dataset.size(), e, losses == null ? members : losses.get(0).before());
+        for (Regroup loss : losses == null ? List.<Regroup>of() : losses) {
+            plan = loss.applyTo(plan);
+        }
+        Epoch epoch = new Epoch(plan);
+        current = epoch;
+        return new Iterator<>() {
+            @Override
+            public boolean hasNext() {
+                boolean more = epoch.loaded < epoch.plan.steps();
+                epoch.ended |= !more;
+                return more;
+            }
+
+            @Override
+            public List<Long> next() {
+                if (!hasNext()) {
+                    throw new NoSuchElementException();
+                }
+                int step = epoch.loaded++;
+                List<Long> batch = epoch.plan.batch(step, id);
+                epoch.recent.addLast(Map.entry(batch, step));
+                if (epoch.recent.size() > REMEMBERED) {
+                    epoch.recent.removeFirst();
+                }
+                return batch;
+            }
+        };
     }
 
     @Override
@@ -59,17 +142,20 @@ public final class ShardedSampler implements Sampler {
 
     /** The dataset positions of this rank's share of epoch {@code e} of a dataset of {@code size} samples, in order. */
     long[] share(long size, int e) {
+        EpochPlan plan = plan(size, e, members);
+        List<Long> all = new ArrayList<>();
+        for (int step = 0; step < plan.steps(); step++) {
+            all.addAll(plan.batch(step, id));
+        }
+        return all.stream().mapToLong(Long::longValue).toArray();
+    }
+
+    /** Epoch {@code e} of a dataset of {@code size} samples as {@code ids} split it. */
+    private EpochPlan plan(long size, int e, int[] ids) {
         if (size > Integer.MAX_VALUE) {
             throw new IllegalArgumentException("a dataset of " + size + " samples: at most " + Integer.MAX_VALUE);
         }
-        int n = (int) size;
-        int[] order = order(n, e);
-        int perRank = (n + ranks - 1) / ranks;
-        long[] share = new long[n == 0 ? 0 : perRank];
-        for (int k = 0; k < share.length; k++) {
-            share[k] = order[(rank + k * ranks) % n];
-        }
-        return share;
+        return EpochPlan.of(order((int) size, e), ids, globalBatch, dropLast);
     }
 
     private int[] order(int n, int e) {
@@ -89,29 +175,77 @@ public final class ShardedSampler implements Sampler {
         return order;
     }
 
-    private Iterator<List<Long>> batches(long[] share) {
-        int count = dropLast ? share.length / localBatch : (share.length + localBatch - 1) / localBatch;
-        return new Iterator<>() {
-            private int next;
-
-            @Override
-            public boolean hasNext() {
-                return next < count;
+    /**
+     * Marks this sampler's batches up to {@code batch} (a list it returned, as DJL's {@code Batch.getIndices()} gives
+     * it back) trained for good, and this sampler as the one the training steps take their batches from; false if
+     * {@code batch} is none of the batches it returned lately.
+     */
+    boolean completedThrough(List<?> batch) {
+        Epoch epoch = current;
+        if (epoch == null || batch == null) {
+            return false;
+        }
+        for (Map.Entry<List<Long>, Integer> e : epoch.recent) {
+            if (e.getKey() == batch) {
+                training = true;
+                epoch.completed = Math.max(epoch.completed, e.getValue() + 1);
+                return true;
             }
+        }
+        return false;
+    }
 
-            @Override
-            public List<Long> next() {
-                if (!hasNext()) {
-                    throw new NoSuchElementException();
-                }
-                int from = next++ * localBatch;
-                int to = Math.min(share.length, from + localBatch);
-                List<Long> batch = new ArrayList<>(to - from);
-                for (int i = from; i < to; i++) {
-                    batch.add(share[i]);
-                }
-                return batch;
+    /** Whether {@code batch} is one of the batches this sampler returned lately. */
+    boolean returned(List<?> batch) {
+        Epoch epoch = current;
+        return epoch != null && epoch.recent.stream().anyMatch(e -> e.getKey() == batch);
+    }
+
+    /** Marks this sampler as the one the training steps take their batches from. */
+    void trains() {
+        training = true;
+    }
+
+    /** What the survivors of a loss tell each other of this sampler, {@value #PROGRESS_FIELDS} numbers. */
+    static final int PROGRESS_FIELDS = 6;
+
+    /**
+     * Into {@code out} from {@code at}: epochs begun, batches of the current one loaded and completed (every loaded one,
+     * unless training steps take this sampler's batches), whether its end was seen, the fingerprint of its plan, and
+     * that of the members and losses the next epoch will be split by.
+     */
+    void progress(long[] out, int at) {
+        Epoch epoch = current;
+        out[at] = epochs;
+        out[at + 1] = epoch == null ? 0 : epoch.loaded;
+        out[at + 2] = epoch == null ? 0 : training ? epoch.completed : epoch.loaded;
+        out[at + 3] = epoch != null && epoch.ended ? 1 : 0;
+        out[at + 4] = epoch == null ? 0 : epoch.plan.fingerprint();
+        long next = Arrays.hashCode(members);
+        for (Regroup loss : pending.getOrDefault(epochs, List.of())) {
+            next = 31 * (31 * next + Arrays.hashCode(loss.before())) + Arrays.hashCode(new int[] {
+                Arrays.hashCode(loss.survivors()), loss.completed(), loss.loaded(), loss.ended() ? 1 : 0});
+        }
+        out[at + 5] = next;
+    }
+
+    /**
+     * Goes on with {@code survivors} (ids, in their new rank order) after a loss: the latest epoch a survivor has begun
+     * ({@code begun} epochs; on this rank begun, or the next) is split anew from step {@code loaded} on as
+     * {@link EpochPlan#without} says; later epochs are the survivors' from their start.
+     */
+    void regroup(int[] survivors, int begun, int completed, int loaded, boolean ended) {
+        if (begun > 0) {
+            if (epochs == begun) {
+                current.plan = current.plan.without(survivors, completed, loaded, ended);
+            } else if (epochs == begun - 1) {
+                pending.computeIfAbsent(epochs, e -> new ArrayList<>())
+                        .add(new Regroup(members, survivors.clone(), completed, loaded, ended));
+            } else {
+                throw new IllegalStateException("rank " + id + ": a survivor has begun " + begun + " epochs of a dataset, "
+                        + "this rank " + epochs);
             }
-        };
+        }
+        members = survivors.clone();
     }
 }
