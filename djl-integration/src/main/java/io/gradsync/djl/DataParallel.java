@@ -57,8 +57,8 @@ import java.util.Objects;
  * it closes its buckets at {@code onTrainingEnd} (the trainer's {@code close}), not the communicator.
  */
 public final class DataParallel implements TrainingListener {
-    private final Communicator comm;
-    private final GradientBuckets buckets;
+    private final ElasticGroup group;
+    private GradientBuckets buckets;
     private int checkEvery;
     private ModelParameters parameters;
     private StepGradients gradients;
@@ -69,9 +69,11 @@ public final class DataParallel implements TrainingListener {
     private boolean copyAll;
     private long steps;
     private int epochs;
+    /** Run between a step's averaging and its commit: tests kill a rank there. */
+    Runnable beforeCommit = () -> { };
 
     private DataParallel(Communicator comm, GradientBuckets buckets) {
-        this.comm = comm;
+        this.group = new ElasticGroup(comm);
         this.buckets = buckets;
     }
 
@@ -96,6 +98,41 @@ public final class DataParallel implements TrainingListener {
     }
 
     /**
+     * Goes on without ranks that are lost (a process that dies, is killed, or stops for longer than the communicator's
+     * timeout), as the job's launcher allows ({@code gradsync-run --min-ranks M}, which also serves the rendezvous
+     * that outlives any rank): the survivors shrink the communicator ({@link Communicator#shrink()}) and go on, on
+     * every rank alike, from the collective the earliest of them stands at.
+     * <ul>
+     *   <li>The step in flight is averaged again over the survivors, from each survivor's own gradients, which stay in
+     *   the engine's arrays until every rank has them averaged (a barrier after each step's averaging): so no rank has
+     *   applied gradients that a survivor averages again without the lost rank's part. The average is over the
+     *   survivors (AVG over the new size).</li>
+     *   <li>The epoch's samples are split anew among the survivors ({@link #sampler}): the steps some survivor has
+     *   loaded keep their split; the later ones take what is left of the epoch plus the lost ranks' shares of the steps
+     *   not completed, in global batches of {@code n⌊B/n⌋} for {@code n} survivors, so no sample of the epoch is left
+     *   out or trained twice but the padding to a multiple of {@code n}. Later epochs are the survivors'.</li>
+     *   <li>The replica checks, the running statistics and the metrics are the survivors' from then on.</li>
+     * </ul>
+     * Each step then copies its gradients into host memory and back (twice the gradients' bytes), and adds a barrier.
+     * A restarted rank is not taken back in (its optimizer state is DJL's, which cannot be copied to it): launch
+     * without {@code --max-restarts}. Only DataParallel's own collectives go on; one of the program's own on
+     * {@link #communicator()} fails as without elastic. {@link #communicator()} is then the survivors', closed with
+     * the trainer.
+     *
+     * @throws IllegalStateException once training has begun
+     */
+    public DataParallel elastic() {
+        if (parameters != null || seeded) {
+            throw new IllegalStateException("rank " + group.id() + ": elastic() after training began");
+        }
+        group.elastic(next -> {
+            buckets.close();
+            buckets = buckets.over(next);
+        });
+        return this;
+    }
+
+    /**
      * This rank's sampler for a training dataset at global batch {@code globalBatch} (a multiple of the rank count;
      * each rank's batches hold {@code globalBatch / ranks} samples), shuffled every epoch if {@code shuffle}, from
      * seed 0 plus the epoch. See {@link ShardedSampler}.
@@ -106,11 +143,13 @@ public final class DataParallel implements TrainingListener {
 
     /** As {@link #sampler(int, boolean)}, shuffled from {@code seed} plus the epoch. */
     public ShardedSampler sampler(int globalBatch, boolean shuffle, long seed) {
+        Communicator comm = group.communicator();
         if (globalBatch < 1 || globalBatch % comm.size() != 0) {
             throw new IllegalArgumentException("rank " + comm.rank() + ": global batch " + globalBatch
                     + " is not a positive multiple of the " + comm.size() + " ranks");
         }
-        return new ShardedSampler(comm.rank(), comm.size(), globalBatch / comm.size(), shuffle, seed, false);
+        return group.register(new ShardedSampler(group.id(), group.members(), globalBatch / comm.size(), shuffle, seed,
+                false));
     }
 
     /** {@code trainer.initialize(inputShapes)}, then every parameter made rank 0's. */
@@ -122,8 +161,11 @@ public final class DataParallel implements TrainingListener {
     /** Makes every parameter of {@code model} rank 0's (and checks that they arrived). */
     public void synchronize(Model model) {
         parameters = ModelParameters.of(model);
-        parameters.broadcastAll(comm);
-        parameters.checkIdentical(comm, "after the parameters were broadcast from rank 0");
+        group.run("parameters from rank 0", c -> {
+            parameters.broadcastAll(c);
+            return null;
+        });
+        checkReplicas("after the parameters were broadcast from rank 0", true);
         replicasIdentical = true;
     }
 
@@ -136,9 +178,14 @@ public final class DataParallel implements TrainingListener {
         return this;
     }
 
-    /** The communicator the ranks train over. */
+    /** The communicator the ranks train over: the survivors' after an {@linkplain #elastic() elastic} shrink. */
     public Communicator communicator() {
-        return comm;
+        return group.communicator();
+    }
+
+    /** How many times the ranks shrank to the survivors of a loss ({@link #elastic()}). */
+    public int shrinks() {
+        return group.shrinks();
     }
 
     /** Steps whose gradients were averaged. */
@@ -175,7 +222,7 @@ public final class DataParallel implements TrainingListener {
      */
     public NoSync noSync() {
         if (paused) {
-            throw new IllegalStateException("rank " + comm.rank() + ": noSync() inside another noSync() scope");
+            throw new IllegalStateException("rank " + group.communicator().rank() + ": noSync() inside another noSync() scope");
         }
         paused = true;
         return () -> paused = false;
@@ -192,7 +239,7 @@ public final class DataParallel implements TrainingListener {
         List<Evaluator> evaluators = trainer.getEvaluators();
         for (int i = 0; i < evaluators.size(); i++) {
             if (!(evaluators.get(i) instanceof RankAveragedEvaluator)) {
-                evaluators.set(i, new RankAveragedEvaluator(evaluators.get(i), comm, trainer));
+                evaluators.set(i, new RankAveragedEvaluator(evaluators.get(i), group, trainer));
             }
         }
         ModelParameters found = ModelParameters.of(trainer.getModel());
@@ -211,7 +258,10 @@ public final class DataParallel implements TrainingListener {
     private void seedInitialization(Engine engine) {
         Integer own = engine.getSeed();
         long[] seed = {own != null ? own : new SecureRandom().nextInt()};
-        comm.broadcastBlocking(GradientBuffer.wrap(seed), 0);
+        group.run("seed from rank 0", c -> {
+            c.broadcastBlocking(GradientBuffer.wrap(seed), 0);
+            return null;
+        });
         engine.setRandomSeed((int) seed[0]);
         seeded = true;
     }
@@ -220,14 +270,18 @@ public final class DataParallel implements TrainingListener {
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
         if (!replicasIdentical) {
             if (!seeded) {
-                throw new IllegalStateException("rank " + comm.rank() + ": a training step before the replicas were made "
-                        + "identical: call DataParallel.initialize(trainer, shapes) instead of trainer.initialize(shapes), "
-                        + "or synchronize(model) once the model's parameters exist");
+                throw new IllegalStateException("rank " + group.communicator().rank() + ": a training step before the "
+                        + "replicas were made identical: call DataParallel.initialize(trainer, shapes) instead of "
+                        + "trainer.initialize(shapes), or synchronize(model) once the model's parameters exist");
             }
             parameters = ModelParameters.of(trainer.getModel());
-            parameters.checkInitializedAlike(comm, "at the first step, after trainer.initialize from rank 0's seed (a "
-                    + "seed set per rank after the trainer was created, or an initializer that ignores the engine's seed): "
-                    + "call DataParallel.initialize(trainer, shapes) instead, which broadcasts rank 0's parameters");
+            group.run("model check", c -> {
+                parameters.checkSameModel(c);
+                return null;
+            });
+            checkReplicas("at the first step, after trainer.initialize from rank 0's seed (a seed set per rank after the "
+                    + "trainer was created, or an initializer that ignores the engine's seed): call "
+                    + "DataParallel.initialize(trainer, shapes) instead, which broadcasts rank 0's parameters", false);
             replicasIdentical = true;
         }
         if (paused) {
@@ -236,12 +290,38 @@ public final class DataParallel implements TrainingListener {
         if (gradients == null) {
             gradients = new StepGradients(trainer.getModel(), copyAll);
         }
-        gradients.reduce(buckets, trainer.getManager());
-        parameters.broadcastStatistics(comm);
+        if (group.isElastic()) {
+            List<?> batch = batchData.getBatch().getIndices();
+            group.samplers().stream().filter(s -> s.returned(batch)).forEach(ShardedSampler::trains);
+            group.run("the gradients of step " + steps, c -> {
+                gradients.reduceStaged(buckets);
+                return null;
+            });
+            beforeCommit.run();
+            group.commit("the end of step " + steps);
+            gradients.writeBackStaged(trainer.getManager());
+            group.samplers().forEach(s -> s.completedThrough(batch));
+        } else {
+            gradients.reduce(buckets, trainer.getManager());
+        }
+        group.run("running statistics from rank 0", c -> {
+            parameters.broadcastStatistics(c);
+            return null;
+        });
         steps++;
         if (checkEvery > 0 && steps % checkEvery == 0) {
-            parameters.checkIdentical(comm, "after step " + steps);
+            checkReplicas("after step " + steps, true);
         }
+    }
+
+    /**
+     * Throws, on every rank alike, a {@link ReplicasDifferException} naming the first parameter whose bits differ
+     * between the ranks (the statistics too if {@code withStatistics}), and {@code when}.
+     */
+    private void checkReplicas(String when, boolean withStatistics) {
+        long[] hashes = parameters.hashes(withStatistics);
+        int first = group.run("replica check " + when, c -> ModelParameters.firstDiffering(c, hashes));
+        parameters.requireIdentical(group.communicator().rank(), first, when);
     }
 
     @Override
@@ -253,12 +333,13 @@ public final class DataParallel implements TrainingListener {
     public void onEpoch(Trainer trainer) {
         epochs++;
         if (parameters != null) {
-            parameters.checkIdentical(comm, "at the end of epoch " + epochs + " (step " + steps + ")");
+            checkReplicas("at the end of epoch " + epochs + " (step " + steps + ")", true);
         }
     }
 
     @Override
     public void onTrainingEnd(Trainer trainer) {
         buckets.close();
+        group.close();
     }
 }

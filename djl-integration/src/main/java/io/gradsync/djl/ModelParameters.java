@@ -59,7 +59,11 @@ final class ModelParameters {
         broadcast(comm, all);
     }
 
-    private void checkSameModel(Communicator comm) {
+    /**
+     * Checks that the ranks built the same model: the same parameters, by name, shape and type, in the same order (else
+     * a {@link ReplicasDifferException} on every rank names the first that differs).
+     */
+    void checkSameModel(Communicator comm) {
         int n = all.size();
         long[] layout = new long[n];
         long whole = n;
@@ -101,35 +105,28 @@ final class ModelParameters {
     }
 
     /**
-     * Checks that the ranks built the same model and initialised every parameter but the statistics (which a training
-     * forward pass has updated from each rank's own batch) to the same bits; throws, on every rank alike, a
-     * {@link ReplicasDifferException} naming the first that differs and {@code when}.
+     * A hash of every parameter's bits, in order; 0 for the statistics unless {@code withStatistics} (a training
+     * forward pass updates them from each rank's own batch).
      */
-    void checkInitializedAlike(Communicator comm, String when) {
-        checkSameModel(comm);
-        checkIdentical(comm, when, false);
-    }
-
-    /**
-     * Checks that every rank holds the same bits in every parameter, with one collective; throws, on every rank
-     * alike, a {@link ReplicasDifferException} naming the first parameter that differs and {@code when}.
-     */
-    void checkIdentical(Communicator comm, String when) {
-        checkIdentical(comm, when, true);
-    }
-
-    private void checkIdentical(Communicator comm, String when, boolean withStatistics) {
+    long[] hashes(boolean withStatistics) {
         int n = all.size();
         long[] hashes = new long[n];
         for (int i = 0; i < n; i++) {
             boolean skipped = !withStatistics && statistics.contains(all.get(i));
             hashes[i] = skipped ? 0 : hash(all.get(i).getArray().toByteBuffer());
         }
-        int first = firstDiffering(comm, hashes);
+        return hashes;
+    }
+
+    /**
+     * Throws a {@link ReplicasDifferException} naming parameter {@code first}, if it is one ({@link #firstDiffering}
+     * of the {@link #hashes}), and {@code when}.
+     */
+    void requireIdentical(int rank, int first, String when) {
         if (first >= 0) {
-            throw new ReplicasDifferException("rank " + comm.rank() + ": the replicas differ " + when + ": parameter "
-                    + first + " of " + n + ", '" + names.get(first) + "', is not the same on every rank (the first that "
-                    + "differs)", names.get(first));
+            throw new ReplicasDifferException("rank " + rank + ": the replicas differ " + when + ": parameter "
+                    + first + " of " + all.size() + ", '" + names.get(first) + "', is not the same on every rank (the first "
+                    + "that differs)", names.get(first));
         }
     }
 
@@ -137,7 +134,7 @@ final class ModelParameters {
      * The first index at which the ranks' {@code values} differ, found with one collective that every rank ends the
      * same way; -1 if none.
      */
-    private static int firstDiffering(Communicator comm, long[] values) {
+    static int firstDiffering(Communicator comm, long[] values) {
         int n = values.length;
         long[] extremes = new long[2 * n];
         for (int i = 0; i < n; i++) {

@@ -31,19 +31,18 @@ final class RankAveragedEvaluator extends Evaluator {
     private static final int FIELDS = 3;
 
     private final Evaluator inner;
-    private final Communicator comm;
+    private final ElasticGroup group;
     /** The trainer whose loss this is; null for another evaluator. */
     private final Trainer lossOf;
     private final Map<String, Long> samples = new HashMap<>();
-    private final double[] mine = new double[FIELDS];
-    private final double[] all;
+    /** Every rank's fields, made again when the group shrinks. */
+    private double[] all = new double[0];
 
-    RankAveragedEvaluator(Evaluator inner, Communicator comm, Trainer trainer) {
+    RankAveragedEvaluator(Evaluator inner, ElasticGroup group, Trainer trainer) {
         super(inner.getName());
         this.inner = inner;
-        this.comm = comm;
+        this.group = group;
         this.lossOf = inner == trainer.getLoss() ? trainer : null;
-        this.all = new double[FIELDS * comm.size()];
     }
 
     @Override
@@ -99,9 +98,18 @@ final class RankAveragedEvaluator extends Evaluator {
         if (!EvaluatorTrainingListener.TRAIN_EPOCH.equals(key) && !EvaluatorTrainingListener.VALIDATE_EPOCH.equals(key)) {
             return local;
         }
+        double[] mine = new double[FIELDS];
         mine[VALUE] = local;
         mine[SAMPLES] = samples.getOrDefault(key, 0L);
         mine[TAG] = (getName() + '@' + key).hashCode();
+        return group.run("the job's " + getName() + " (" + key + ")", comm -> average(comm, mine, key));
+    }
+
+    /** The ranks' values in {@code mine}, weighted by their samples, on every rank alike. */
+    private float average(Communicator comm, double[] mine, String key) {
+        if (all.length != FIELDS * comm.size()) {
+            all = new double[FIELDS * comm.size()];
+        }
         comm.allGatherBlocking(GradientBuffer.wrap(mine), GradientBuffer.wrap(all));
         double weighted = 0;
         double total = 0;

@@ -37,6 +37,9 @@ final class StepGradients {
     private boolean[] viaCopy;
     /** Every gradient through a copy, as for an engine that hands out none (the path GPU tensors take). */
     private final boolean copyAll;
+    /** Elastic: host copies the gradients are averaged in, and their buffers; made at the first staged step. */
+    private ByteBuffer[] staged;
+    private GradientBuffer[] stagedBuffers;
 
     /** The trainable gradients of {@code model}; all through host copies if {@code copyAll}. */
     StepGradients(Model model, boolean copyAll) {
@@ -78,15 +81,7 @@ final class StepGradients {
     /** Averages this step's gradients across ranks with {@code buckets}, in the engine's gradient arrays. */
     void reduce(GradientBuckets buckets, NDManager manager) {
         try {
-            for (int i = 0; i < buffers.length; i++) {
-                open[i] = trainable.get(i).getArray().getGradient();
-            }
-            if (viaCopy == null) {
-                viaCopy = probe();
-                if (copyAll) {
-                    Arrays.fill(viaCopy, true);
-                }
-            }
+            openGradients();
             for (int i = 0; i < buffers.length; i++) {
                 memory[i] = viaCopy[i] ? copyOf(open[i].toByteBuffer()) : open[i].toByteBuffer(true);
                 buffers[i] = GradientBuffer.wrap(memory[i].order(ByteOrder.nativeOrder()), types[i]);
@@ -98,13 +93,73 @@ final class StepGradients {
                 }
             }
         } finally {
-            for (int i = 0; i < open.length; i++) {
-                if (open[i] != null) {
-                    open[i].close();
-                    open[i] = null;
+            closeGradients();
+        }
+    }
+
+    /**
+     * Averages this step's gradients across ranks in host copies, leaving the engine's arrays with this rank's own
+     * until {@link #writeBackStaged}: so the step can be averaged again, over other ranks, after a rank was lost. The
+     * copies are made once; a step copies each gradient in and, once written back, out.
+     */
+    void reduceStaged(GradientBuckets buckets) {
+        try {
+            openGradients();
+            if (staged == null) {
+                staged = new ByteBuffer[buffers.length];
+                stagedBuffers = new GradientBuffer[buffers.length];
+                for (int i = 0; i < staged.length; i++) {
+                    long bytes = open[i].size() * types[i].bytes();
+                    staged[i] = ByteBuffer.allocateDirect(Math.toIntExact(bytes)).order(ByteOrder.nativeOrder());
+                    stagedBuffers[i] = GradientBuffer.wrap(staged[i], types[i]);
                 }
-                memory[i] = null;
             }
+            for (int i = 0; i < staged.length; i++) {
+                staged[i].duplicate().put(viaCopy[i] ? open[i].toByteBuffer() : open[i].toByteBuffer(true));
+            }
+            Flux.fromArray(backwardOrder).transform(buckets.reduce(i -> stagedBuffers[i])).blockLast();
+        } finally {
+            closeGradients();
+        }
+    }
+
+    /** The gradients averaged by the last {@link #reduceStaged}, into the engine's arrays. */
+    void writeBackStaged(NDManager manager) {
+        try {
+            openGradients();
+            for (int i = 0; i < staged.length; i++) {
+                if (viaCopy[i]) {
+                    memory[i] = staged[i];
+                    writeBack(i, manager);
+                } else {
+                    open[i].toByteBuffer(true).put(staged[i].duplicate());
+                }
+            }
+        } finally {
+            closeGradients();
+        }
+    }
+
+    /** Every trainable parameter's gradient array, open; the first time, which of them come only as copies. */
+    private void openGradients() {
+        for (int i = 0; i < buffers.length; i++) {
+            open[i] = trainable.get(i).getArray().getGradient();
+        }
+        if (viaCopy == null) {
+            viaCopy = probe();
+            if (copyAll) {
+                Arrays.fill(viaCopy, true);
+            }
+        }
+    }
+
+    private void closeGradients() {
+        for (int i = 0; i < open.length; i++) {
+            if (open[i] != null) {
+                open[i].close();
+                open[i] = null;
+            }
+            memory[i] = null;
         }
     }
 

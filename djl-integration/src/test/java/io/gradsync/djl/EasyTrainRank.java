@@ -29,6 +29,7 @@ import ai.djl.util.Pair;
 import io.gradsync.core.Communicator;
 import java.util.Locale;
 import java.util.Random;
+import java.util.stream.Collectors;
 
 /**
  * An ordinary DJL {@code EasyTrain} program made data-parallel by {@link DataParallel}, as one rank of a job that a
@@ -47,7 +48,12 @@ import java.util.Random;
  * (the first K - 1 in {@link DataParallel#noSync()}); with {@code --die-at-step K} rank 1 halts at step K; with
  * {@code --nudge-on-rank-1 K} rank 1 changes its third parameter after step K; with {@code --wider-on-rank-1} rank 1's
  * hidden layer is wider (a model that differs); with {@code --accuracy-on-rank-0-only} only rank 0 adds an accuracy
- * evaluator (ranks whose evaluators differ).
+ * evaluator (ranks whose evaluators differ). With {@code --elastic} ({@link DataParallel#elastic()}, under
+ * {@code gradsync-run --min-ranks}), {@code --kill-rank R --kill-at-step K --kill-when WHEN} makes rank R SIGKILL itself
+ * at step K: {@code before-reduce} (after its backward pass), {@code before-commit} (its gradients averaged, before the
+ * barrier after them) or {@code after-step} (once the step is done); every rank prints, once each of
+ * its steps is committed, {@code rank R trained epoch E: i,j,...} (the samples of the step), and the result line ends
+ * with {@code , shrinks N}.
  *
  * <pre>EasyTrainRank [--epochs 2] [--global-batch 32] [--batch-norm] [--accumulate K] [--die-at-step K]
  *     [--nudge-on-rank-1 K] [--wider-on-rank-1] [--accuracy-on-rank-0-only] [--plain-initialize [--seed-after-trainer]]
@@ -74,6 +80,10 @@ public final class EasyTrainRank {
         boolean plainInitialize;
         boolean seedAfterTrainer;
         boolean throughCopies;
+        boolean elastic;
+        int killRank = -1;
+        int killAtStep = -1;
+        String killWhen = "after-step";
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -90,6 +100,10 @@ public final class EasyTrainRank {
                     case "--plain-initialize" -> o.plainInitialize = true;
                     case "--seed-after-trainer" -> o.seedAfterTrainer = true;
                     case "--through-copies" -> o.throughCopies = true;
+                    case "--elastic" -> o.elastic = true;
+                    case "--kill-rank" -> o.killRank = Integer.parseInt(args[++i]);
+                    case "--kill-at-step" -> o.killAtStep = Integer.parseInt(args[++i]);
+                    case "--kill-when" -> o.killWhen = args[++i];
                     default -> throw new IllegalArgumentException("unknown option " + args[i]);
                 }
             }
@@ -126,14 +140,17 @@ public final class EasyTrainRank {
             if (o.throughCopies) {
                 ddp.throughCopies();
             }
+            if (o.elastic) {
+                ddp.elastic();
+            }
             ArrayDataset train = new ArrayDataset.Builder().setData(xy[0]).optLabels(xy[1])
                     .setSampling(ddp.sampler(o.globalBatch, true, 7)).build();
             ArrayDataset validate = new ArrayDataset.Builder().setData(xy[0]).optLabels(xy[1])
                     .setSampling(ddp.sampler(o.globalBatch, false)).build();
             DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                     .addTrainingListeners(TrainingListener.Defaults.basic())
-                    .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(0.05f)).optMomentum(0.9f).build())
-                    .addTrainingListeners(ddp);
+                    .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(0.05f)).optMomentum(0.9f).build());
+            addDataParallel(config, o, rank, ddp);
             if (withAccuracy) {
                 config.addEvaluator(new Accuracy());
             }
@@ -157,12 +174,84 @@ public final class EasyTrainRank {
                 float after = loss(trainer, xy);
                 TrainingResult result = trainer.getTrainingResult();
                 return String.format(Locale.ROOT, "rank %d: loss %.6f -> %.6f, steps %d, hash %016x, copies %d, "
-                                + "train loss %.9f, validate loss %.9f, validate accuracy %.9f, whole accuracy %.9f",
+                                + "train loss %.9f, validate loss %.9f, validate accuracy %.9f, whole accuracy %.9f%s",
                         rank, before, after, ddp.steps(), hash(model), ddp.gradientsThroughCopies(), result.getTrainLoss(),
                         result.getValidateLoss(), withAccuracy ? result.getValidateEvaluation("Accuracy") : Float.NaN,
-                        accuracy(trainer, xy));
+                        accuracy(trainer, xy), o.elastic ? ", shrinks " + ddp.shrinks() : "");
             }
         }
+    }
+
+    /** {@code ddp} as a listener, with the kill the options ask for before, in or after it, and the batches printed. */
+    private static void addDataParallel(DefaultTrainingConfig config, Options o, int rank, DataParallel ddp) {
+        if (rank == o.killRank && "before-reduce".equals(o.killWhen)) {
+            config.addTrainingListeners(killAt(o, ddp));
+        }
+        if (rank == o.killRank && "before-commit".equals(o.killWhen)) {
+            ddp.beforeCommit = () -> {
+                if (ddp.steps() == o.killAtStep) {
+                    killItself(o);
+                }
+            };
+        }
+        config.addTrainingListeners(ddp);
+        if (o.elastic) {
+            config.addTrainingListeners(printBatches(rank));
+        }
+        if (rank == o.killRank && "after-step".equals(o.killWhen)) {
+            config.addTrainingListeners(killAt(o, ddp));
+        }
+    }
+
+    /** A listener that SIGKILLs this process at step {@code --kill-at-step}. */
+    private static TrainingListener killAt(Options o, DataParallel ddp) {
+        return new TrainingListenerAdapter() {
+            @Override
+            public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                if (ddp.steps() == o.killAtStep + ("after-step".equals(o.killWhen) ? 1 : 0)) {
+                    killItself(o);
+                }
+            }
+        };
+    }
+
+    private static void killItself(Options o) {
+        System.out.println("rank " + o.killRank + " kills itself with SIGKILL at step " + o.killAtStep + ", " + o.killWhen);
+        System.out.flush();
+        try {
+            new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid())).start().waitFor();
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+        sleep(60_000);
+        throw new IllegalStateException("still alive after SIGKILL");
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Prints the samples of each committed step: {@code rank R trained epoch E: i,j,...}. */
+    private static TrainingListener printBatches(int rank) {
+        return new TrainingListenerAdapter() {
+            private int epoch;
+
+            @Override
+            public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                System.out.println("rank " + rank + " trained epoch " + epoch + ": " + batchData.getBatch().getIndices()
+                        .stream().map(String::valueOf).collect(Collectors.joining(",")));
+            }
+
+            @Override
+            public void onEpoch(Trainer trainer) {
+                epoch++;
+            }
+        };
     }
 
     /** Rank 1's faults the options ask for: halting at a step, nudging a parameter after one. */

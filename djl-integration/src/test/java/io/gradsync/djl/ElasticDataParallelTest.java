@@ -1,0 +1,81 @@
+package io.gradsync.djl;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gradsync.core.multiprocess.Jobs;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.MatchResult;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+
+/**
+ * An unchanged {@code EasyTrain.fit} program ({@link EasyTrainRank}) with an {@linkplain DataParallel#elastic()
+ * elastic} DataParallel, 3 processes under {@code gradsync-run --min-ranks 2}, global batch 30, 2 epochs of 18 steps:
+ * one rank SIGKILLs itself at a step, at one of the three points a loss can fall on (before its averaging, between
+ * its averaging and the barrier after it, after the step), and the two survivors go on to the end with identical
+ * parameters and metrics, having trained, together with what the lost rank completed, every sample of each epoch once
+ * (but the padding).
+ */
+class ElasticDataParallelTest {
+    private static final Pattern RESULT = Pattern.compile("rank (\\d+): loss ([0-9.]+) -> ([0-9.]+), steps (\\d+), "
+            + "hash ([0-9a-f]+), copies -?\\d+, (train loss [0-9.]+, validate loss [0-9.]+, validate accuracy [0-9.]+), "
+            + "whole accuracy [0-9.]+, shrinks (\\d+)");
+    private static final Pattern TRAINED = Pattern.compile("rank \\d+ trained epoch (\\d+): ([0-9,]+)");
+
+    @Test
+    void aRankKilledBeforeItsAveragingIsLeftOutAndTheStepAveragedOverTheSurvivors() throws Exception {
+        assertSurvivorsGoOn(1, 5, "before-reduce");
+    }
+
+    @Test
+    void aRankKilledBetweenItsAveragingAndTheBarrierAfterItLeavesNoRankWithTheOldAverage() throws Exception {
+        assertSurvivorsGoOn(1, 22, "before-commit");
+    }
+
+    @Test
+    void rankZeroKilledAfterAStepLeavesTheOthersTheirRendezvousAndTheirSamples() throws Exception {
+        assertSurvivorsGoOn(0, 10, "after-step");
+    }
+
+    private static void assertSurvivorsGoOn(int killed, int step, String when) throws Exception {
+        List<String> launcher = Jobs.gradsyncRun(Jobs.CLASSPATH, 150, List.of("-n", "3", "--min-ranks", "2"));
+        launcher.addAll(Jobs.rank(Jobs.CLASSPATH, List.of("-Xmx512m", "-Dgradsync.timeout.ms=20000"),
+                EasyTrainRank.class, "--epochs", "2", "--global-batch", "30", "--elastic", "--kill-rank",
+                Integer.toString(killed), "--kill-at-step", Integer.toString(step), "--kill-when", when));
+        Jobs.Result job = Jobs.run(launcher, Map.of(), Duration.ofSeconds(180));
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        assertTrue(job.out().contains("rank " + killed + " kills itself with SIGKILL at step " + step), job.out());
+        List<MatchResult> results = RESULT.matcher(job.out()).results().toList();
+        assertEquals(2, results.size(), job.out());
+        for (MatchResult r : results) {
+            assertTrue(Integer.parseInt(r.group(1)) != killed, "the killed rank finished: " + r.group());
+            assertEquals("1", r.group(7), "shrinks: " + r.group());
+            assertTrue(Double.parseDouble(r.group(3)) < 0.7 * Double.parseDouble(r.group(2)), "the loss did not fall: "
+                    + r.group());
+        }
+        assertEquals(results.get(0).group(5), results.get(1).group(5), "replicas differ");
+        assertEquals(results.get(0).group(6), results.get(1).group(6), "the survivors report different metrics");
+        assertTrue(job.out().contains("shrank and went on"), job.out());
+        int[][] trained = new int[2][EasyTrainRank.SAMPLES];
+        Matcher t = TRAINED.matcher(job.out());
+        while (t.find()) {
+            for (String p : t.group(2).split(",")) {
+                trained[Integer.parseInt(t.group(1))][Integer.parseInt(p)]++;
+            }
+        }
+        for (int epoch = 0; epoch < 2; epoch++) {
+            int repeated = 0;
+            for (int p = 0; p < EasyTrainRank.SAMPLES; p++) {
+                assertTrue(trained[epoch][p] >= 1, "epoch " + epoch + ": sample " + p + " never trained");
+                repeated += trained[epoch][p] - 1;
+            }
+            // 512 samples padded to 513 for 3 ranks, what is left padded to a multiple of 2 after the loss
+            assertTrue(repeated <= 2, "epoch " + epoch + ": " + repeated + " samples trained twice");
+        }
+    }
+}
