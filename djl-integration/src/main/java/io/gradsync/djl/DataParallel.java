@@ -51,8 +51,9 @@ import java.util.Objects;
  *   each rank evaluated; so {@code trainer.getTrainingResult()}, the trainer's metrics and DJL's log lines are the
  *   same on every rank. Per-batch values (the progress bar's) stay each rank's own.</li>
  *   <li><b>{@link #noSync()}</b> pauses the averaging for gradient accumulation, as DDP's {@code no_sync}.</li>
+ *   <li><b>{@link #elastic()}</b> goes on without ranks that are lost, on the survivors.</li>
  * </ul>
- * Errors of the collectives (a rank that died, a layout that differs between ranks) are the communicator's: every rank
+ * Errors of the collectives (a rank that died unless elastic, a layout that differs between ranks) are the communicator's: every rank
  * fails the step with an exception naming the rank and the collective. One {@code DataParallel} serves one trainer;
  * it closes its buckets at {@code onTrainingEnd} (the trainer's {@code close}), not the communicator.
  */

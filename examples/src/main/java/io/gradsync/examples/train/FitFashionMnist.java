@@ -12,6 +12,7 @@ import ai.djl.training.TrainingResult;
 import ai.djl.training.dataset.ArrayDataset;
 import ai.djl.training.evaluator.Accuracy;
 import ai.djl.training.listener.TrainingListener;
+import ai.djl.training.listener.TrainingListenerAdapter;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
@@ -34,8 +35,11 @@ import java.util.Locale;
  * <pre>
  * gradsync-run -n N -- fit-fashion-mnist [--model lenet5|resnet20] [--epochs 2] [--global-batch 64] [--lr 0.01]
  *     [--momentum 0.9] [--check-every 0] [--bucket-kb 0] [--train-samples 60000] [--test-samples 10000]
- *     [--data /usr/share/datasets/fashion-mnist] [--transport auto]
+ *     [--data /usr/share/datasets/fashion-mnist] [--transport auto] [--elastic [--kill-rank R --kill-at-step K]]
  * </pre>
+ * {@code --elastic} ({@link DataParallel#elastic()}, under {@code gradsync-run --min-ranks M}) goes on without lost
+ * ranks; {@code --kill-rank R --kill-at-step K} makes rank R SIGKILL itself when it reaches step K (after its backward
+ * pass, before its averaging) and print when, and every survivor prints when its first step after the shrink was done.
  * {@code --bucket-kb K} makes every gradient bucket K KiB (0: {@code GradientBuckets}' defaults, 25 MiB and a first
  * of 1 MiB).
  * Prints per epoch (rank 0) DJL's training result: the epoch's training loss and its test accuracy, which
@@ -55,6 +59,9 @@ public final class FitFashionMnist {
     private long seed = 42;
     private String modelName = "lenet5";
     private int bucketKb;
+    private boolean elastic;
+    private int killRank = -1;
+    private long killAtStep = -1;
 
     private FitFashionMnist() {
     }
@@ -76,6 +83,12 @@ public final class FitFashionMnist {
                 case "--seed" -> f.seed = Long.parseLong(v);
                 case "--model" -> f.modelName = v;
                 case "--bucket-kb" -> f.bucketKb = Integer.parseInt(v);
+                case "--elastic" -> {
+                    f.elastic = true;
+                    i--;
+                }
+                case "--kill-rank" -> f.killRank = Integer.parseInt(v);
+                case "--kill-at-step" -> f.killAtStep = Long.parseLong(v);
                 default -> {
                     System.err.println("unknown option " + args[i] + " (see FitFashionMnist's class comment)");
                     System.exit(2);
@@ -96,6 +109,10 @@ public final class FitFashionMnist {
             GradientBuckets buckets = bucketKb == 0 ? GradientBuckets.create(comm) : GradientBuckets.builder(comm)
                     .bucketBytes(bucketKb * 1024L).firstBucketBytes(bucketKb * 1024L).build();
             DataParallel ddp = DataParallel.over(comm, buckets).checkReplicasEvery(checkEvery); // gradsync
+            if (elastic) {
+                ddp.elastic();
+            }
+            int rank = comm.rank();
             ArrayDataset trainSet = new ArrayDataset.Builder()
                     .setData(manager.create(train.images(), new Shape(train.count(), 1, 28, 28)))
                     .optLabels(manager.create(train.labels(), new Shape(train.count())))
@@ -113,11 +130,7 @@ public final class FitFashionMnist {
                 case "resnet20" -> ResNet20.of(10);
                 default -> throw new IllegalArgumentException("--model " + modelName + ": lenet5 or resnet20");
             });
-            DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                    .addEvaluator(new Accuracy())
-                    .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(lr)).optMomentum(momentum).build())
-                    .addTrainingListeners(TrainingListener.Defaults.basic())
-                    .addTrainingListeners(ddp);                                                  // gradsync
+            DefaultTrainingConfig config = config(ddp, rank);
             Engine.getEngine("PyTorch").setRandomSeed((int) seed);
             try (Trainer trainer = model.newTrainer(config)) {
                 trainer.initialize(new Shape(globalBatch / comm.size(), 1, 28, 28));
@@ -128,18 +141,67 @@ public final class FitFashionMnist {
                     long steps = ddp.steps() - stepsBefore;
                     double stepMs = (System.nanoTime() - start) / 1e6 / Math.max(1, steps);
                     TrainingResult result = trainer.getTrainingResult();
-                    if (comm.rank() == 0) {
+                    if (ddp.communicator().rank() == 0) {
                         System.out.printf(Locale.ROOT, "epoch %d: %d steps of global batch %d on %d ranks, loss %.4f, "
                                         + "test accuracy %.2f%%, step %.2f ms (the epoch's time with its test, per step)%n",
-                                epoch, steps, globalBatch, comm.size(), result.getTrainLoss(),
+                                epoch, steps, globalBatch, ddp.communicator().size(), result.getTrainLoss(),
                                 100 * result.getValidateEvaluation("Accuracy"), stepMs);
                     }
                 }
                 System.out.printf(Locale.ROOT, "replicas: rank %d parameters %016x, gradients through copies %d, "
-                                + "%d gradients in %d buckets%n", comm.rank(), parametersHash(model),
-                        ddp.gradientsThroughCopies(), buckets.gradientCount(), buckets.bucketCount());
+                                + "%d gradients, %d steps, %d shrink(s)%n", rank, parametersHash(model),
+                        ddp.gradientsThroughCopies(), buckets.gradientCount(), ddp.steps(), ddp.shrinks());
             }
         }
+    }
+
+    /** SGD with momentum, DJL's basic listeners and DataParallel; the kill and the survivors' report the options ask for. */
+    private DefaultTrainingConfig config(DataParallel ddp, int rank) {
+        DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                .addEvaluator(new Accuracy())
+                .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(lr)).optMomentum(momentum).build())
+                .addTrainingListeners(TrainingListener.Defaults.basic());
+        if (rank == killRank) {
+            config.addTrainingListeners(killAt(ddp, rank));
+        }
+        return config.addTrainingListeners(ddp)                                                  // gradsync
+                .addTrainingListeners(firstStepAfterShrink(ddp, rank));
+    }
+
+    /** SIGKILLs this process when it reaches step {@code --kill-at-step}, after its backward pass. */
+    private TrainingListener killAt(DataParallel ddp, int rank) {
+        return new TrainingListenerAdapter() {
+            @Override
+            public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                if (ddp.steps() == killAtStep) {
+                    System.out.printf(Locale.ROOT, "rank %d kills itself with SIGKILL at step %d at %d ms%n", rank,
+                            killAtStep, System.currentTimeMillis());
+                    System.out.flush();
+                    try {
+                        new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid())).start().waitFor();
+                        Thread.sleep(60_000);
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+            }
+        };
+    }
+
+    /** Prints when the first step after each shrink was done on this rank. */
+    private static TrainingListener firstStepAfterShrink(DataParallel ddp, int rank) {
+        return new TrainingListenerAdapter() {
+            private int shrinks;
+
+            @Override
+            public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                if (ddp.shrinks() > shrinks) {
+                    shrinks = ddp.shrinks();
+                    System.out.printf(Locale.ROOT, "rank %d (rank %d of %d): first step after shrink %d done at %d ms%n",
+                            rank, ddp.communicator().rank(), ddp.communicator().size(), shrinks, System.currentTimeMillis());
+                }
+            }
+        };
     }
 
     /** A hash of every parameter's bits, in the block's order. */
