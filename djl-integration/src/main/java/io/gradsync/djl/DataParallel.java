@@ -53,9 +53,10 @@ import java.util.Objects;
  *   <li><b>{@link #noSync()}</b> pauses the averaging for gradient accumulation, as DDP's {@code no_sync}.</li>
  *   <li><b>{@link #elastic()}</b> goes on without ranks that are lost, on the survivors.</li>
  * </ul>
- * Errors of the collectives (a rank that died unless elastic, a layout that differs between ranks) are the communicator's: every rank
- * fails the step with an exception naming the rank and the collective. One {@code DataParallel} serves one trainer;
- * it closes its buckets at {@code onTrainingEnd} (the trainer's {@code close}), not the communicator.
+ * Errors of the collectives (a rank that died, unless elastic; a layout that differs between ranks) are the
+ * communicator's: every rank fails the step with an exception naming the rank and the collective. One
+ * {@code DataParallel} serves one trainer; it closes its buckets at {@code onTrainingEnd} (the trainer's
+ * {@code close}), not the communicator you gave it (one a shrink made, it does).
  */
 public final class DataParallel implements TrainingListener {
     private final ElasticGroup group;
