@@ -149,8 +149,12 @@ public final class FitFashionMnist {
                     }
                 }
                 System.out.printf(Locale.ROOT, "replicas: rank %d parameters %016x, gradients through copies %d, "
-                                + "%d gradients, %d steps, %d shrink(s)%n", rank, parametersHash(model),
-                        ddp.gradientsThroughCopies(), buckets.gradientCount(), ddp.steps(), ddp.shrinks());
+                                + "%d gradients in %d buckets%n", rank, parametersHash(model),
+                        ddp.gradientsThroughCopies(), buckets.gradientCount(), buckets.bucketCount());
+                if (elastic) {
+                    System.out.printf(Locale.ROOT, "elastic: rank %d took %d steps, shrank %d time(s)%n", rank,
+                            ddp.steps(), ddp.shrinks());
+                }
             }
         }
     }
