@@ -117,9 +117,9 @@ public final class DataParallel implements TrainingListener {
      * </ul>
      * Each step then copies its gradients into host memory and back (twice the gradients' bytes), and adds a barrier.
      * A restarted rank is not taken back in (its {@code EasyTrain.fit} would start at epoch 0, and its optimizer state
-     * is DJL's, which cannot be copied to it): launch without {@code --max-restarts}. Only DataParallel's own collectives go on; one of the program's own on
-     * {@link #communicator()} fails as without elastic. {@link #communicator()} is then the survivors', closed with
-     * the trainer.
+     * is DJL's, which cannot be copied to it): launch without {@code --max-restarts}. Only DataParallel's own
+     * collectives go on; one of the program's own on {@link #communicator()} fails as without elastic.
+     * {@link #communicator()} is then the survivors', closed with the trainer.
      *
      * @throws IllegalStateException once training has begun
      */

@@ -32,7 +32,7 @@ import java.util.function.UnaryOperator;
  */
 final class ElasticGroup {
     /** A collective as it runs again: on another communicator, from what it captured the first time. */
-    private record Entry(long position, String what, Function<Communicator, ?> call) {
+    private record Entry(long position, Function<Communicator, ?> call) {
     }
 
     private final int id;
@@ -108,7 +108,7 @@ final class ElasticGroup {
         if (!elastic) {
             return call.apply(comm);
         }
-        journal.addLast(new Entry(position, what, call));
+        journal.addLast(new Entry(position, call));
         while (true) {
             try {
                 return call.apply(comm);
@@ -130,7 +130,10 @@ final class ElasticGroup {
         }
     }
 
-    /** The collective failure in {@code failure} that a regroup answers (a lost rank, not a program's mismatch), or it. */
+    /**
+     * The collective failure in {@code failure} that a regroup answers (a lost rank, not a program's mismatch); throws
+     * {@code failure} itself when it holds none.
+     */
     private static CollectiveException lost(RuntimeException failure) {
         for (Throwable t = failure; t != null; t = t.getCause()) {
             if (t instanceof CollectiveMismatchException) {

@@ -177,8 +177,7 @@ public final class ShardedSampler implements Sampler {
 
     /**
      * Marks this sampler's batches up to {@code batch} (a list it returned, as DJL's {@code Batch.getIndices()} gives
-     * it back) trained for good, and this sampler as the one the training steps take their batches from; false if
-     * {@code batch} is none of the batches it returned lately.
+     * it back) trained for good; false if {@code batch} is none of the batches it returned lately.
      */
     boolean completedThrough(List<?> batch) {
         Epoch epoch = current;
@@ -187,7 +186,6 @@ public final class ShardedSampler implements Sampler {
         }
         for (Map.Entry<List<Long>, Integer> e : epoch.recent) {
             if (e.getKey() == batch) {
-                training = true;
                 epoch.completed = Math.max(epoch.completed, e.getValue() + 1);
                 return true;
             }
