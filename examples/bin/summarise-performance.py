@@ -268,6 +268,9 @@ def kernels(root, out):
     jdks = sorted({k[0] for k in runs})
     sizes = sorted({k[1] for k in runs})
     out.append("## Reduction kernels against a copy\n")
+    env = read_env(os.path.join(root, "kernels", "env.txt"))
+    if env:
+        out.append("Measured %s on %s.\n" % (env.get("date", "?"), env.get("host", "?")))
     out.append(
         "JMH `KernelBenchmark` (`examples/bin/kernel-bench`, which runs the JVM as the examples' launchers do, with "
         "`jdk.incubator.vector` for the 16-bit kernels): `reduce` is dst = a + b over off-heap buffers of the size "
