@@ -270,7 +270,8 @@ def kernels(root, out):
     out.append("## Reduction kernels against a copy\n")
     env = read_env(os.path.join(root, "kernels", "env.txt"))
     if env:
-        out.append("Measured %s on %s.\n" % (env.get("date", "?"), env.get("host", "?")))
+        out.append("Measured %s on %s; sync-core's jar: %s.\n" % (env.get("date", "?"), env.get("host", "?"),
+                                                                env.get("jar", "?")))
     out.append(
         "JMH `KernelBenchmark` (`examples/bin/kernel-bench`, which runs the JVM as the examples' launchers do, with "
         "`jdk.incubator.vector` for the 16-bit kernels): `reduce` is dst = a + b over off-heap buffers of the size "

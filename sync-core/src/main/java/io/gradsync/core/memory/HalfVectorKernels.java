@@ -35,7 +35,8 @@ import jdk.incubator.vector.VectorSpecies;
  * <p>A loop that C2 compiles with a Vector API call it does not inline makes an object of every vector, and C2
  * stops inlining in a method at a node count that two float16 conversions and an operation already exceed. So
  * every loop is a method of its own with one operator as a constant (which the Vector API needs to compile it to
- * instructions), and float16 is converted, combined and rounded in three passes over the block. bfloat16 is
+ * instructions), and float16 is converted, combined and rounded in three passes over the block; on JDK 22+ its
+ * conversions are the JDK's own ({@link Float16Conversions}), but for {@link #decode}, which keeps a signalling NaN's bits. bfloat16 is
  * float32's upper half, so it is combined in one pass, two elements to an int lane of full width: the even element
  * shifted up, the odd one masked in place; no lane changes width.
  */
@@ -79,8 +80,8 @@ final class HalfVectorKernels implements HalfKernels {
             if (bfloat16) {
                 reduceBfloat16(op, s.a, s.b, n);
             } else {
-                fromWire(false, s.a, s.f, n);
-                fromWire(false, s.b, s.g, n);
+                widenFloat16(s.a, s.f, n);
+                widenFloat16(s.b, s.g, n);
                 combine(op, s.f, s.g, n);
                 toWire(false, s.f, s.a, n);
             }
@@ -96,7 +97,11 @@ final class HalfVectorKernels implements HalfKernels {
             int n = Math.min(BLOCK, count - done);
             long at = dstOff + ((long) done << 1);
             MemoryAccess.copy(dst, at, s.aBase, s.aOffset, (long) n << 1);
-            fromWire(bfloat16, s.a, s.f, n);
+            if (bfloat16) {
+                fromWire(true, s.a, s.f, n);
+            } else {
+                widenFloat16(s.a, s.f, n);
+            }
             divide(s.f, divisor, n);
             toWire(bfloat16, s.f, s.a, n);
             MemoryAccess.copy(s.aBase, s.aOffset, dst, at, (long) n << 1);
@@ -153,7 +158,7 @@ final class HalfVectorKernels implements HalfKernels {
             if (bfloat16) {
                 combineBfloat16(op, s.f, s.b, n);
             } else {
-                fromWire(false, s.b, s.g, n);
+                widenFloat16(s.b, s.g, n);
                 combine(op, s.f, s.g, n);
             }
             MemoryAccess.copy(s.fBase, s.fOffset, dst, dstOff + ((long) done << 2), (long) n << 2);
@@ -172,12 +177,26 @@ final class HalfVectorKernels implements HalfKernels {
     // runs the tail, fewer elements than lanes, in scalar code.
 
     private static void toWire(boolean bfloat16, float[] from, short[] to, int n) {
+        if (!bfloat16 && Float16Conversions.AVAILABLE) {
+            Float16Conversions.encode(from, to, n);
+            return;
+        }
         int done = bfloat16 ? encodeBfloat16(from, to, n) : encodeFloat16(from, to, n);
         for (int i = done; i < n; i++) {
             to[i] = bfloat16 ? HalfFloats.floatToBfloat16(from[i]) : HalfFloats.floatToFloat16(from[i]);
         }
     }
 
+    /** float16 to float32 by the JDK's conversion where it has one ({@link Float16Conversions}): a signalling NaN comes out quiet. */
+    private static void widenFloat16(short[] from, float[] to, int n) {
+        if (Float16Conversions.AVAILABLE) {
+            Float16Conversions.decode(from, to, n);
+        } else {
+            fromWire(false, from, to, n);
+        }
+    }
+
+    /** Exact: a NaN keeps its bits. */
     private static void fromWire(boolean bfloat16, short[] from, float[] to, int n) {
         int done = bfloat16 ? decodeBfloat16(from, to, n) : decodeFloat16(from, to, n);
         for (int i = done; i < n; i++) {
