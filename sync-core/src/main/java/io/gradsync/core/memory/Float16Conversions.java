@@ -5,7 +5,8 @@ package io.gradsync.core.memory;
  * {@code Float.float16ToFloat} and {@code Float.floatToFloat16}, which C2 compiles to the processor's conversion
  * instructions and, in plain loops over arrays, vectorises (JDK 22+ loads the other version of this class from the
  * multi-release jar). Rounding is the same (to nearest even, subnormals included); a signalling NaN comes out
- * quiet, as any arithmetic on it would make it. This JDK 17 version has none: {@link #AVAILABLE} is false.
+ * quiet, as any arithmetic on it would make it. This JDK 17 version has none: {@link #AVAILABLE} is false, and its
+ * methods convert with {@link HalfFloats}' scalar code, which the vector kernels outrun.
  */
 final class Float16Conversions {
     // a method, not a constant: javac would fold a constant into its callers, built against the JDK 17 version
@@ -20,11 +21,15 @@ final class Float16Conversions {
 
     /** {@code to[i] = float32(from[i])} for {@code n} elements. */
     static void decode(short[] from, float[] to, int n) {
-        throw new UnsupportedOperationException("JDK 20+");
+        for (int i = 0; i < n; i++) {
+            to[i] = HalfFloats.float16ToFloat(from[i]);
+        }
     }
 
     /** {@code to[i] = float16(from[i])} for {@code n} elements. */
     static void encode(float[] from, short[] to, int n) {
-        throw new UnsupportedOperationException("JDK 20+");
+        for (int i = 0; i < n; i++) {
+            to[i] = HalfFloats.floatToFloat16(from[i]);
+        }
     }
 }

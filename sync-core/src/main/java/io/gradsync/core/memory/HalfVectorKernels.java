@@ -36,9 +36,9 @@ import jdk.incubator.vector.VectorSpecies;
  * stops inlining in a method at a node count that two float16 conversions and an operation already exceed. So
  * every loop is a method of its own with one operator as a constant (which the Vector API needs to compile it to
  * instructions), and float16 is converted, combined and rounded in three passes over the block; on JDK 22+ its
- * conversions are the JDK's own ({@link Float16Conversions}), but for {@link #decode}, which keeps a signalling NaN's bits. bfloat16 is
- * float32's upper half, so it is combined in one pass, two elements to an int lane of full width: the even element
- * shifted up, the odd one masked in place; no lane changes width.
+ * conversions are the JDK's own ({@link Float16Conversions}), but for {@link #decode}, which keeps a signalling
+ * NaN's bits. bfloat16 is float32's upper half, so it is combined in one pass, two elements to an int lane of full
+ * width: the even element shifted up, the odd one masked in place; no lane changes width.
  */
 final class HalfVectorKernels implements HalfKernels {
     static final int BLOCK = 1024;
