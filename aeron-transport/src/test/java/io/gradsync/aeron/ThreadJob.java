@@ -82,6 +82,24 @@ final class ThreadJob {
         }
     }
 
+    /**
+     * A port whose successor is free too, below Linux's ephemeral range (32768 and up) as a user's 29500 is: there no
+     * client socket of this machine (torchrun's agent connecting to its own store, say) can take the successor before
+     * the job binds it, which {@link #freePort}'s ports, drawn from that range, cannot promise.
+     */
+    static int freePortPair() {
+        SecureRandom random = new SecureRandom();
+        for (int attempt = 0; attempt < 200; attempt++) {
+            int port = 20_000 + random.nextInt(12_000);
+            try (ServerSocket first = new ServerSocket(port); ServerSocket second = new ServerSocket(port + 1)) {
+                return port;
+            } catch (IOException taken) {
+                // try another
+            }
+        }
+        throw new IllegalStateException("no two consecutive free ports between 20000 and 32000 in 200 attempts");
+    }
+
     /** The endpoints the ranks of the last {@link #run} opened, in the order they opened them. */
     List<Endpoint> endpoints() {
         return List.copyOf(endpoints);
