@@ -17,8 +17,15 @@ for rep in 1 2; do
   run kill-rank0-$rep examples/bin/gradsync-run -n 4 --min-ranks 3 -- "${fit[@]}" --elastic --kill-rank 0 --kill-at-step 468
 done
 # How much the final accuracy moves from one undisturbed trajectory to another: other seeds (shuffle, initialisation).
+# And each killed run from those seeds, to set the killed runs' accuracy beside that spread seed by seed.
 for seed in 43 44 45; do
   run plain-seed$seed examples/bin/gradsync-run -n 4 -- "${fit[@]}" --seed $seed
+done
+for seed in 43 44 45; do
+  for killed in 2 0; do
+    run kill-rank$killed-seed$seed examples/bin/gradsync-run -n 4 --min-ranks 3 -- "${fit[@]}" --seed $seed --elastic \
+      --kill-rank $killed --kill-at-step 468
+  done
 done
 # The outputs name files by the checkout's path (DJL logs where it found its native library): made relative.
 sed -i "s|$PWD/||g" "$out"/*.txt
