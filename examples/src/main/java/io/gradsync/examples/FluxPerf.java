@@ -29,8 +29,9 @@ import reactor.core.publisher.Flux;
  * Throughput of many gradients per step, as a training loop produces them: a step is a flux of
  * {@code COUNT} float32 gradients of {@code SIZE} bytes each, reduced (SUM) through the Flux operator with
  * many collectives in flight, next to the same gradients reduced one at a time with the blocking call.
- * The two modes alternate step by step (interleaved repeats, so machine noise hits both alike); each
- * step is timed on every rank between barriers and the slowest rank's time counts. Prints min, median
+ * The two modes alternate step by step, each first in every other step (interleaved repeats, order rotated, so
+ * machine noise and whatever a step leaves behind hit both alike); each step is timed on every rank between
+ * barriers and the slowest rank's time counts. Prints min, median
  * and max of the step time for each mode, gradients per second and busbw at the median, and the ratio
  * of the medians; every gradient of every step is checked on every rank unless {@code -c 0}. Before each
  * shape's steps it runs untimed steps until the JIT is quiet ({@code --jit_warmup 1}, as allreduce-perf does).
@@ -158,7 +159,8 @@ public final class FluxPerf implements Callable<Integer> {
             }
             long[][] nanos = new long[2][iterations];
             for (int step = 0; step < warmup + iterations; step++) {
-                for (int mode = 0; mode < 2; mode++) {
+                for (int turn = 0; turn < 2; turn++) {
+                    int mode = turn ^ (step & 1); // each mode goes first in every other step
                     long elapsed = step(comm, mode, gradients, wrong);
                     if (step >= warmup) {
                         nanos[mode][step - warmup] = elapsed;
