@@ -19,8 +19,8 @@ import subprocess
 import sys
 from collections import defaultdict
 
-ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-udp-whole", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
-GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-direct", "gradsync-udp", "gradsync-udp-whole", "gradsync-ipc"]
+ORDER = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-auto-yield", "gradsync-direct", "gradsync-udp", "gradsync-udp-whole", "gradsync-ipc", "gloo", "mpi-tcp", "mpi-shm"]
+GRADSYNC = ["gradsync-shm", "gradsync-shm-handoff", "gradsync-auto", "gradsync-auto-cma", "gradsync-auto-unstaged", "gradsync-auto-yield", "gradsync-direct", "gradsync-udp", "gradsync-udp-whole", "gradsync-ipc"]
 BASELINES = ["gloo", "mpi-tcp", "mpi-shm"]
 DESCRIPTION = {
     "gloo": "PyTorch torch.distributed, Gloo backend, TCP (in-place)",
@@ -38,6 +38,8 @@ DESCRIPTION = {
                          "(process_vm_readv, JDK 22+), not staged (out-of-place columns)",
     "gradsync-auto-unstaged": "the same with -Dgradsync.direct.staging=false: plain buffers never staged for the direct "
                               "allreduce (out-of-place columns)",
+    "gradsync-auto-yield": "the same with -Dgradsync.idle.strategy=yield: a waiting rank yields its core on every idle "
+                           "pass and never parks, as Open MPI's ranks do when oversubscribed (out-of-place columns)",
     "gradsync-direct": "gradsync allreduce-perf -R 1, auto transport: buffers from Communicator.allocate, which the "
                        "peers read in place (the direct allreduce from gradsync.direct.min.bytes; out-of-place columns)",
 }
