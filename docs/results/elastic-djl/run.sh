@@ -4,7 +4,7 @@
 # LeNet-5 on Fashion-MNIST with DJL's EasyTrain.fit (fit-fashion-mnist), 4 processes over auto (shared memory),
 # 2 epochs of 937 steps at global batch 64: plain DataParallel and elastic undisturbed, then elastic with rank 2 and
 # with rank 0 SIGKILLed when it reaches step 468 (the middle of epoch 1); twice each, alternating; then plain
-# DataParallel from three other seeds.
+# DataParallel from three other seeds, each beside both kills from the same seed.
 set -u
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"  # the checkout this script lies in
 out=docs/results/elastic-djl
@@ -20,8 +20,6 @@ done
 # And each killed run from those seeds, to set the killed runs' accuracy beside that spread seed by seed.
 for seed in 43 44 45; do
   run plain-seed$seed examples/bin/gradsync-run -n 4 -- "${fit[@]}" --seed $seed
-done
-for seed in 43 44 45; do
   for killed in 2 0; do
     run kill-rank$killed-seed$seed examples/bin/gradsync-run -n 4 --min-ranks 3 -- "${fit[@]}" --seed $seed --elastic \
       --kill-rank $killed --kill-at-step 468

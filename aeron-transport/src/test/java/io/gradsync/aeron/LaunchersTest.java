@@ -129,7 +129,7 @@ class LaunchersTest {
     }
 
     private static Jobs.Result runBesideAgentStore(String python, int ranks, Map<String, String> extra) throws Exception {
-        int masterPort = extra.containsKey("GRADSYNC_RENDEZVOUS_PORT") ? ThreadJob.freePort() : ThreadJob.freePortPair();
+        int masterPort = ThreadJob.freePortPair();
         Path logDir = Files.createTempDirectory("gradsync-torchrun-");
         List<String> command = torchrun(python, logDir, ranks, "--master_addr", "127.0.0.1", "--master_port",
                 Integer.toString(masterPort));

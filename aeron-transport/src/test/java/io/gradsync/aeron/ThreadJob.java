@@ -22,6 +22,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -88,9 +89,8 @@ final class ThreadJob {
      * the job binds it, which {@link #freePort}'s ports, drawn from that range, cannot promise.
      */
     static int freePortPair() {
-        SecureRandom random = new SecureRandom();
         for (int attempt = 0; attempt < 200; attempt++) {
-            int port = 20_000 + random.nextInt(12_000);
+            int port = ThreadLocalRandom.current().nextInt(20_000, 32_000);
             try (ServerSocket first = new ServerSocket(port); ServerSocket second = new ServerSocket(port + 1)) {
                 return port;
             } catch (IOException taken) {
