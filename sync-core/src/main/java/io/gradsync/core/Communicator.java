@@ -8,6 +8,7 @@ import io.gradsync.core.bootstrap.Bootstrap;
 import io.gradsync.core.bootstrap.Rendezvous;
 import io.gradsync.core.engine.CollectiveKind;
 import io.gradsync.core.engine.Completion;
+import io.gradsync.core.engine.InFlightLimit;
 import io.gradsync.core.engine.ProgressThread;
 import io.gradsync.core.engine.Request;
 import io.gradsync.core.select.AllReduceChoice;
@@ -43,7 +44,8 @@ import reactor.core.publisher.Mono;
  *
  * <h2>Ordering, identity and threads</h2>
  * Collectives are submitted to this communicator's progress thread, which runs up to {@link #maxInFlight()} of
- * them at once in one duty cycle and completes them in the order they were submitted; every rank must issue
+ * them at once in one duty cycle (large ones one after another: {@value GradSyncConfiguration#MAX_IN_FLIGHT_BYTES_PROP})
+ * and completes them in the order they were submitted; every rank must issue
  * the same collectives in the same order (as with MPI and NCCL). Each call
  * has an identity that is the same on every rank: every subscription to the {@link #allReduce(ReduceOp)
  * operator} is a <em>stream</em> whose {@code p}-th gradient is call {@code #S.p}, and every single call
@@ -92,7 +94,8 @@ public final class Communicator implements AutoCloseable {
         this.chunkBytes = settings.chunkBytes;
         this.allReduceSelector = settings.allReduceSelector;
         this.maxInFlight = settings.maxInFlight;
-        this.progress = new ProgressThread(endpoint, settings.timeout.toNanos(), maxInFlight, settings.aheadMessages,
+        this.progress = new ProgressThread(endpoint, settings.timeout.toNanos(),
+                new InFlightLimit(maxInFlight, settings.maxInFlightBytes), settings.aheadMessages,
                 settings.idleStrategy, settings.callerRuns, settings.flightEntries, settings.flightDirectory);
     }
 
@@ -277,7 +280,8 @@ public final class Communicator implements AutoCloseable {
      * slots how many chunks: with {@code R} gradients requested downstream and {@code E} emitted, the operator
      * takes a gradient from upstream only when it can submit it at once, and has taken at most
      * {@code min(E + maxInFlight(), R + 1)} in all. So at most {@link #maxInFlight()} gradients of a stream
-     * ({@value GradSyncConfiguration#MAX_IN_FLIGHT_PROP}) are held at once, all of them being reduced, and
+     * ({@value GradSyncConfiguration#MAX_IN_FLIGHT_PROP}) are held at once, all of them submitted (large ones run
+     * one after another, {@value GradSyncConfiguration#MAX_IN_FLIGHT_BYTES_PROP}), and
      * at most one is reduced ahead of downstream demand: a subscriber that requests one gradient at a time
      * has that one and the next in flight, an unbounded one {@code maxInFlight()}. Each collective in flight
      * cuts its gradient into chunks; a link carries at most {@value GradSyncConfiguration#PIPELINE_DEPTH_PROP}
@@ -739,6 +743,7 @@ public final class Communicator implements AutoCloseable {
         private Integer chunkBytes;
         private Duration timeout;
         private Integer maxInFlight;
+        private Long maxInFlightBytes;
         private int flightEntries;
         private Path flightDirectory;
         private Integer aheadMessages;
@@ -788,6 +793,18 @@ public final class Communicator implements AutoCloseable {
                 throw new IllegalArgumentException("at least one collective in flight, not " + collectives);
             }
             this.maxInFlight = collectives;
+            return this;
+        }
+
+        /**
+         * Payload bytes of the collectives run at once, beyond the first ({@link GradSyncConfiguration#MAX_IN_FLIGHT_BYTES_PROP}):
+         * large collectives run one after another, small ones overlap; every rank may use its own.
+         */
+        public Builder maxInFlightBytes(long bytes) {
+            if (bytes < 0) {
+                throw new IllegalArgumentException("bytes in flight must be >= 0, not " + bytes);
+            }
+            this.maxInFlightBytes = bytes;
             return this;
         }
 
@@ -901,6 +918,7 @@ public final class Communicator implements AutoCloseable {
             chunkBytes = Math.min(chunkBytes != null ? chunkBytes : GradSyncConfiguration.chunkBytes(), maxMessage);
             timeout = timeout != null ? timeout : GradSyncConfiguration.timeout();
             maxInFlight = maxInFlight != null ? maxInFlight : GradSyncConfiguration.maxInFlight();
+            maxInFlightBytes = maxInFlightBytes != null ? maxInFlightBytes : GradSyncConfiguration.maxInFlightBytes();
             aheadMessages = aheadMessages != null ? aheadMessages : GradSyncConfiguration.aheadMessages();
             idleStrategy = idleStrategy != null ? idleStrategy : IdleStrategy.named(GradSyncConfiguration.idleStrategy());
             callerRuns = callerRuns != null ? callerRuns : GradSyncConfiguration.callerRuns();

@@ -77,6 +77,21 @@ public final class GradSyncConfiguration {
     private static final Setting<Integer> MAX_IN_FLIGHT = Setting.integer(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_DEFAULT, 1, 1024);
 
     /**
+     * Payload bytes of the collectives a communicator runs at once, beyond the first: another starts only while the
+     * running ones' payloads and its own come to at most this (a size as for {@value #CHUNK_BYTES_PROP}: 0 B to 1 TiB).
+     * Small collectives overlap, up to {@value #MAX_IN_FLIGHT_PROP}, where each alone would leave its links idle
+     * between round trips; large ones run one after another, as on an NCCL stream, because each fills its links'
+     * windows by itself and more at once only compete for them and for the caches. The default, 1 MiB, is what a
+     * link's window holds at the default chunk and depth; with chunks of at most 64 KiB over slow links, whose
+     * messages may go ahead of an earlier collective's ({@value #AHEAD_MESSAGES_PROP}), large collectives can overlap
+     * usefully, and a higher limit lets them. 0 runs one at a time (but for empty ones). Ranks may differ.
+     */
+    public static final String MAX_IN_FLIGHT_BYTES_PROP = "gradsync.inflight.bytes";
+    public static final long MAX_IN_FLIGHT_BYTES_DEFAULT = 1L << 20;
+    private static final Setting<Long> MAX_IN_FLIGHT_BYTES = Setting.bytes(MAX_IN_FLIGHT_BYTES_PROP,
+            MAX_IN_FLIGHT_BYTES_DEFAULT, 0, 1L << 40);
+
+    /**
      * Messages a collective may send to a peer ahead of an earlier collective's, per link, before the
      * receiver hands back credit: what lets collectives in flight overlap on one link instead of queueing
      * behind each other (its own sub-stream). Each receiver stashes up to 8 such messages per link of at
@@ -281,6 +296,15 @@ public final class GradSyncConfiguration {
      */
     public static int maxInFlight() {
         return MAX_IN_FLIGHT.get();
+    }
+
+    /**
+     * {@value #MAX_IN_FLIGHT_BYTES_PROP}: a size in bytes.
+     *
+     * @throws IllegalArgumentException for a malformed or negative value, naming the property
+     */
+    public static long maxInFlightBytes() {
+        return MAX_IN_FLIGHT_BYTES.get();
     }
 
     /**

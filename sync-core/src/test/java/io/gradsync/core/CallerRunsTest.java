@@ -70,14 +70,16 @@ class CallerRunsTest {
      * A stream of gradients that all exist is driven by the thread that subscribes, and emitted there, when the
      * communicator is idle and caller-runs is on; the same gradients from a live source (here {@code hide()}, which
      * keeps the source from fusing) are run and emitted by the progress thread. Exact every way, with more
-     * gradients than may be in flight and the last ones smaller than the ranks.
+     * gradients than may be in flight and the last ones smaller than the ranks; with no room for a second
+     * gradient's bytes ({@code inFlightBytes} 0) the caller waits for room driving, and still runs them all.
      */
-    @ParameterizedTest(name = "callerRuns={0}, fused={1}")
-    @CsvSource({"true, true", "true, false", "false, true", "false, false"})
-    void aStreamOfExistingGradientsRunsOnTheThreadThatAsksForThem(boolean callerRuns, boolean fused) {
+    @ParameterizedTest(name = "callerRuns={0}, fused={1}, inFlightBytes={2}")
+    @CsvSource({"true, true, 1048576", "true, true, 0", "true, false, 1048576", "true, false, 0", "false, true, 1048576",
+        "false, false, 1048576"})
+    void aStreamOfExistingGradientsRunsOnTheThreadThatAsksForThem(boolean callerRuns, boolean fused, long inFlightBytes) {
         int n = 3;
         int gradients = 20;
-        try (LocalJob job = new LocalJob(n, 256, 2, TIMEOUT, "ring", callerRuns)) {
+        try (LocalJob job = LocalJob.of(n, 256, 2, b -> b.timeout(TIMEOUT).callerRuns(callerRuns).maxInFlightBytes(inFlightBytes))) {
             List<Long> ran = job.run(c -> {
                 List<GradientBuffer> grads = new ArrayList<>();
                 for (int g = 0; g < gradients; g++) {

@@ -99,7 +99,8 @@ class DataPathAllocationTest {
         int ranks = 2;
         int inFlight = 8;
         int count = 256 * 1024; // 4096 messages of 256 B per collective per rank
-        try (LocalJob job = new LocalJob(ranks, 256, 4, Duration.ofSeconds(30), "ring", true)) {
+        // all eight at once: 1 MiB each, beyond the default bytes in flight
+        try (LocalJob job = LocalJob.of(ranks, 256, 4, b -> b.callerRuns(true).maxInFlightBytes((long) inFlight * count * Float.BYTES))) {
             List<List<GradientBuffer>> buffers = new ArrayList<>();
             for (int r = 0; r < ranks; r++) {
                 List<GradientBuffer> mine = new ArrayList<>();

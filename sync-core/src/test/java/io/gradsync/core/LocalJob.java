@@ -89,8 +89,13 @@ public final class LocalJob implements AutoCloseable {
 
     /** A job of {@link #of}'s transport whose communicators get {@code settings} on top of its defaults. */
     static LocalJob of(int ranks, UnaryOperator<Communicator.Builder> settings) {
-        return new LocalJob(LocalTransport.create(ranks, 4096, 4), UnaryOperator.identity(),
-                b -> settings.apply(b.chunkBytes(4096).timeout(Duration.ofSeconds(30)).allReduceAlgorithm("ring")));
+        return of(ranks, 4096, 4, settings);
+    }
+
+    /** A job over links of {@code chunkBytes} and {@code depth} whose communicators get {@code settings} on top of its defaults. */
+    static LocalJob of(int ranks, int chunkBytes, int depth, UnaryOperator<Communicator.Builder> settings) {
+        return new LocalJob(LocalTransport.create(ranks, chunkBytes, depth), UnaryOperator.identity(),
+                b -> settings.apply(b.chunkBytes(chunkBytes).timeout(Duration.ofSeconds(30)).allReduceAlgorithm("ring")));
     }
 
     int size() {

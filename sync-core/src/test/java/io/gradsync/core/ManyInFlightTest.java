@@ -24,9 +24,10 @@ import reactor.core.publisher.Mono;
 
 /**
  * Many collectives in flight at once on one communicator: every algorithm and collective kind mixed in
- * one burst, submitted without waiting, over links of one slot (the tightest window) and with a different
- * in-flight limit on every rank, which the engine's link order must survive. Every result is checked
- * exactly, real-valued results bitwise across ranks, and completions come in submission order.
+ * one burst, submitted without waiting, over links of one slot (the tightest window) and with different
+ * in-flight limits, in collectives and in bytes, on every rank, which the engine's link order must survive.
+ * Every result is checked exactly, real-valued results bitwise across ranks, and completions come in
+ * submission order.
  */
 class ManyInFlightTest {
     private static final int CALLS = 60;
@@ -40,7 +41,7 @@ class ManyInFlightTest {
             List<Communicator> comms = new ArrayList<>();
             for (int r = 0; r < n; r++) {
                 comms.add(Communicator.builder(transport.endpoint(r)).chunkBytes(512).timeout(Duration.ofSeconds(30))
-                        .maxInFlight(1 + r % 4 * 3).build());
+                        .maxInFlight(1 + r % 4 * 3).maxInFlightBytes(r % 3 == 0 ? 1 << 20 : r % 3 == 1 ? 0 : 6000).build());
             }
             // The real-valued inputs every rank adds, the same on every rank for a given call.
             float[][][] real = new float[CALLS][n][];

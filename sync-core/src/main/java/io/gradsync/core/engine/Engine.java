@@ -65,6 +65,8 @@ final class Engine {
     private final int rank;
     /** Oldest first; indexed, not iterated, so that a duty cycle allocates nothing. */
     private final ArrayList<Run> active = new ArrayList<>();
+    /** The payload bytes of the {@link #active} collectives. */
+    private long activeBytes;
     /** Per peer, whether an older active collective still has messages to send there this pass. */
     private final boolean[] sendTaken;
     private volatile CollectiveException failure;
@@ -96,6 +98,12 @@ final class Engine {
         return active.size();
     }
 
+    /** Whether {@code request} may start now, within {@code limit}. */
+    boolean hasRoomFor(Request request, InFlightLimit limit) {
+        return active.isEmpty()
+                || active.size() < limit.collectives() && activeBytes + request.payloadBytes() <= limit.bytes();
+    }
+
     /** The error that failed this communicator, or null. */
     CollectiveException failure() {
         return failure;
@@ -116,6 +124,7 @@ final class Engine {
         }
         takeStreamEnds(); // the new collective checks for itself, below
         active.add(run);
+        activeBytes += request.payloadBytes();
         lastProgressNanos = System.nanoTime();
         if (failure != null) {
             run.abandon(new CollectiveException(rank, collective, call.id(), failure.peer(),
@@ -441,6 +450,7 @@ final class Engine {
                 continue; // it failed with the fault, and so did every later one: retire it with that error
             }
             active.remove(0);
+            activeBytes -= head.request.payloadBytes();
             ledger.finish(head.call.id());
             lastRetired = head.call.id();
             CollectiveException error = released(head);

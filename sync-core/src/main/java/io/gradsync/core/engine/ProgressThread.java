@@ -14,8 +14,8 @@ import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 
 /**
- * The thread that runs a communicator's collectives: its duty cycle admits them in submission order, up
- * to {@code maxInFlight} at once, and pumps them all through the {@link Engine}, idling with the idle
+ * The thread that runs a communicator's collectives: its duty cycle admits them in submission order, as
+ * many at once as its {@link InFlightLimit} lets, and pumps them all through the {@link Engine}, idling with the idle
  * strategy when nothing moves. It owns everything they touch: the endpoint, the stream ledger and inbox,
  * the engine and its failed state. It closes the endpoint itself, after its last collective, so that no transport memory is freed
  * while a collective may still touch it.
@@ -52,7 +52,7 @@ public final class ProgressThread {
 
     private final Endpoint endpoint;
     private final long timeoutNanos;
-    private final int maxInFlight;
+    private final InFlightLimit limit;
     private final IdleStrategy idle;
     private final StreamLedger ledger = new StreamLedger();
     private final Inbox inbox;
@@ -82,20 +82,17 @@ public final class ProgressThread {
 
     /**
      * Starts the thread of a communicator over {@code endpoint}: collectives fail after {@code timeoutNanos} without
-     * progress, at most {@code maxInFlight} run at once, each may send up to {@code aheadMessages} messages ahead of
+     * progress, as many run at once as {@code limit} lets, each may send up to {@code aheadMessages} messages ahead of
      * an earlier one per link (0..{@value #MAX_AHEAD_MESSAGES}), the thread idles with a new {@code idleStrategy},
      * and a blocking caller runs its collective itself when nothing else is in flight if {@code callerRuns}. The
      * flight recorder keeps the last {@code flightEntries} collectives and is written into {@code flightDirectory}
      * (null: nowhere) when the communicator fails, and when the JVM exits before {@link #shutdown}.
      */
-    public ProgressThread(Endpoint endpoint, long timeoutNanos, int maxInFlight, int aheadMessages,
+    public ProgressThread(Endpoint endpoint, long timeoutNanos, InFlightLimit limit, int aheadMessages,
                           Supplier<IdleStrategy> idleStrategy, boolean callerRuns, int flightEntries, Path flightDirectory) {
-        if (maxInFlight < 1) {
-            throw new IllegalArgumentException("at least one collective in flight, not " + maxInFlight);
-        }
         this.endpoint = endpoint;
         this.timeoutNanos = timeoutNanos;
-        this.maxInFlight = maxInFlight;
+        this.limit = limit;
         this.idle = idleStrategy.get();
         this.callerRuns = callerRuns;
         this.callerIdle = idleStrategy.get();
@@ -208,12 +205,18 @@ public final class ProgressThread {
     }
 
     /**
-     * Admits call {@code id} of {@code request} on the driving caller's thread and returns true; or returns false,
-     * admitting nothing, when a request from another thread is queued (the call must not overtake it), the
-     * communicator is closing, or {@code maxInFlight} collectives run: the caller then stops driving and submits.
+     * Admits call {@code id} of {@code request} on the driving caller's thread, pumping the engine first until there
+     * is room for it (as the progress thread would hold it), and returns true; or returns false, admitting nothing,
+     * when a request from another thread is queued (the call must not overtake it), the communicator is closing, or
+     * the caller was interrupted: the caller then stops driving and submits.
      */
     public boolean admitHere(Request request, long id, Completion completion) {
-        if (closing || pending.get() != 0 || engine.active() >= maxInFlight) {
+        while (!engine.hasRoomFor(request, limit)) {
+            if (!driveOnce()) {
+                return false;
+            }
+        }
+        if (closing || pending.get() != 0) {
             return false;
         }
         heartbeat.lazySet(System.nanoTime());
@@ -428,7 +431,7 @@ public final class ProgressThread {
                 pending.decrementAndGet();
                 held = null;
             }
-            if (held instanceof Task task && engine.active() < maxInFlight) {
+            if (held instanceof Task task && engine.hasRoomFor(task.request(), limit)) {
                 busy = true;
                 heartbeat.lazySet(System.nanoTime());
                 engine.admit(task.request(), task.id(), task.completion());

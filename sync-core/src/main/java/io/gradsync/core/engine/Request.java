@@ -87,6 +87,11 @@ public final class Request {
         return buffers;
     }
 
+    /** The payload's size in bytes: its count of elements of its type (per block for the per-block kinds). */
+    long payloadBytes() {
+        return (long) shape.count() * shape.type().bytes();
+    }
+
     /** The collective's name in errors, e.g. {@code allreduce}. */
     public String collective() {
         return shape.kind().collective();

@@ -11,6 +11,7 @@ import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.engine.CollectiveContext;
 import io.gradsync.core.engine.CollectiveKind;
 import io.gradsync.core.engine.Completion;
+import io.gradsync.core.engine.InFlightLimit;
 import io.gradsync.core.engine.Phase;
 import io.gradsync.core.engine.ProgressThread;
 import io.gradsync.core.engine.Request;
@@ -75,7 +76,7 @@ class GroupRingTest {
         int n = endpoint.job().size();
         int[] group = groupOf(n, endpoint.job().rank());
         List<String> problems = new ArrayList<>();
-        Member member = new Member(new ProgressThread(endpoint, TimeUnit.SECONDS.toNanos(30), 1,
+        Member member = new Member(new ProgressThread(endpoint, TimeUnit.SECONDS.toNanos(30), new InFlightLimit(1, 0),
                 ProgressThread.MAX_AHEAD_MESSAGES, IdleStrategy.named("backoff"), true, 0, null), endpoint.job().rank(), n, new long[1]);
         for (int length : lengths) {
             GroupRing.Span span = new GroupRing.Span(group, 3, 3 + length);
