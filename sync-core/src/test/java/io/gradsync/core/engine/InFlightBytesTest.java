@@ -8,7 +8,6 @@ import io.gradsync.core.CollectiveException;
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import io.gradsync.core.memory.MemoryKernels;
-import io.gradsync.core.memory.Region;
 import io.gradsync.core.transport.Call;
 import io.gradsync.core.transport.CallIds;
 import io.gradsync.core.transport.Link;
@@ -90,52 +89,14 @@ class InFlightBytesTest {
         return Request.of(CollectiveKind.ALLREDUCE, count, DataType.FLOAT32, ReduceOp.SUM, CHUNK, ctx -> List.of(new OneMessage()));
     }
 
-    private static final class OneMessage extends Phase {
-        private static final int PEER = 1;
-
-        @Override
-        public int receives(int peer) {
-            return peer == PEER ? 1 : 0;
-        }
-
-        @Override
-        public int sends(int peer) {
-            return 0;
-        }
-
-        @Override
-        public int[] receivePeers() {
-            return new int[] {PEER};
-        }
-
-        @Override
-        public int[] sendPeers() {
-            return new int[0];
+    private static final class OneMessage extends ReceivingPhase {
+        OneMessage() {
+            super(1, 1);
         }
 
         @Override
         public boolean consume(int peer, RecvSlot message) {
             return true;
-        }
-
-        @Override
-        public int nextLength(int peer) {
-            return -1;
-        }
-
-        @Override
-        public int produce(int peer, Region payload) {
-            throw new IllegalStateException("rank 0 only receives");
-        }
-
-        @Override
-        public String awaiting() {
-            return "rank 1's message";
-        }
-
-        @Override
-        public int awaitedPeer() {
-            return PEER;
         }
     }
 }

@@ -167,37 +167,15 @@ class StreamEndCutTest {
     }
 
     /** Rank 0's side of the sum: {@code out = in + theirs}, {@code theirs} arriving from rank 1 in chunks of {@link #CHUNK}. */
-    private static final class ChunkSum extends Phase {
-        private static final int PEER = 1;
+    private static final class ChunkSum extends ReceivingPhase {
         private final double[] in;
         private final double[] out;
-        private final int chunks;
         int received;
 
         ChunkSum(double[] in, int count, double[] out) {
+            super(1, Math.max(1, (count * Double.BYTES + CHUNK - 1) / CHUNK));
             this.in = in;
             this.out = out;
-            this.chunks = Math.max(1, (count * Double.BYTES + CHUNK - 1) / CHUNK);
-        }
-
-        @Override
-        public int receives(int peer) {
-            return peer == PEER ? chunks : 0;
-        }
-
-        @Override
-        public int sends(int peer) {
-            return 0;
-        }
-
-        @Override
-        public int[] receivePeers() {
-            return new int[] {PEER};
-        }
-
-        @Override
-        public int[] sendPeers() {
-            return new int[0];
         }
 
         @Override
@@ -212,26 +190,6 @@ class StreamEndCutTest {
             }
             received++;
             return true;
-        }
-
-        @Override
-        public int nextLength(int peer) {
-            return -1;
-        }
-
-        @Override
-        public int produce(int peer, Region payload) {
-            throw new IllegalStateException("rank 0 only receives");
-        }
-
-        @Override
-        public String awaiting() {
-            return "a chunk";
-        }
-
-        @Override
-        public int awaitedPeer() {
-            return PEER;
         }
     }
 }
