@@ -64,8 +64,9 @@ public final class FluxPerf implements Callable<Integer> {
     @Option(names = "--transport", defaultValue = "local", description = "local (threads) or a process transport such as aeron-ipc (default ${DEFAULT-VALUE}).")
     String transport;
 
-    @Option(names = "--inflight", defaultValue = "8", description = "Collectives in flight for the Flux mode (default ${DEFAULT-VALUE}).")
-    int inflight;
+    @Option(names = "--inflight", description = "Collectives in flight for the Flux mode (default: gradsync.inflight's,"
+            + " 8, or 2 where ranks outnumber the host's CPUs).")
+    Integer inflight;
 
     @Option(names = "--chunk", defaultValue = "256K", converter = SizeConverter.class, description = "Chunk size (default ${DEFAULT-VALUE}).")
     long chunkBytes;
@@ -132,8 +133,8 @@ public final class FluxPerf implements Callable<Integer> {
     }
 
     private Communicator.Builder configure(Communicator.Builder builder) {
-        return builder.chunkBytes(Math.toIntExact(chunkBytes)).idleStrategy(IdleStrategy.named(idle))
-                .maxInFlight(inflight).timeout(Duration.ofSeconds(60));
+        builder.chunkBytes(Math.toIntExact(chunkBytes)).idleStrategy(IdleStrategy.named(idle)).timeout(Duration.ofSeconds(60));
+        return inflight == null ? builder : builder.maxInFlight(inflight);
     }
 
     /** One rank's measurements; returns the wrong elements it found. */
@@ -143,7 +144,7 @@ public final class FluxPerf implements Callable<Integer> {
         if (rank == 0) {
             System.out.printf(Locale.ROOT, "# flux-perf: %d ranks over %s%s, float32 sum, chunk %d B, depth %d, %d in flight,"
                     + " %d ahead per link, %d timed steps per mode (interleaved), check %d%n", n, comm.transportName(),
-                    latencyMicros > 0 ? " (" + latencyMicros + " us one-way latency)" : "", chunkBytes, depth, inflight,
+                    latencyMicros > 0 ? " (" + latencyMicros + " us one-way latency)" : "", chunkBytes, depth, comm.maxInFlight(),
                     GradSyncConfiguration.aheadMessages(), iterations, check);
             System.out.printf(Locale.ROOT, "# %-12s %-8s %10s %10s %10s %12s %9s %8s%n", "gradients", "mode", "min ms",
                     "median ms", "max ms", "grads/s", "busbw", "speedup");

@@ -917,7 +917,7 @@ public final class Communicator implements AutoCloseable {
             int maxMessage = endpoint.maxMessageBytes();
             chunkBytes = Math.min(chunkBytes != null ? chunkBytes : GradSyncConfiguration.chunkBytes(), maxMessage);
             timeout = timeout != null ? timeout : GradSyncConfiguration.timeout();
-            maxInFlight = maxInFlight != null ? maxInFlight : GradSyncConfiguration.maxInFlight();
+            maxInFlight = maxInFlight != null ? maxInFlight : GradSyncConfiguration.maxInFlight(endpoint.job().localSize());
             maxInFlightBytes = maxInFlightBytes != null ? maxInFlightBytes : GradSyncConfiguration.maxInFlightBytes();
             aheadMessages = aheadMessages != null ? aheadMessages : GradSyncConfiguration.aheadMessages();
             idleStrategy = idleStrategy != null ? idleStrategy : IdleStrategy.named(GradSyncConfiguration.idleStrategy());

@@ -70,11 +70,17 @@ public final class GradSyncConfiguration {
      * Collectives a communicator runs at once, at most: the engine pumps them all in one duty cycle, their
      * chunks interleaved on different links, and the Flux operator keeps that many gradients of a stream in
      * flight when downstream demand allows. 1 runs one collective at a time; at most 1024, which bounds the
-     * operator's prefetch too.
+     * operator's prefetch too. {@code auto} (the default) is {@value #MAX_IN_FLIGHT_DEFAULT} where every rank on the
+     * host has a CPU of its own, else {@value #MAX_IN_FLIGHT_OVERSUBSCRIBED}: where ranks share CPUs, small collectives
+     * many at once made the operator slower than one call at a time, and two at once faster (docs/benchmarks.md,
+     * "Ranks outnumbering cores: how many collectives at once").
      */
     public static final String MAX_IN_FLIGHT_PROP = "gradsync.inflight";
     public static final int MAX_IN_FLIGHT_DEFAULT = 8;
-    private static final Setting<Integer> MAX_IN_FLIGHT = Setting.integer(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_DEFAULT, 1, 1024);
+    public static final int MAX_IN_FLIGHT_OVERSUBSCRIBED = 2;
+    private static final int MAX_IN_FLIGHT_AUTO = 0;
+    private static final Setting<Integer> MAX_IN_FLIGHT = Setting.integer(MAX_IN_FLIGHT_PROP, MAX_IN_FLIGHT_AUTO, 1, 1024)
+            .or("auto", MAX_IN_FLIGHT_AUTO);
 
     /**
      * Payload bytes of the collectives a communicator runs at once, beyond the first: another starts only while the
@@ -289,13 +295,17 @@ public final class GradSyncConfiguration {
     }
 
     /**
-     * {@value #MAX_IN_FLIGHT_PROP}: a whole number.
+     * {@value #MAX_IN_FLIGHT_PROP} for a host running {@code ranksOnHost} ranks of the job.
      *
      * @return the limit, from 1 to 1024
      * @throws IllegalArgumentException for a malformed value or one out of range, naming the property
      */
-    public static int maxInFlight() {
-        return MAX_IN_FLIGHT.get();
+    public static int maxInFlight(int ranksOnHost) {
+        int value = MAX_IN_FLIGHT.get();
+        if (value != MAX_IN_FLIGHT_AUTO) {
+            return value;
+        }
+        return ranksOnHost <= HostCpus.online() ? MAX_IN_FLIGHT_DEFAULT : MAX_IN_FLIGHT_OVERSUBSCRIBED;
     }
 
     /**

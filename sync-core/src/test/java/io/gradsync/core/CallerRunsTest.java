@@ -124,7 +124,8 @@ class CallerRunsTest {
     void aBlockingCallWaitsBehindCollectivesSubmittedBeforeIt() {
         int n = 3;
         int gradients = 6;
-        try (LocalJob job = new LocalJob(n, 256, 2, TIMEOUT, "ring", true)) {
+        // Room for every gradient of the flux, whatever this host's CPUs make the default, so all are submitted first.
+        try (LocalJob job = LocalJob.of(n, 256, 2, b -> b.timeout(TIMEOUT).callerRuns(true).maxInFlight(gradients))) {
             List<Long> orders = job.run(c -> {
                 List<GradientBuffer> grads = new ArrayList<>();
                 for (int g = 0; g < gradients; g++) {

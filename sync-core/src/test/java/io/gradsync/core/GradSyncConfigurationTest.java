@@ -18,7 +18,8 @@ class GradSyncConfigurationTest {
         for (String property : new String[] {GradSyncConfiguration.CHUNK_BYTES_PROP, GradSyncConfiguration.PIPELINE_DEPTH_PROP,
                 GradSyncConfiguration.TIMEOUT_MS_PROP, GradSyncConfiguration.RENDEZVOUS_TIMEOUT_MS_PROP,
                 GradSyncConfiguration.TRANSPORT_PROP, GradSyncConfiguration.CALLER_RUNS_PROP,
-                GradSyncConfiguration.WIRE_COMPRESSION_PROP, GradSyncConfiguration.ALLREDUCE_ALGORITHM_PROP}) {
+                GradSyncConfiguration.WIRE_COMPRESSION_PROP, GradSyncConfiguration.ALLREDUCE_ALGORITHM_PROP,
+                GradSyncConfiguration.MAX_IN_FLIGHT_PROP}) {
             System.clearProperty(property);
         }
     }
@@ -29,7 +30,7 @@ class GradSyncConfigurationTest {
         assertEquals(Duration.ofSeconds(60), GradSyncConfiguration.timeout());
         assertEquals(Duration.ofMinutes(2), GradSyncConfiguration.rendezvousTimeout());
         assertEquals(8, GradSyncConfiguration.aheadMessages());
-        assertEquals(8, GradSyncConfiguration.maxInFlight());
+        assertEquals(8, GradSyncConfiguration.maxInFlight(1));
         assertTrue(GradSyncConfiguration.callerRuns());
         assertEquals("backoff", GradSyncConfiguration.idleStrategy());
         assertEquals("auto", GradSyncConfiguration.allReduceAlgorithm());
@@ -41,6 +42,24 @@ class GradSyncConfigurationTest {
         }
         System.setProperty(GradSyncConfiguration.CHUNK_BYTES_PROP, " ");
         assertEquals(GradSyncConfiguration.CHUNK_BYTES_DEFAULT, GradSyncConfiguration.chunkBytes());
+    }
+
+    @Test
+    void collectivesInFlightFollowTheHostsCpusUnlessSet() {
+        int cpus = HostCpus.online();
+        for (String unsetOrAuto : new String[] {null, "auto", " AUTO "}) {
+            if (unsetOrAuto == null) {
+                System.clearProperty(GradSyncConfiguration.MAX_IN_FLIGHT_PROP);
+            } else {
+                System.setProperty(GradSyncConfiguration.MAX_IN_FLIGHT_PROP, unsetOrAuto);
+            }
+            assertEquals(GradSyncConfiguration.MAX_IN_FLIGHT_DEFAULT, GradSyncConfiguration.maxInFlight(cpus), "a CPU per rank");
+            assertEquals(GradSyncConfiguration.MAX_IN_FLIGHT_OVERSUBSCRIBED, GradSyncConfiguration.maxInFlight(cpus + 1),
+                    "ranks outnumbering CPUs");
+        }
+        System.setProperty(GradSyncConfiguration.MAX_IN_FLIGHT_PROP, "5");
+        assertEquals(5, GradSyncConfiguration.maxInFlight(1));
+        assertEquals(5, GradSyncConfiguration.maxInFlight(cpus + 1), "a value set is kept where ranks outnumber CPUs");
     }
 
     @Test

@@ -23,7 +23,7 @@ class SettingTableTest extends SettingsContract {
             row("gradsync.direct.min.bytes", accepts("0", "64K", "2147483647"), refuses("2G", "-1", "lots")),
             row("gradsync.direct.staging", accepts("auto", "true", "FALSE"), refuses("yes", "1")),
             row("gradsync.pipeline.depth", accepts("1", "32"), refuses("0", "33", "-1", "four", "4K")),
-            row("gradsync.inflight", accepts("1", "1024"), refuses("0", "1025", "eight")),
+            row("gradsync.inflight", accepts("auto", "1", "1024"), refuses("0", "1025", "eight")),
             row("gradsync.inflight.bytes", accepts("0", "64K", "1M", "1T"), refuses("-1", "2T", "lots")),
             row("gradsync.ahead.messages", accepts("0", "8"), refuses("-1", "9")),
             row("gradsync.caller.runs", accepts("true", " FALSE "), refuses("yes", "0", "ture")),
