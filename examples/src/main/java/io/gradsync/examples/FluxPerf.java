@@ -64,8 +64,9 @@ public final class FluxPerf implements Callable<Integer> {
     @Option(names = "--transport", defaultValue = "local", description = "local (threads) or a process transport such as aeron-ipc (default ${DEFAULT-VALUE}).")
     String transport;
 
-    @Option(names = "--inflight", description = "Collectives in flight for the Flux mode (default: gradsync.inflight's,"
-            + " 8, or 2 where ranks outnumber the host's CPUs).")
+    @Option(names = "--inflight", description = "Collectives in flight for the Flux mode (default: gradsync.inflight's, "
+            + GradSyncConfiguration.MAX_IN_FLIGHT_DEFAULT + ", or " + GradSyncConfiguration.MAX_IN_FLIGHT_OVERSUBSCRIBED
+            + " where ranks outnumber the host's CPUs).")
     Integer inflight;
 
     @Option(names = "--chunk", defaultValue = "256K", converter = SizeConverter.class, description = "Chunk size (default ${DEFAULT-VALUE}).")

@@ -276,7 +276,7 @@ public final class GradSyncConfiguration {
      */
     public static boolean directStaging(int ranksOnHost) {
         String value = DIRECT_STAGING.get();
-        return value.equals("auto") ? ranksOnHost <= HostCpus.online() : value.equals("true");
+        return value.equals("auto") ? eachRankHasACpu(ranksOnHost) : value.equals("true");
     }
 
     /**
@@ -305,7 +305,12 @@ public final class GradSyncConfiguration {
         if (value != MAX_IN_FLIGHT_AUTO) {
             return value;
         }
-        return ranksOnHost <= HostCpus.online() ? MAX_IN_FLIGHT_DEFAULT : MAX_IN_FLIGHT_OVERSUBSCRIBED;
+        return eachRankHasACpu(ranksOnHost) ? MAX_IN_FLIGHT_DEFAULT : MAX_IN_FLIGHT_OVERSUBSCRIBED;
+    }
+
+    /** What every {@code auto} that depends on the host decides by: whether its ranks have an online CPU each. */
+    private static boolean eachRankHasACpu(int ranksOnHost) {
+        return ranksOnHost <= HostCpus.online();
     }
 
     /**
