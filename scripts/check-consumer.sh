@@ -61,22 +61,38 @@ if grep -q 'aeron-all\|slf4j-jdk14\|log4j' "$work/consumer/cp.txt"; then
   exit 1
 fi
 
+# A rendezvous port below the kernel's ephemeral range, so no other process's outgoing connection holds it by chance.
+rendezvous_port() {
+  local low=32768
+  [ -r /proc/sys/net/ipv4/ip_local_port_range ] && read -r low _ < /proc/sys/net/ipv4/ip_local_port_range
+  echo $(( 10000 + RANDOM % (low - 10000) ))
+}
+
 # Two ranks of the consumer: run_ranks NAME JAVA TRANSPORT [JVM flags...]; each rank's output in $work/NAME.rankR.log.
+# A port another process listens on is not the consumer's failure: that run is tried again on another port (3 tries).
 run_ranks() {
   local name=$1 java=$2 transport=$3
   shift 3
-  local port=$(( 20000 + RANDOM % 20000 )) pids=() r ok=0
-  for r in 0 1; do
-    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$java" "$@" -cp "$cp" \
-      example.TwoRankAllReduce "$transport" >"$work/$name.rank$r.log" 2>&1 &
-    pids+=($!)
+  local try port pids r ok
+  for try in 1 2 3; do
+    port=$(rendezvous_port) pids=() ok=0
+    for r in 0 1; do
+      RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$java" "$@" -cp "$cp" \
+        example.TwoRankAllReduce "$transport" >"$work/$name.rank$r.log" 2>&1 &
+      pids+=($!)
+    done
+    for r in 0 1; do
+      wait "${pids[$r]}" || ok=1
+      sed "s/^/[$name rank $r] /" "$work/$name.rank$r.log" >&2
+      grep -q "allreduce OK" "$work/$name.rank$r.log" || ok=1
+    done
+    if [ $ok -ne 0 ] && grep -q "cannot serve the rendezvous.*Address already in use" "$work/$name".rank*.log; then
+      echo "check-consumer: port $port is taken by another process; trying another" >&2
+      continue
+    fi
+    return $ok
   done
-  for r in 0 1; do
-    wait "${pids[$r]}" || ok=1
-    sed "s/^/[$name rank $r] /" "$work/$name.rank$r.log" >&2
-    grep -q "allreduce OK" "$work/$name.rank$r.log" || ok=1
-  done
-  return $ok
+  return 1
 }
 
 cp="$work/consumer/target/classes:$(cat "$work/consumer/cp.txt")"
