@@ -12,7 +12,10 @@ import io.gradsync.core.settings.Setting;
  * scalar kernels run, with the same results bit for bit.
  */
 interface HalfKernels {
-    /** Which 16-bit kernels run: {@code vector} (needs the module) or {@code scalar}. */
+    /**
+     * Which kernels run: {@code vector} (needs the module) or {@code scalar}. The vector kernels are the 16-bit ones on
+     * every JDK and, on JDK 22+ (memory segments), the float32, float64 and int32 reductions and int64's sum.
+     */
     Setting<String> CHOICE = Setting.oneOf("gradsync.kernels", null, "vector", "scalar")
             .unsetMeans("vector when the JVM has jdk.incubator.vector, scalar otherwise");
 

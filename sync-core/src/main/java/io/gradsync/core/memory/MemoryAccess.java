@@ -115,6 +115,11 @@ final class MemoryAccess {
      * here they run nothing and say so.
      */
 
+    /** Whether the float32, float64 and 32/64-bit integer reductions run a vector at a time: on JDK 22+ only. */
+    static boolean wideReductionsAtVectorWidth() {
+        return false;
+    }
+
     // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
     // Region per chunk; the Region-level API is one level up.
     @SuppressWarnings("checkstyle:ParameterNumber")

@@ -53,6 +53,15 @@ final class KernelCopies {
                         MemorySegment dst, long dstOff, int count);
     }
 
+    /** What a copy of {@link SegmentVectorKernels} does: {@link Loops#reduce} a vector at a time, where it can. */
+    interface VectorLoops {
+        /** {@link Loops#reduce}, or false (having touched nothing) where these loops do not cover {@code type} and {@code op}. */
+        // Three operands as (segment, offset) pairs, as the kernels take them (see Kernels.reduce).
+        @SuppressWarnings("checkstyle:ParameterNumber")
+        boolean reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
+                       MemorySegment dst, long dstOff, int count);
+    }
+
     static final int KINDS = 8;
     /**
      * The segment classes met so far, a class's index its kind; copied on write. A scan of a few
@@ -61,7 +70,15 @@ final class KernelCopies {
     private static volatile Class<?>[] kinds = {};
     private static final AtomicReferenceArray<Loops> COPIES = new AtomicReferenceArray<>(KINDS * KINDS * KINDS);
     private static final Loops SHARED = new SegmentKernels();
-    private static final byte[] CLASS_FILE = classFile();
+    private static final byte[] CLASS_FILE = classFile("SegmentKernels.class");
+    /**
+     * Whether the Vector API loops run: where the vector kernels do ({@link Kernels#HALF_VECTORS}, which
+     * {@code gradsync.kernels} chooses), as they link against the module a JVM resolves only when asked.
+     */
+    static final boolean VECTORS = Kernels.HALF_VECTORS != null;
+    private static final AtomicReferenceArray<VectorLoops> VECTOR_COPIES = new AtomicReferenceArray<>(KINDS * KINDS * KINDS);
+    private static final VectorLoops VECTOR_SHARED = VECTORS ? sharedVectorLoops() : null;
+    private static final byte[] VECTOR_CLASS_FILE = VECTORS ? classFile("SegmentVectorKernels.class") : null;
 
     private KernelCopies() {
     }
@@ -76,7 +93,23 @@ final class KernelCopies {
         }
         int slot = (ka * KINDS + kb) * KINDS + kd;
         Loops copy = COPIES.get(slot);
-        return copy != null ? copy : define(slot);
+        return copy != null ? copy : define(COPIES, CLASS_FILE, slot);
+    }
+
+    /** The copy of the Vector API loops for these segments' classes; null where they do not run ({@link #VECTORS}). */
+    static VectorLoops vectorsOf(MemorySegment a, MemorySegment b, MemorySegment dst) {
+        if (!VECTORS) {
+            return null;
+        }
+        int ka = kind(a.getClass());
+        int kb = kind(b.getClass());
+        int kd = kind(dst.getClass());
+        if ((ka | kb | kd) < 0 || VECTOR_CLASS_FILE == null) {
+            return VECTOR_SHARED;
+        }
+        int slot = (ka * KINDS + kb) * KINDS + kd;
+        VectorLoops copy = VECTOR_COPIES.get(slot);
+        return copy != null ? copy : define(VECTOR_COPIES, VECTOR_CLASS_FILE, slot);
     }
 
     private static int kind(Class<?> type) {
@@ -106,22 +139,34 @@ final class KernelCopies {
         return known.length;
     }
 
-    private static synchronized Loops define(int slot) {
-        Loops copy = COPIES.get(slot);
+    private static synchronized <T> T define(AtomicReferenceArray<T> copies, byte[] classFile, int slot) {
+        T copy = copies.get(slot);
         if (copy == null) {
             try {
-                MethodHandles.Lookup hidden = MethodHandles.lookup().defineHiddenClass(CLASS_FILE, true);
-                copy = (Loops) hidden.findConstructor(hidden.lookupClass(), MethodType.methodType(void.class)).invoke();
+                MethodHandles.Lookup hidden = MethodHandles.lookup().defineHiddenClass(classFile, true);
+                @SuppressWarnings("unchecked")
+                T made = (T) hidden.findConstructor(hidden.lookupClass(), MethodType.methodType(void.class)).invoke();
+                copy = made;
             } catch (Throwable e) {
                 throw new IllegalStateException("cannot define a copy of the kernels", e);
             }
-            COPIES.set(slot, copy);
+            copies.set(slot, copy);
         }
         return copy;
     }
 
-    private static byte[] classFile() {
-        try (InputStream in = SegmentKernels.class.getResourceAsStream("SegmentKernels.class")) {
+    /** By name: the class links against the Vector API's module. */
+    private static VectorLoops sharedVectorLoops() {
+        try {
+            return (VectorLoops) Class.forName(KernelCopies.class.getPackageName() + ".SegmentVectorKernels")
+                    .getDeclaredConstructor().newInstance();
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot load the Vector API kernels", e);
+        }
+    }
+
+    private static byte[] classFile(String name) {
+        try (InputStream in = SegmentKernels.class.getResourceAsStream(name)) {
             return in == null ? null : in.readAllBytes();
         } catch (IOException e) {
             throw new UncheckedIOException(e);

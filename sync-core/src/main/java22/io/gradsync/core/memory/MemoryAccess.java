@@ -171,6 +171,14 @@ final class MemoryAccess {
      * SegmentKernels for their segments' classes (KernelCopies says why), and are told so.
      */
 
+    /**
+     * Whether the float32, float64 and 32/64-bit integer reductions run a vector at a time: over memory segments,
+     * where the JVM runs the Vector API kernels ({@link SegmentVectorKernels}).
+     */
+    static boolean wideReductionsAtVectorWidth() {
+        return FOREIGN && KernelCopies.VECTORS;
+    }
+
     // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
     // Region per chunk; the Region-level API is one level up.
     @SuppressWarnings("checkstyle:ParameterNumber")
@@ -182,7 +190,10 @@ final class MemoryAccess {
         MemorySegment sa = (MemorySegment) a;
         MemorySegment sb = (MemorySegment) b;
         MemorySegment sd = (MemorySegment) dst;
-        KernelCopies.of(sa, sb, sd).reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count);
+        KernelCopies.VectorLoops vectors = KernelCopies.vectorsOf(sa, sb, sd);
+        if (vectors == null || !vectors.reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count)) {
+            KernelCopies.of(sa, sb, sd).reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count);
+        }
         return true;
     }
 

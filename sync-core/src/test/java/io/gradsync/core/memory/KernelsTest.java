@@ -1,6 +1,7 @@
 package io.gradsync.core.memory;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.io.CleanupMode.ALWAYS;
 
 import io.gradsync.core.DataType;
@@ -109,6 +110,126 @@ class KernelsTest {
         assertEquals(3, avg[1]);
         assertEquals(4, avg[2]);
         assertEquals(-4, avg[3]);
+    }
+
+    /**
+     * Every 32- and 64-bit type and operator at every length around the vector lanes (up to 16 lanes of 4 bytes and
+     * past them), from unaligned offsets, in place and not, against Java's arithmetic element by element: the lanes
+     * and the scalar tail meet at every boundary. In the {@code vector-kernels} execution on JDK 22+ the lanes are the
+     * Vector API's, and this test fails if they are not.
+     */
+    @Test
+    void everyWideTypeAndOperatorAtEveryLengthAroundTheLanesMatchesJava() {
+        if (Boolean.getBoolean("gradsync.test.vector.kernels") && Runtime.version().feature() >= 22) {
+            assertTrue(MemoryAccess.wideReductionsAtVectorWidth(), "the 32/64-bit reductions at vector width");
+        }
+        Random random = new Random(3);
+        int[] counts = new int[72];
+        for (int i = 0; i < 70; i++) {
+            counts[i] = i;
+        }
+        counts[70] = 1023;
+        counts[71] = 4099;
+        for (DataType type : new DataType[] {DataType.FLOAT32, DataType.FLOAT64, DataType.INT32, DataType.INT64}) {
+            for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN}) {
+                for (int count : counts) {
+                    for (int skew = 0; skew < 2; skew++) {
+                        checkAgainstJava(type, op, count, skew, random);
+                    }
+                }
+            }
+        }
+    }
+
+    /** {@code count} elements reduced {@code skew} elements past the start of off-heap buffers, out of place and in place. */
+    private static void checkAgainstJava(DataType type, ReduceOp op, int count, int skew, Random random) {
+        int size = type.bytes();
+        ByteBuffer a = ByteBuffer.allocateDirect((count + skew) * size + 3).order(ByteOrder.nativeOrder());
+        ByteBuffer b = ByteBuffer.allocateDirect((count + skew) * size + 3).order(ByteOrder.nativeOrder());
+        ByteBuffer d = ByteBuffer.allocateDirect((count + skew) * size + 3).order(ByteOrder.nativeOrder());
+        // an odd byte offset where skew is 1: no lane is aligned
+        int at = skew * (size + 1);
+        long[] x = new long[count];
+        long[] y = new long[count];
+        for (int i = 0; i < count; i++) {
+            x[i] = bitsOf(type, random);
+            y[i] = bitsOf(type, random);
+            put(type, a, at + i * size, x[i]);
+            put(type, b, at + i * size, y[i]);
+        }
+        Region ra = Region.ofDirect(a);
+        Region rb = Region.ofDirect(b);
+        Region rd = Region.ofDirect(d);
+        Kernels.reduce(type, op, ra.base(), ra.offset() + at, rb.base(), rb.offset() + at, rd.base(), rd.offset() + at, count);
+        Kernels.reduce(type, op, ra.base(), ra.offset() + at, rb.base(), rb.offset() + at, ra.base(), ra.offset() + at, count);
+        for (int i = 0; i < count; i++) {
+            long expected = javaResult(type, op, x[i], y[i]);
+            String what = type + " " + op + " count " + count + " skew " + skew + " element " + i;
+            assertEquals(comparable(type, expected), comparable(type, get(type, d, at + i * size)), what);
+            assertEquals(comparable(type, expected), comparable(type, get(type, a, at + i * size)), what + " in place");
+        }
+    }
+
+    private static long bitsOf(DataType type, Random random) {
+        return switch (type) {
+            case FLOAT32 -> Float.floatToRawIntBits(random.nextInt(8) == 0
+                    ? SPECIAL_FLOATS[random.nextInt(SPECIAL_FLOATS.length)] : random.nextFloat() * 100 - 50);
+            case FLOAT64 -> Double.doubleToRawLongBits(random.nextInt(8) == 0
+                    ? SPECIAL_DOUBLES[random.nextInt(SPECIAL_DOUBLES.length)] : random.nextDouble() * 100 - 50);
+            case INT32 -> random.nextInt();
+            default -> random.nextLong();
+        };
+    }
+
+    private static long javaResult(DataType type, ReduceOp op, long x, long y) {
+        switch (type) {
+            case FLOAT32 -> {
+                float p = Float.intBitsToFloat((int) x);
+                float q = Float.intBitsToFloat((int) y);
+                float r = op == ReduceOp.SUM ? p + q : op == ReduceOp.PROD ? p * q
+                        : op == ReduceOp.MAX ? Math.max(p, q) : Math.min(p, q);
+                return Float.floatToRawIntBits(r);
+            }
+            case FLOAT64 -> {
+                double p = Double.longBitsToDouble(x);
+                double q = Double.longBitsToDouble(y);
+                double r = op == ReduceOp.SUM ? p + q : op == ReduceOp.PROD ? p * q
+                        : op == ReduceOp.MAX ? Math.max(p, q) : Math.min(p, q);
+                return Double.doubleToRawLongBits(r);
+            }
+            case INT32 -> {
+                int p = (int) x;
+                int q = (int) y;
+                return op == ReduceOp.SUM ? p + q : op == ReduceOp.PROD ? p * q
+                        : op == ReduceOp.MAX ? Math.max(p, q) : Math.min(p, q);
+            }
+            default -> {
+                return op == ReduceOp.SUM ? x + y : op == ReduceOp.PROD ? x * y
+                        : op == ReduceOp.MAX ? Math.max(x, y) : Math.min(x, y);
+            }
+        }
+    }
+
+    /** The bits, every NaN folded into one: the hardware's NaN has other bits than Java's. */
+    private static long comparable(DataType type, long bits) {
+        return switch (type) {
+            case FLOAT32 -> Float.floatToIntBits(Float.intBitsToFloat((int) bits));
+            case FLOAT64 -> Double.doubleToLongBits(Double.longBitsToDouble(bits));
+            case INT32 -> (int) bits;
+            default -> bits;
+        };
+    }
+
+    private static void put(DataType type, ByteBuffer buffer, int at, long bits) {
+        if (type.bytes() == 4) {
+            buffer.putInt(at, (int) bits);
+        } else {
+            buffer.putLong(at, bits);
+        }
+    }
+
+    private static long get(DataType type, ByteBuffer buffer, int at) {
+        return type.bytes() == 4 ? buffer.getInt(at) : buffer.getLong(at);
     }
 
     @Test

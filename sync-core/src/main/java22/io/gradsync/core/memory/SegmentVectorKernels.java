@@ -1,0 +1,256 @@
+package io.gradsync.core.memory;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import jdk.incubator.vector.DoubleVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.LongVector;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * {@link Kernels#reduce} for float32, float64, int32 and int64 on the Vector API over memory segments, where the JVM
+ * has {@code jdk.incubator.vector} (JDK 22+: heap segments of any primitive array). C2 compiles {@link SegmentKernels}'
+ * scalar loops an element at a time, as it cannot prove that the operands do not overlap at other offsets; these
+ * loops go a vector at a time, each lane's result the scalar loop's bit for bit (IEEE operations, Java's
+ * {@code Math.max}/{@code min} for NaN and signed zeros, integers wrapping). Where a lane operation would not compile
+ * to instructions on every x86-64 and AArch64 machine (64-bit multiply, maximum and minimum), the scalar loop runs:
+ * the Vector API's fallback for those is far slower than scalar code. One hidden copy per combination of segment
+ * classes, as for the scalar loops ({@link KernelCopies}); every loop is a method of its own with its operator fixed
+ * (see {@link HalfVectorKernels} on C2's inlining budget).
+ */
+final class SegmentVectorKernels implements KernelCopies.VectorLoops {
+    private static final ByteOrder ORDER = ByteOrder.nativeOrder();
+    private static final VectorSpecies<Float> FLOATS = FloatVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Double> DOUBLES = DoubleVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Integer> INTS = IntVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Long> LONGS = LongVector.SPECIES_PREFERRED;
+    private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED;
+    private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
+    private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED;
+    private static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED;
+
+    @Override
+    public boolean reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
+                          MemorySegment d, long dOff, int n) {
+        switch (type) {
+            case FLOAT32 -> {
+                switch (op) {
+                    case SUM, AVG -> sumFloat32(a, aOff, b, bOff, d, dOff, n);
+                    case PROD -> prodFloat32(a, aOff, b, bOff, d, dOff, n);
+                    case MAX -> maxFloat32(a, aOff, b, bOff, d, dOff, n);
+                    case MIN -> minFloat32(a, aOff, b, bOff, d, dOff, n);
+                    default -> {
+                        return false;
+                    }
+                }
+            }
+            case FLOAT64 -> {
+                switch (op) {
+                    case SUM, AVG -> sumFloat64(a, aOff, b, bOff, d, dOff, n);
+                    case PROD -> prodFloat64(a, aOff, b, bOff, d, dOff, n);
+                    case MAX -> maxFloat64(a, aOff, b, bOff, d, dOff, n);
+                    case MIN -> minFloat64(a, aOff, b, bOff, d, dOff, n);
+                    default -> {
+                        return false;
+                    }
+                }
+            }
+            case INT32 -> {
+                switch (op) {
+                    case SUM, AVG -> sumInt32(a, aOff, b, bOff, d, dOff, n);
+                    case PROD -> prodInt32(a, aOff, b, bOff, d, dOff, n);
+                    case MAX -> maxInt32(a, aOff, b, bOff, d, dOff, n);
+                    case MIN -> minInt32(a, aOff, b, bOff, d, dOff, n);
+                    default -> {
+                        return false;
+                    }
+                }
+            }
+            case INT64 -> {
+                if (op != ReduceOp.SUM && op != ReduceOp.AVG) {
+                    return false;
+                }
+                sumInt64(a, aOff, b, bOff, d, dOff, n);
+            }
+            default -> {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    // One method per type and operator; each runs the lanes, then the tail (fewer elements than lanes) in scalar code.
+
+    private static void sumFloat32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = FLOATS.loopBound(n); i < end; i += FLOATS.length()) {
+            long x = (long) i << 2;
+            FloatVector.fromMemorySegment(FLOATS, a, ao + x, ORDER).add(FloatVector.fromMemorySegment(FLOATS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(FLOAT, dOff + x, a.get(FLOAT, ao + x) + b.get(FLOAT, bo + x));
+        }
+    }
+
+    private static void prodFloat32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = FLOATS.loopBound(n); i < end; i += FLOATS.length()) {
+            long x = (long) i << 2;
+            FloatVector.fromMemorySegment(FLOATS, a, ao + x, ORDER).mul(FloatVector.fromMemorySegment(FLOATS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(FLOAT, dOff + x, a.get(FLOAT, ao + x) * b.get(FLOAT, bo + x));
+        }
+    }
+
+    private static void maxFloat32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = FLOATS.loopBound(n); i < end; i += FLOATS.length()) {
+            long x = (long) i << 2;
+            FloatVector.fromMemorySegment(FLOATS, a, ao + x, ORDER).max(FloatVector.fromMemorySegment(FLOATS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(FLOAT, dOff + x, Math.max(a.get(FLOAT, ao + x), b.get(FLOAT, bo + x)));
+        }
+    }
+
+    private static void minFloat32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = FLOATS.loopBound(n); i < end; i += FLOATS.length()) {
+            long x = (long) i << 2;
+            FloatVector.fromMemorySegment(FLOATS, a, ao + x, ORDER).min(FloatVector.fromMemorySegment(FLOATS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(FLOAT, dOff + x, Math.min(a.get(FLOAT, ao + x), b.get(FLOAT, bo + x)));
+        }
+    }
+
+    private static void sumFloat64(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = DOUBLES.loopBound(n); i < end; i += DOUBLES.length()) {
+            long x = (long) i << 3;
+            DoubleVector.fromMemorySegment(DOUBLES, a, ao + x, ORDER).add(DoubleVector.fromMemorySegment(DOUBLES, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 3;
+            d.set(DOUBLE, dOff + x, a.get(DOUBLE, ao + x) + b.get(DOUBLE, bo + x));
+        }
+    }
+
+    private static void prodFloat64(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = DOUBLES.loopBound(n); i < end; i += DOUBLES.length()) {
+            long x = (long) i << 3;
+            DoubleVector.fromMemorySegment(DOUBLES, a, ao + x, ORDER).mul(DoubleVector.fromMemorySegment(DOUBLES, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 3;
+            d.set(DOUBLE, dOff + x, a.get(DOUBLE, ao + x) * b.get(DOUBLE, bo + x));
+        }
+    }
+
+    private static void maxFloat64(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = DOUBLES.loopBound(n); i < end; i += DOUBLES.length()) {
+            long x = (long) i << 3;
+            DoubleVector.fromMemorySegment(DOUBLES, a, ao + x, ORDER).max(DoubleVector.fromMemorySegment(DOUBLES, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 3;
+            d.set(DOUBLE, dOff + x, Math.max(a.get(DOUBLE, ao + x), b.get(DOUBLE, bo + x)));
+        }
+    }
+
+    private static void minFloat64(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = DOUBLES.loopBound(n); i < end; i += DOUBLES.length()) {
+            long x = (long) i << 3;
+            DoubleVector.fromMemorySegment(DOUBLES, a, ao + x, ORDER).min(DoubleVector.fromMemorySegment(DOUBLES, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 3;
+            d.set(DOUBLE, dOff + x, Math.min(a.get(DOUBLE, ao + x), b.get(DOUBLE, bo + x)));
+        }
+    }
+
+    private static void sumInt32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = INTS.loopBound(n); i < end; i += INTS.length()) {
+            long x = (long) i << 2;
+            IntVector.fromMemorySegment(INTS, a, ao + x, ORDER).add(IntVector.fromMemorySegment(INTS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(INT, dOff + x, a.get(INT, ao + x) + b.get(INT, bo + x));
+        }
+    }
+
+    private static void prodInt32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = INTS.loopBound(n); i < end; i += INTS.length()) {
+            long x = (long) i << 2;
+            IntVector.fromMemorySegment(INTS, a, ao + x, ORDER).mul(IntVector.fromMemorySegment(INTS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(INT, dOff + x, a.get(INT, ao + x) * b.get(INT, bo + x));
+        }
+    }
+
+    private static void maxInt32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = INTS.loopBound(n); i < end; i += INTS.length()) {
+            long x = (long) i << 2;
+            IntVector.fromMemorySegment(INTS, a, ao + x, ORDER).max(IntVector.fromMemorySegment(INTS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(INT, dOff + x, Math.max(a.get(INT, ao + x), b.get(INT, bo + x)));
+        }
+    }
+
+    private static void minInt32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = INTS.loopBound(n); i < end; i += INTS.length()) {
+            long x = (long) i << 2;
+            IntVector.fromMemorySegment(INTS, a, ao + x, ORDER).min(IntVector.fromMemorySegment(INTS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(INT, dOff + x, Math.min(a.get(INT, ao + x), b.get(INT, bo + x)));
+        }
+    }
+
+    private static void sumInt64(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        int i = 0;
+        for (int end = LONGS.loopBound(n); i < end; i += LONGS.length()) {
+            long x = (long) i << 3;
+            LongVector.fromMemorySegment(LONGS, a, ao + x, ORDER).add(LongVector.fromMemorySegment(LONGS, b, bo + x, ORDER))
+                    .intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 3;
+            d.set(LONG, dOff + x, a.get(LONG, ao + x) + b.get(LONG, bo + x));
+        }
+    }
+}
