@@ -33,7 +33,9 @@ public final class Kernels {
     public static void reduce(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
                               Object dst, long dstOff, int count) {
         if (HALF_VECTORS != null && type.isHalfFloat()) {
-            HALF_VECTORS.reduce(type, op, a, aOff, b, bOff, dst, dstOff, count);
+            if (!MemoryAccess.reducedAtVectorWidthOnSegments(type, op, a, aOff, b, bOff, dst, dstOff, count)) {
+                HALF_VECTORS.reduce(type, op, a, aOff, b, bOff, dst, dstOff, count);
+            }
             return;
         }
         if (MemoryAccess.reducedOnSegments(type, op, a, aOff, b, bOff, dst, dstOff, count)) {

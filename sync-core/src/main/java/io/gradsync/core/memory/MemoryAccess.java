@@ -115,8 +115,16 @@ final class MemoryAccess {
      * here they run nothing and say so.
      */
 
-    /** Whether the float32, float64 and 32/64-bit integer reductions run a vector at a time: on JDK 22+ only. */
-    static boolean wideReductionsAtVectorWidth() {
+    /** Whether the 32/64-bit and bfloat16 reductions run a vector at a time on memory segments: on JDK 22+ only. */
+    static boolean segmentReductionsAtVectorWidth() {
+        return false;
+    }
+
+    /** Whether the Vector API loops over memory segments reduced these operands (JDK 22+ only; else nothing ran). */
+    // Three operands as (base, offset) pairs, as for reducedOnSegments.
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    static boolean reducedAtVectorWidthOnSegments(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
+                                                  Object dst, long dstOff, int count) {
         return false;
     }
 

@@ -172,11 +172,26 @@ final class MemoryAccess {
      */
 
     /**
-     * Whether the float32, float64 and 32/64-bit integer reductions run a vector at a time: over memory segments,
-     * where the JVM runs the Vector API kernels ({@link SegmentVectorKernels}).
+     * Whether the 32/64-bit and bfloat16 reductions run a vector at a time on memory segments, where the JVM runs the
+     * Vector API kernels ({@link SegmentVectorKernels}).
      */
-    static boolean wideReductionsAtVectorWidth() {
+    static boolean segmentReductionsAtVectorWidth() {
         return FOREIGN && KernelCopies.VECTORS;
+    }
+
+    /** Whether the Vector API loops over memory segments reduced these operands (JDK 22+ only; else nothing ran). */
+    // Three operands as (base, offset) pairs, as for reducedOnSegments.
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    static boolean reducedAtVectorWidthOnSegments(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff,
+                                                  Object dst, long dstOff, int count) {
+        if (!FOREIGN || count == 0) {
+            return false;
+        }
+        MemorySegment sa = (MemorySegment) a;
+        MemorySegment sb = (MemorySegment) b;
+        MemorySegment sd = (MemorySegment) dst;
+        KernelCopies.VectorLoops vectors = KernelCopies.vectorsOf(sa, sb, sd);
+        return vectors != null && vectors.reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count);
     }
 
     // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no

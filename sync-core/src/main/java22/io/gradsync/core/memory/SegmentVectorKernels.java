@@ -1,5 +1,8 @@
 package io.gradsync.core.memory;
 
+import static jdk.incubator.vector.VectorOperators.LSHL;
+import static jdk.incubator.vector.VectorOperators.LSHR;
+
 import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 import java.lang.foreign.MemorySegment;
@@ -12,10 +15,11 @@ import jdk.incubator.vector.LongVector;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * {@link Kernels#reduce} for float32, float64, int32 and int64 on the Vector API over memory segments, where the JVM
- * has {@code jdk.incubator.vector} (JDK 22+: heap segments of any primitive array). C2 compiles {@link SegmentKernels}'
- * scalar loops an element at a time, as it cannot prove that the operands do not overlap at other offsets; these
- * loops go a vector at a time, each lane's result the scalar loop's bit for bit (IEEE operations, Java's
+ * {@link Kernels#reduce} for float32, float64, int32, int64 and bfloat16 on the Vector API over memory segments, where
+ * the JVM has {@code jdk.incubator.vector} (JDK 22+: heap segments of any primitive array). C2 compiles
+ * {@link SegmentKernels}' scalar loops an element at a time, as it cannot prove that the operands do not overlap at
+ * other offsets; these loops go a vector at a time, and bfloat16 without the staging through arrays that
+ * {@link HalfVectorKernels} needs on every JDK (its arithmetic, lane for lane), each lane's result the scalar loop's bit for bit (IEEE operations, Java's
  * {@code Math.max}/{@code min} for NaN and signed zeros, integers wrapping). Where a lane operation would not compile
  * to instructions on every x86-64 and AArch64 machine (64-bit multiply, maximum and minimum), the scalar loop runs:
  * the Vector API's fallback for those is far slower than scalar code. One hidden copy per combination of segment
@@ -28,6 +32,9 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
     private static final VectorSpecies<Double> DOUBLES = DoubleVector.SPECIES_PREFERRED;
     private static final VectorSpecies<Integer> INTS = IntVector.SPECIES_PREFERRED;
     private static final VectorSpecies<Long> LONGS = LongVector.SPECIES_PREFERRED;
+    /** bfloat16 elements per vector: two to an int lane. */
+    private static final int BFLOAT16_LANES = 2 * INTS.length();
+    private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED;
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED;
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED;
@@ -75,6 +82,18 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
                     return false;
                 }
                 sumInt64(a, aOff, b, bOff, d, dOff, n);
+            }
+            case BFLOAT16 -> {
+                switch (op) {
+                    case SUM, AVG -> sumBfloat16(a, aOff, b, bOff, d, dOff, n);
+                    case PROD -> prodBfloat16(a, aOff, b, bOff, d, dOff, n);
+                    case MAX -> maxBfloat16(a, aOff, b, bOff, d, dOff, n);
+                    case MIN -> minBfloat16(a, aOff, b, bOff, d, dOff, n);
+                    default -> {
+                        return false;
+                    }
+                }
+                tailBfloat16(op, a, aOff, b, bOff, d, dOff, n & -BFLOAT16_LANES, n);
             }
             default -> {
                 return false;
@@ -252,5 +271,85 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
             long x = (long) i << 3;
             d.set(LONG, dOff + x, a.get(LONG, ao + x) + b.get(LONG, bo + x));
         }
+    }
+
+    // bfloat16 as HalfVectorKernels combines it, read and written in place instead of staged: two elements to an int
+    // lane, the even one shifted up and the odd one masked in place are float32 as they stand, each result rounded
+    // back into its half. The same operations, so the same bits (HalfVectorKernelsTest checks those exhaustively).
+    // Each loop runs the whole vectors; the caller runs the tail.
+
+    private static void sumBfloat16(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        for (int i = 0, end = n & -BFLOAT16_LANES; i < end; i += BFLOAT16_LANES) {
+            long x = (long) i << 1;
+            IntVector p = IntVector.fromMemorySegment(INTS, a, ao + x, ORDER);
+            IntVector q = IntVector.fromMemorySegment(INTS, b, bo + x, ORDER);
+            joined(evens(p).add(evens(q)), odds(p).add(odds(q))).intoMemorySegment(d, dOff + x, ORDER);
+        }
+    }
+
+    private static void prodBfloat16(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        for (int i = 0, end = n & -BFLOAT16_LANES; i < end; i += BFLOAT16_LANES) {
+            long x = (long) i << 1;
+            IntVector p = IntVector.fromMemorySegment(INTS, a, ao + x, ORDER);
+            IntVector q = IntVector.fromMemorySegment(INTS, b, bo + x, ORDER);
+            joined(evens(p).mul(evens(q)), odds(p).mul(odds(q))).intoMemorySegment(d, dOff + x, ORDER);
+        }
+    }
+
+    private static void maxBfloat16(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        for (int i = 0, end = n & -BFLOAT16_LANES; i < end; i += BFLOAT16_LANES) {
+            long x = (long) i << 1;
+            IntVector p = IntVector.fromMemorySegment(INTS, a, ao + x, ORDER);
+            IntVector q = IntVector.fromMemorySegment(INTS, b, bo + x, ORDER);
+            joined(evens(p).max(evens(q)), odds(p).max(odds(q))).intoMemorySegment(d, dOff + x, ORDER);
+        }
+    }
+
+    private static void minBfloat16(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {
+        for (int i = 0, end = n & -BFLOAT16_LANES; i < end; i += BFLOAT16_LANES) {
+            long x = (long) i << 1;
+            IntVector p = IntVector.fromMemorySegment(INTS, a, ao + x, ORDER);
+            IntVector q = IntVector.fromMemorySegment(INTS, b, bo + x, ORDER);
+            joined(evens(p).min(evens(q)), odds(p).min(odds(q))).intoMemorySegment(d, dOff + x, ORDER);
+        }
+    }
+
+    /** Elements {@code from} to {@code n}, fewer than a vector's, in scalar code. */
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    private static void tailBfloat16(ReduceOp op, MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d,
+                                     long dOff, int from, int n) {
+        for (int i = from; i < n; i++) {
+            long x = (long) i << 1;
+            float p = HalfFloats.bfloat16ToFloat(a.get(SHORT, ao + x));
+            float q = HalfFloats.bfloat16ToFloat(b.get(SHORT, bo + x));
+            float r = switch (op) {
+                case PROD -> p * q;
+                case MAX -> Math.max(p, q);
+                case MIN -> Math.min(p, q);
+                default -> p + q;
+            };
+            d.set(SHORT, dOff + x, HalfFloats.floatToBfloat16(r));
+        }
+    }
+
+    /** The even elements of int lanes of bfloat16 pairs as float32: each the lower half of its lane, moved up. */
+    private static FloatVector evens(IntVector pairs) {
+        return pairs.lanewise(LSHL, 16).reinterpretAsFloats();
+    }
+
+    /** The odd elements as float32: each the upper half of its lane, in place. */
+    private static FloatVector odds(IntVector pairs) {
+        return pairs.and(0xFFFF0000).reinterpretAsFloats();
+    }
+
+    /** The even and odd float32 results rounded to nearest even, each into its half of the lane. */
+    private static IntVector joined(FloatVector evens, FloatVector odds) {
+        return roundedUpperHalf(evens.reinterpretAsInts()).lanewise(LSHR, 16)
+                .or(roundedUpperHalf(odds.reinterpretAsInts()).and(0xFFFF0000));
+    }
+
+    /** As HalfVectorKernels rounds: the upper half rounded, the lower left over; a NaN needs no case of its own there. */
+    private static IntVector roundedUpperHalf(IntVector bits) {
+        return bits.add(bits.lanewise(LSHR, 16).and(1).add(0x7FFF));
     }
 }

@@ -121,7 +121,7 @@ class KernelsTest {
     @Test
     void everyWideTypeAndOperatorAtEveryLengthAroundTheLanesMatchesJava() {
         if (Boolean.getBoolean("gradsync.test.vector.kernels") && Runtime.version().feature() >= 22) {
-            assertTrue(MemoryAccess.wideReductionsAtVectorWidth(), "the 32/64-bit reductions at vector width");
+            assertTrue(MemoryAccess.segmentReductionsAtVectorWidth(), "the 32/64-bit and bfloat16 reductions at vector width");
         }
         Random random = new Random(3);
         int[] counts = new int[72];
@@ -139,6 +139,66 @@ class KernelsTest {
                 }
             }
         }
+    }
+
+    /**
+     * bfloat16 through {@link Kernels#reduce} against {@link HalfFloats}' scalar arithmetic: every pattern as the first
+     * operand, in place and not, from an odd byte offset, then every length around the lanes. On JDK 22+ with the
+     * Vector API these are the segment loops, elsewhere the staged or scalar kernels; all give these bits (a NaN from
+     * two NaNs may carry either's payload, as the scalar code's does).
+     */
+    @Test
+    void bfloat16MatchesTheScalarArithmeticForEveryPatternAndLength() {
+        Random random = new Random(4);
+        int[] counts = new int[71];
+        for (int i = 0; i < 70; i++) {
+            counts[i] = i;
+        }
+        counts[70] = 1 << 16;
+        for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN}) {
+            for (int count : counts) {
+                for (int skew = 0; skew < 2; skew++) {
+                    checkBfloat16(op, count, skew, random);
+                }
+            }
+        }
+    }
+
+    private static void checkBfloat16(ReduceOp op, int count, int skew, Random random) {
+        int at = skew * 3;
+        ByteBuffer a = ByteBuffer.allocateDirect(2 * count + 3).order(ByteOrder.nativeOrder());
+        ByteBuffer b = ByteBuffer.allocateDirect(2 * count + 3).order(ByteOrder.nativeOrder());
+        ByteBuffer d = ByteBuffer.allocateDirect(2 * count + 3).order(ByteOrder.nativeOrder());
+        short[] x = new short[count];
+        short[] y = new short[count];
+        for (int i = 0; i < count; i++) {
+            x[i] = (short) (count == 1 << 16 ? i : random.nextInt());
+            y[i] = (short) random.nextInt();
+            a.putShort(at + 2 * i, x[i]);
+            b.putShort(at + 2 * i, y[i]);
+        }
+        Region ra = Region.ofDirect(a);
+        Region rb = Region.ofDirect(b);
+        Region rd = Region.ofDirect(d);
+        Kernels.reduce(DataType.BFLOAT16, op, ra.base(), ra.offset() + at, rb.base(), rb.offset() + at, rd.base(),
+                rd.offset() + at, count);
+        Kernels.reduce(DataType.BFLOAT16, op, ra.base(), ra.offset() + at, rb.base(), rb.offset() + at, ra.base(),
+                ra.offset() + at, count);
+        for (int i = 0; i < count; i++) {
+            float p = HalfFloats.bfloat16ToFloat(x[i]);
+            float q = HalfFloats.bfloat16ToFloat(y[i]);
+            float r = op == ReduceOp.SUM ? p + q : op == ReduceOp.PROD ? p * q : op == ReduceOp.MAX ? Math.max(p, q) : Math.min(p, q);
+            short expected = HalfFloats.floatToBfloat16(r);
+            String what = "bfloat16 " + op + " count " + count + " skew " + skew + " element " + i + ": "
+                    + Integer.toHexString(x[i] & 0xFFFF) + ", " + Integer.toHexString(y[i] & 0xFFFF);
+            assertEquals(bfloat16Comparable(expected), bfloat16Comparable(d.getShort(at + 2 * i)), what);
+            assertEquals(bfloat16Comparable(expected), bfloat16Comparable(a.getShort(at + 2 * i)), what + " in place");
+        }
+    }
+
+    /** The bits, every NaN folded into one. */
+    private static int bfloat16Comparable(short bits) {
+        return Float.isNaN(HalfFloats.bfloat16ToFloat(bits)) ? 0x7FC0 : bits & 0xFFFF;
     }
 
     /** {@code count} elements reduced {@code skew} elements past the start of off-heap buffers, out of place and in place. */
