@@ -217,7 +217,10 @@ final class MemoryAccess {
             return FOREIGN;
         }
         MemorySegment sd = (MemorySegment) dst;
-        KernelCopies.of(sd, sd, sd).divide(type, sd, dstOff, count, divisor);
+        KernelCopies.VectorLoops vectors = KernelCopies.vectorsOf(sd, sd, sd);
+        if (vectors == null || !vectors.divide(type, sd, dstOff, count, divisor)) {
+            KernelCopies.of(sd, sd, sd).divide(type, sd, dstOff, count, divisor);
+        }
         return true;
     }
 

@@ -102,6 +102,43 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
         return true;
     }
 
+    /** float32 and float64 ({@link ReduceOp#AVG}'s last step): IEEE division, the scalar loop's bits. Integers have no vector division. */
+    @Override
+    public boolean divide(DataType type, MemorySegment d, long dOff, int n, int divisor) {
+        switch (type) {
+            case FLOAT32 -> divideFloat32(d, dOff, n, divisor);
+            case FLOAT64 -> divideFloat64(d, dOff, n, divisor);
+            default -> {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static void divideFloat32(MemorySegment d, long dOff, int n, float divisor) {
+        int i = 0;
+        for (int end = FLOATS.loopBound(n); i < end; i += FLOATS.length()) {
+            long x = (long) i << 2;
+            FloatVector.fromMemorySegment(FLOATS, d, dOff + x, ORDER).div(divisor).intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 2;
+            d.set(FLOAT, dOff + x, d.get(FLOAT, dOff + x) / divisor);
+        }
+    }
+
+    private static void divideFloat64(MemorySegment d, long dOff, int n, double divisor) {
+        int i = 0;
+        for (int end = DOUBLES.loopBound(n); i < end; i += DOUBLES.length()) {
+            long x = (long) i << 3;
+            DoubleVector.fromMemorySegment(DOUBLES, d, dOff + x, ORDER).div(divisor).intoMemorySegment(d, dOff + x, ORDER);
+        }
+        for (; i < n; i++) {
+            long x = (long) i << 3;
+            d.set(DOUBLE, dOff + x, d.get(DOUBLE, dOff + x) / divisor);
+        }
+    }
+
     // One method per type and operator; each runs the lanes, then the tail (fewer elements than lanes) in scalar code.
 
     private static void sumFloat32(MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d, long dOff, int n) {

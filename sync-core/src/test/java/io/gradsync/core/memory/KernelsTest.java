@@ -201,6 +201,34 @@ class KernelsTest {
         return Float.isNaN(HalfFloats.bfloat16ToFloat(bits)) ? 0x7FC0 : bits & 0xFFFF;
     }
 
+    /** AVG's division for float32 and float64 at every length around the lanes, from an odd byte offset, against Java's. */
+    @Test
+    void floatDivisionAtEveryLengthMatchesJava() {
+        Random random = new Random(5);
+        for (DataType type : new DataType[] {DataType.FLOAT32, DataType.FLOAT64}) {
+            for (int divisor : new int[] {3, 7}) {
+                for (int count = 0; count < 70; count++) {
+                    int at = count % 2 == 0 ? 0 : 5;
+                    ByteBuffer buffer = ByteBuffer.allocateDirect(count * type.bytes() + 5).order(ByteOrder.nativeOrder());
+                    long[] bits = new long[count];
+                    for (int i = 0; i < count; i++) {
+                        bits[i] = bitsOf(type, random);
+                        put(type, buffer, at + i * type.bytes(), bits[i]);
+                    }
+                    Region region = Region.ofDirect(buffer);
+                    Kernels.divide(type, region.base(), region.offset() + at, count, divisor);
+                    for (int i = 0; i < count; i++) {
+                        long expected = type == DataType.FLOAT32
+                                ? Float.floatToRawIntBits(Float.intBitsToFloat((int) bits[i]) / divisor)
+                                : Double.doubleToRawLongBits(Double.longBitsToDouble(bits[i]) / divisor);
+                        assertEquals(comparable(type, expected), comparable(type, get(type, buffer, at + i * type.bytes())),
+                                type + " / " + divisor + " count " + count + " element " + i);
+                    }
+                }
+            }
+        }
+    }
+
     /** {@code count} elements reduced {@code skew} elements past the start of off-heap buffers, out of place and in place. */
     private static void checkAgainstJava(DataType type, ReduceOp op, int count, int skew, Random random) {
         int size = type.bytes();
