@@ -53,16 +53,17 @@ final class KernelCopies {
                         MemorySegment dst, long dstOff, int count);
     }
 
-    /** What a copy of {@link SegmentVectorKernels} does: {@link Loops#reduce} and {@link Loops#divide} a vector at a time, where it can. */
+    /**
+     * What a copy of {@link SegmentVectorKernels} does: {@link Loops#reduce} and {@link Loops#divide} a vector at a
+     * time, for the types and operators {@link VectorReductions} says they cover, on memory that is not mapped.
+     */
     interface VectorLoops {
-        /** {@link Loops#reduce}, or false (having touched nothing) where these loops do not cover {@code type} and {@code op}. */
         // Three operands as (segment, offset) pairs, as the kernels take them (see Kernels.reduce).
         @SuppressWarnings("checkstyle:ParameterNumber")
-        boolean reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
-                       MemorySegment dst, long dstOff, int count);
+        void reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
+                    MemorySegment dst, long dstOff, int count);
 
-        /** {@link Loops#divide}, or false (having touched nothing) where these loops do not cover {@code type}. */
-        boolean divide(DataType type, MemorySegment dst, long dstOff, int count, int divisor);
+        void divide(DataType type, MemorySegment dst, long dstOff, int count, int divisor);
     }
 
     static final int KINDS = 8;

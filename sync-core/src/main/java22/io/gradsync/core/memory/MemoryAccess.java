@@ -189,9 +189,8 @@ final class MemoryAccess {
         }
         MemorySegment sa = (MemorySegment) a;
         MemorySegment sb = (MemorySegment) b;
-        MemorySegment sd = (MemorySegment) dst;
-        KernelCopies.VectorLoops vectors = KernelCopies.vectorsOf(sa, sb, sd);
-        return vectors != null && vectors.reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count);
+        return VectorReductions.reduce(type, op, (MemorySegment) a, aOff, (MemorySegment) b, bOff, (MemorySegment) dst,
+                dstOff, count);
     }
 
     // Three operands as (base, offset) pairs: the kernels take memory as the JIT sees it, so the data path makes no
@@ -205,8 +204,7 @@ final class MemoryAccess {
         MemorySegment sa = (MemorySegment) a;
         MemorySegment sb = (MemorySegment) b;
         MemorySegment sd = (MemorySegment) dst;
-        KernelCopies.VectorLoops vectors = KernelCopies.vectorsOf(sa, sb, sd);
-        if (vectors == null || !vectors.reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count)) {
+        if (!VectorReductions.reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count)) {
             KernelCopies.of(sa, sb, sd).reduce(type, op, sa, aOff, sb, bOff, sd, dstOff, count);
         }
         return true;
@@ -217,8 +215,7 @@ final class MemoryAccess {
             return FOREIGN;
         }
         MemorySegment sd = (MemorySegment) dst;
-        KernelCopies.VectorLoops vectors = KernelCopies.vectorsOf(sd, sd, sd);
-        if (vectors == null || !vectors.divide(type, sd, dstOff, count, divisor)) {
+        if (!VectorReductions.divide(type, sd, dstOff, count, divisor)) {
             KernelCopies.of(sd, sd, sd).divide(type, sd, dstOff, count, divisor);
         }
         return true;

@@ -15,16 +15,15 @@ import jdk.incubator.vector.LongVector;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * {@link Kernels#reduce} for float32, float64, int32, int64 and bfloat16 on the Vector API over memory segments, where
- * the JVM has {@code jdk.incubator.vector} (JDK 22+: heap segments of any primitive array). C2 compiles
- * {@link SegmentKernels}' scalar loops an element at a time, as it cannot prove that the operands do not overlap at
- * other offsets; these loops go a vector at a time, and bfloat16 without the staging through arrays that
- * {@link HalfVectorKernels} needs on every JDK (its arithmetic, lane for lane), each lane's result the scalar loop's bit for bit (IEEE operations, Java's
- * {@code Math.max}/{@code min} for NaN and signed zeros, integers wrapping). Where a lane operation would not compile
- * to instructions on every x86-64 and AArch64 machine (64-bit multiply, maximum and minimum), the scalar loop runs:
- * the Vector API's fallback for those is far slower than scalar code. One hidden copy per combination of segment
- * classes, as for the scalar loops ({@link KernelCopies}); every loop is a method of its own with its operator fixed
- * (see {@link HalfVectorKernels} on C2's inlining budget).
+ * {@link Kernels#reduce} (and AVG's float division) on the Vector API over memory segments, where the JVM has
+ * {@code jdk.incubator.vector} (JDK 22+: heap segments of any primitive array), for what {@link VectorReductions}
+ * lets reach it: never mapped memory. C2 compiles {@link SegmentKernels}' scalar loops an element at a time, as it
+ * cannot prove that the operands do not overlap at other offsets; these loops go a vector at a time, and bfloat16
+ * without the staging through arrays that {@link HalfVectorKernels} needs on every JDK (its arithmetic, lane for
+ * lane). Each lane's result is the scalar loop's bit for bit (IEEE operations, Java's {@code Math.max}/{@code min}
+ * for NaN and signed zeros, integers wrapping). One hidden copy per combination of segment classes, as for the scalar
+ * loops ({@link KernelCopies}); every loop is a method of its own with its operator fixed (see
+ * {@link HalfVectorKernels} on C2's inlining budget).
  */
 final class SegmentVectorKernels implements KernelCopies.VectorLoops {
     private static final ByteOrder ORDER = ByteOrder.nativeOrder();
@@ -40,9 +39,10 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED;
 
+    /** For the types and operators {@link VectorReductions#covers} names only. */
     @Override
-    public boolean reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
-                          MemorySegment d, long dOff, int n) {
+    public void reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
+                       MemorySegment d, long dOff, int n) {
         switch (type) {
             case FLOAT32 -> {
                 switch (op) {
@@ -50,9 +50,7 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
                     case PROD -> prodFloat32(a, aOff, b, bOff, d, dOff, n);
                     case MAX -> maxFloat32(a, aOff, b, bOff, d, dOff, n);
                     case MIN -> minFloat32(a, aOff, b, bOff, d, dOff, n);
-                    default -> {
-                        return false;
-                    }
+                    default -> throw uncovered(type, op);
                 }
             }
             case FLOAT64 -> {
@@ -61,9 +59,7 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
                     case PROD -> prodFloat64(a, aOff, b, bOff, d, dOff, n);
                     case MAX -> maxFloat64(a, aOff, b, bOff, d, dOff, n);
                     case MIN -> minFloat64(a, aOff, b, bOff, d, dOff, n);
-                    default -> {
-                        return false;
-                    }
+                    default -> throw uncovered(type, op);
                 }
             }
             case INT32 -> {
@@ -72,14 +68,12 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
                     case PROD -> prodInt32(a, aOff, b, bOff, d, dOff, n);
                     case MAX -> maxInt32(a, aOff, b, bOff, d, dOff, n);
                     case MIN -> minInt32(a, aOff, b, bOff, d, dOff, n);
-                    default -> {
-                        return false;
-                    }
+                    default -> throw uncovered(type, op);
                 }
             }
             case INT64 -> {
                 if (op != ReduceOp.SUM && op != ReduceOp.AVG) {
-                    return false;
+                    throw uncovered(type, op);
                 }
                 sumInt64(a, aOff, b, bOff, d, dOff, n);
             }
@@ -89,30 +83,26 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
                     case PROD -> prodBfloat16(a, aOff, b, bOff, d, dOff, n);
                     case MAX -> maxBfloat16(a, aOff, b, bOff, d, dOff, n);
                     case MIN -> minBfloat16(a, aOff, b, bOff, d, dOff, n);
-                    default -> {
-                        return false;
-                    }
+                    default -> throw uncovered(type, op);
                 }
                 tailBfloat16(op, a, aOff, b, bOff, d, dOff, n & -BFLOAT16_LANES, n);
             }
-            default -> {
-                return false;
-            }
+            default -> throw uncovered(type, op);
         }
-        return true;
     }
 
-    /** float32 and float64 ({@link ReduceOp#AVG}'s last step): IEEE division, the scalar loop's bits. Integers have no vector division. */
+    private static IllegalArgumentException uncovered(DataType type, Object op) {
+        return new IllegalArgumentException("no vector loop for " + type + " " + op);
+    }
+
+    /** For the types {@link VectorReductions#coversDivision} names only: IEEE division, the scalar loop's bits. */
     @Override
-    public boolean divide(DataType type, MemorySegment d, long dOff, int n, int divisor) {
+    public void divide(DataType type, MemorySegment d, long dOff, int n, int divisor) {
         switch (type) {
             case FLOAT32 -> divideFloat32(d, dOff, n, divisor);
             case FLOAT64 -> divideFloat64(d, dOff, n, divisor);
-            default -> {
-                return false;
-            }
+            default -> throw uncovered(type, "division");
         }
-        return true;
     }
 
     private static void divideFloat32(MemorySegment d, long dOff, int n, float divisor) {

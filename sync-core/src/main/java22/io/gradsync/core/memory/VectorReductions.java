@@ -1,0 +1,99 @@
+package io.gradsync.core.memory;
+
+import io.gradsync.core.DataType;
+import io.gradsync.core.ReduceOp;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * Which reductions run a vector at a time on memory segments ({@link SegmentVectorKernels}), and how mapped memory
+ * reaches them: never directly. A file that a peer truncates faults on the next access to the lost pages; the JDK
+ * turns such a fault in its own segment accesses and copies into an {@link InternalError}, which
+ * {@link MemoryFaults} reports as damaged shared memory, but the Vector API's compiled loads and stores kill the JVM
+ * (sync-core's {@code ShmMemoryFaultTest} did, on JDK 25). So a mapped operand is copied, a block at a time, into
+ * this thread's native blocks, and a mapped destination written from one, by the JDK's copy; the vectors touch only
+ * those blocks. A block is half a page, as {@link HalfVectorKernels}' staging is, and stays in the cache.
+ */
+final class VectorReductions {
+    static final int BLOCK_BYTES = 2048;
+    private static final ThreadLocal<MemorySegment> BLOCKS =
+            ThreadLocal.withInitial(() -> Arena.ofAuto().allocate(3L * BLOCK_BYTES, 64));
+
+    private VectorReductions() {
+    }
+
+    /** Whether {@link SegmentVectorKernels#reduce} covers {@code type} and {@code op} (where {@link KernelCopies#VECTORS}). */
+    static boolean covers(DataType type, ReduceOp op) {
+        return switch (type) {
+            case FLOAT32, FLOAT64, INT32, BFLOAT16 -> op == ReduceOp.SUM || op == ReduceOp.AVG || op == ReduceOp.PROD
+                    || op == ReduceOp.MAX || op == ReduceOp.MIN;
+            // 64-bit multiply, maximum and minimum have no instruction on AVX2 or NEON: the Vector API's fallback
+            // for them is far slower than the scalar loop
+            case INT64 -> op == ReduceOp.SUM || op == ReduceOp.AVG;
+            default -> false;
+        };
+    }
+
+    /** Whether {@link SegmentVectorKernels#divide} covers {@code type}: integers have no vector division. */
+    static boolean coversDivision(DataType type) {
+        return type == DataType.FLOAT32 || type == DataType.FLOAT64;
+    }
+
+    /** {@code dst[i] = a[i] op b[i]} a vector at a time, if these loops run and cover the type and op; else false, nothing done. */
+    // Three operands as (segment, offset) pairs, as the kernels take them.
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    static boolean reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
+                          MemorySegment d, long dOff, int count) {
+        if (!KernelCopies.VECTORS || !covers(type, op)) {
+            return false;
+        }
+        if (a.isMapped() || b.isMapped() || d.isMapped()) {
+            reduceThroughBlocks(type, op, a, aOff, b, bOff, d, dOff, count);
+        } else {
+            KernelCopies.vectorsOf(a, b, d).reduce(type, op, a, aOff, b, bOff, d, dOff, count);
+        }
+        return true;
+    }
+
+    /** {@code dst[i] /= divisor} a vector at a time where these loops run and cover the type and {@code dst} is not mapped. */
+    static boolean divide(DataType type, MemorySegment d, long dOff, int count, int divisor) {
+        if (!KernelCopies.VECTORS || !coversDivision(type) || d.isMapped()) {
+            return false;
+        }
+        KernelCopies.vectorsOf(d, d, d).divide(type, d, dOff, count, divisor);
+        return true;
+    }
+
+    // Three operands as (segment, offset) pairs, as the kernels take them.
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    private static void reduceThroughBlocks(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b,
+                                            long bOff, MemorySegment d, long dOff, int count) {
+        MemorySegment blocks = BLOCKS.get();
+        int perBlock = BLOCK_BYTES / type.bytes();
+        for (int done = 0; done < count; done += perBlock) {
+            int n = Math.min(perBlock, count - done);
+            long at = (long) done * type.bytes();
+            long bytes = (long) n * type.bytes();
+            MemorySegment x = a;
+            long xOff = aOff + at;
+            if (a.isMapped()) {
+                MemorySegment.copy(a, xOff, blocks, 0, bytes);
+                x = blocks;
+                xOff = 0;
+            }
+            MemorySegment y = b;
+            long yOff = bOff + at;
+            if (b.isMapped()) {
+                MemorySegment.copy(b, yOff, blocks, BLOCK_BYTES, bytes);
+                y = blocks;
+                yOff = BLOCK_BYTES;
+            }
+            MemorySegment z = d.isMapped() ? blocks : d;
+            long zOff = d.isMapped() ? 2L * BLOCK_BYTES : dOff + at;
+            KernelCopies.vectorsOf(x, y, z).reduce(type, op, x, xOff, y, yOff, z, zOff, n);
+            if (d.isMapped()) {
+                MemorySegment.copy(blocks, zOff, d, dOff + at, bytes);
+            }
+        }
+    }
+}
