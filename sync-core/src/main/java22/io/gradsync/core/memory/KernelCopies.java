@@ -89,31 +89,26 @@ final class KernelCopies {
 
     /** The copy for these segments' classes. */
     static Loops of(MemorySegment a, MemorySegment b, MemorySegment dst) {
-        int ka = kind(a.getClass());
-        int kb = kind(b.getClass());
-        int kd = kind(dst.getClass());
-        if ((ka | kb | kd) < 0 || CLASS_FILE == null) {
-            return SHARED;
-        }
-        int slot = (ka * KINDS + kb) * KINDS + kd;
-        Loops copy = COPIES.get(slot);
-        return copy != null ? copy : define(COPIES, CLASS_FILE, slot);
+        return copyFor(COPIES, CLASS_FILE, SHARED, a, b, dst);
     }
 
-    /** The copy of the Vector API loops for these segments' classes; null where they do not run ({@link #VECTORS}). */
+    /** The copy of the Vector API loops for these segments' classes; only where they run ({@link #VECTORS}). */
     static VectorLoops vectorsOf(MemorySegment a, MemorySegment b, MemorySegment dst) {
-        if (!VECTORS) {
-            return null;
-        }
+        return copyFor(VECTOR_COPIES, VECTOR_CLASS_FILE, VECTOR_SHARED, a, b, dst);
+    }
+
+    /** The copy in {@code copies} for these segments' classes, defined on first use; {@code shared} past the kinds. */
+    private static <T> T copyFor(AtomicReferenceArray<T> copies, byte[] classFile, T shared, MemorySegment a,
+                                 MemorySegment b, MemorySegment dst) {
         int ka = kind(a.getClass());
         int kb = kind(b.getClass());
         int kd = kind(dst.getClass());
-        if ((ka | kb | kd) < 0 || VECTOR_CLASS_FILE == null) {
-            return VECTOR_SHARED;
+        if ((ka | kb | kd) < 0 || classFile == null) {
+            return shared;
         }
         int slot = (ka * KINDS + kb) * KINDS + kd;
-        VectorLoops copy = VECTOR_COPIES.get(slot);
-        return copy != null ? copy : define(VECTOR_COPIES, VECTOR_CLASS_FILE, slot);
+        T copy = copies.get(slot);
+        return copy != null ? copy : define(copies, classFile, slot);
     }
 
     private static int kind(Class<?> type) {
