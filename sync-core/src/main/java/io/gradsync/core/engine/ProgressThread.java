@@ -170,16 +170,33 @@ public final class ProgressThread {
         }
         try {
             engine.admit(request, id, completion);
-            while (engine.active() > 0) {
-                if (Thread.currentThread().isInterrupted()) {
-                    return true; // stopDriving hands the collective to the progress thread
-                }
-                callerPass();
+            if (driveUntilIdle()) {
+                ranByCallers++;
             }
-            ranByCallers++;
-            return true;
+            return true; // when interrupted, stopDriving hands the collective to the progress thread
         } finally {
             stopDriving();
+        }
+    }
+
+    /**
+     * Pumps on the driving caller's thread until no collective is active (true) or the caller is interrupted
+     * (false). Before JDK 21 a fault in mapped memory can surface after the pass that made it, at this loop's own
+     * check ({@code Engine.failPass}); it fails the collective, and the loop goes on until none is active.
+     */
+    private boolean driveUntilIdle() {
+        while (true) {
+            try {
+                while (engine.active() > 0) {
+                    if (Thread.currentThread().isInterrupted()) {
+                        return false;
+                    }
+                    callerPass();
+                }
+                return true;
+            } catch (InternalError lateFault) {
+                engine.failPass(lateFault);
+            }
         }
     }
 
@@ -211,10 +228,8 @@ public final class ProgressThread {
      * the caller was interrupted: the caller then stops driving and submits.
      */
     public boolean admitHere(Request request, long id, Completion completion) {
-        while (!engine.hasRoomFor(request, limit)) {
-            if (!driveOnce()) {
-                return false;
-            }
+        if (!driveUntilRoomFor(request)) {
+            return false;
         }
         if (closing || pending.get() != 0) {
             return false;
@@ -223,6 +238,22 @@ public final class ProgressThread {
         engine.admit(request, id, completion);
         ranByCallers++;
         return true;
+    }
+
+    /** Pumps until {@code request} fits (true) or the caller should stop driving (false); a late fault as in {@link #driveUntilIdle}. */
+    private boolean driveUntilRoomFor(Request request) {
+        while (true) {
+            try {
+                while (!engine.hasRoomFor(request, limit)) {
+                    if (!driveOnce()) {
+                        return false;
+                    }
+                }
+                return true;
+            } catch (InternalError lateFault) {
+                engine.failPass(lateFault);
+            }
+        }
     }
 
     /**
