@@ -1,5 +1,7 @@
 package io.gradsync.core.memory;
 
+import io.gradsync.core.ReduceOp;
+
 /**
  * float16 to and from float32 over arrays with the JDK's own conversions, where it has them: JDK 20 added
  * {@code Float.float16ToFloat} and {@code Float.floatToFloat16}, which C2 compiles to the processor's conversion
@@ -30,6 +32,22 @@ final class Float16Conversions {
     static void encode(float[] from, short[] to, int n) {
         for (int i = 0; i < n; i++) {
             to[i] = HalfFloats.floatToFloat16(from[i]);
+        }
+    }
+
+    /** {@code a[i] = float16(float32(a[i]) op float32(b[i]))} for {@code n} elements; {@code op} SUM, AVG, PROD, MAX or MIN. */
+    static void reduce(ReduceOp op, short[] a, short[] b, float[] unused, int n) {
+        for (int i = 0; i < n; i++) {
+            float x = HalfFloats.float16ToFloat(a[i]);
+            float y = HalfFloats.float16ToFloat(b[i]);
+            float r = switch (op) {
+                case SUM, AVG -> x + y;
+                case PROD -> x * y;
+                case MAX -> Math.max(x, y);
+                case MIN -> Math.min(x, y);
+                default -> throw new IllegalArgumentException("unsupported op " + op);
+            };
+            a[i] = HalfFloats.floatToFloat16(r);
         }
     }
 }

@@ -35,10 +35,10 @@ import jdk.incubator.vector.VectorSpecies;
  * <p>A loop that C2 compiles with a Vector API call it does not inline makes an object of every vector, and C2
  * stops inlining in a method at a node count that two float16 conversions and an operation already exceed. So
  * every loop is a method of its own with one operator as a constant (which the Vector API needs to compile it to
- * instructions), and float16 is converted, combined and rounded in three passes over the block; on JDK 22+ its
- * conversions are the JDK's own ({@link Float16Conversions}), but for {@link #decode}, which keeps a signalling
- * NaN's bits. bfloat16 is float32's upper half, so it is combined in one pass, two elements to an int lane of full
- * width: the even element shifted up, the odd one masked in place; no lane changes width.
+ * instructions), and float16 is converted, combined and rounded in three passes over the block; on JDK 22+ in two,
+ * plain loops C2 vectorises with the JDK's own conversions ({@link Float16Conversions}), which {@link #decode} does not
+ * use because it keeps a signalling NaN's bits. bfloat16 is float32's upper half, so it is combined in one pass, two
+ * elements to an int lane of full width: the even element shifted up, the odd one masked in place; no lane changes width.
  */
 final class HalfVectorKernels implements HalfKernels {
     static final int BLOCK = 1024;
@@ -79,6 +79,8 @@ final class HalfVectorKernels implements HalfKernels {
             MemoryAccess.copy(b, bOff + at, s.bBase, s.bOffset, (long) n << 1);
             if (bfloat16) {
                 reduceBfloat16(op, s.a, s.b, n);
+            } else if (Float16Conversions.AVAILABLE) {
+                Float16Conversions.reduce(op, s.a, s.b, s.f, n);
             } else {
                 widenFloat16(s.a, s.f, n);
                 widenFloat16(s.b, s.g, n);

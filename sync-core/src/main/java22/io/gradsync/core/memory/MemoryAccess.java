@@ -187,8 +187,6 @@ final class MemoryAccess {
         if (!FOREIGN || count == 0) {
             return false;
         }
-        MemorySegment sa = (MemorySegment) a;
-        MemorySegment sb = (MemorySegment) b;
         return VectorReductions.reduce(type, op, (MemorySegment) a, aOff, (MemorySegment) b, bOff, (MemorySegment) dst,
                 dstOff, count);
     }
