@@ -8,7 +8,7 @@ import io.gradsync.core.ReduceOp;
  * instructions and, in plain loops over arrays, vectorises (JDK 22+ loads the other version of this class from the
  * multi-release jar). Rounding is the same (to nearest even, subnormals included); a signalling NaN comes out
  * quiet, as any arithmetic on it would make it. This JDK 17 version has none: {@link #AVAILABLE} is false, and its
- * methods convert with {@link HalfFloats}' scalar code, which the vector kernels outrun.
+ * conversions use {@link HalfFloats}' scalar code, which the vector kernels outrun, and it offers no {@link #reduce}.
  */
 final class Float16Conversions {
     // a method, not a constant: javac would fold a constant into its callers, built against the JDK 17 version
@@ -35,19 +35,8 @@ final class Float16Conversions {
         }
     }
 
-    /** {@code a[i] = float16(float32(a[i]) op float32(b[i]))} for {@code n} elements; {@code op} SUM, AVG, PROD, MAX or MIN. */
-    static void reduce(ReduceOp op, short[] a, short[] b, float[] unused, int n) {
-        for (int i = 0; i < n; i++) {
-            float x = HalfFloats.float16ToFloat(a[i]);
-            float y = HalfFloats.float16ToFloat(b[i]);
-            float r = switch (op) {
-                case SUM, AVG -> x + y;
-                case PROD -> x * y;
-                case MAX -> Math.max(x, y);
-                case MIN -> Math.min(x, y);
-                default -> throw new IllegalArgumentException("unsupported op " + op);
-            };
-            a[i] = HalfFloats.floatToFloat16(r);
-        }
+    /** JDK 22+ only, where {@link #AVAILABLE} is true: the JDK 17 kernels reduce float16 in their own passes. */
+    static void reduce(ReduceOp op, short[] a, short[] b, float[] f, int n) {
+        throw new UnsupportedOperationException("float16 reduce over arrays needs JDK 22+ (" + op + ")");
     }
 }
