@@ -16,14 +16,15 @@ import jdk.incubator.vector.VectorSpecies;
 
 /**
  * {@link Kernels#reduce} (and AVG's float division) on the Vector API over memory segments, where the JVM has
- * {@code jdk.incubator.vector} (JDK 22+: heap segments of any primitive array), for what {@link VectorReductions}
- * lets reach it: never mapped memory. C2 compiles {@link SegmentKernels}' scalar loops an element at a time, as it
+ * {@code jdk.incubator.vector} (JDK 22+), for what {@link VectorReductions} lets reach it: native segments only, as it
+ * explains, but float16 also on the heap. C2 compiles {@link SegmentKernels}' scalar loops an element at a time, as it
  * cannot prove that the operands do not overlap at other offsets; these loops go a vector at a time, and bfloat16
  * without the staging through arrays that {@link HalfVectorKernels} needs on every JDK (its arithmetic, lane for
  * lane). Each lane's result is the scalar loop's bit for bit (IEEE operations, Java's {@code Math.max}/{@code min}
- * for NaN and signed zeros, integers wrapping). One hidden copy per combination of segment classes, as for the scalar
- * loops ({@link KernelCopies}); every loop is a method of its own with its operator fixed (see
- * {@link HalfVectorKernels} on C2's inlining budget).
+ * for NaN and signed zeros, integers wrapping). float16 runs in plain loops that C2 vectorises with the JDK's
+ * conversions, through a block of floats, as {@link Float16Conversions} does on arrays. One hidden copy per combination
+ * of segment classes, as for the scalar loops ({@link KernelCopies}); every loop is a method of its own with its
+ * operator fixed (see {@link HalfVectorKernels} on C2's inlining budget).
  */
 final class SegmentVectorKernels implements KernelCopies.VectorLoops {
     private static final ByteOrder ORDER = ByteOrder.nativeOrder();
@@ -38,6 +39,9 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED;
+    /** float16 elements combined per pass: their float32 results stay in the cache between the two passes. */
+    private static final int FLOAT16_BLOCK = 1024;
+    private static final ThreadLocal<float[]> FLOAT16_RESULTS = ThreadLocal.withInitial(() -> new float[FLOAT16_BLOCK]);
 
     /** For the types and operators {@link VectorReductions#covers} names only. */
     @Override
@@ -87,6 +91,7 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
                 }
                 tailBfloat16(op, a, aOff, b, bOff, d, dOff, n & -BFLOAT16_LANES, n);
             }
+            case FLOAT16 -> reduceFloat16(op, a, aOff, b, bOff, d, dOff, n);
             default -> throw uncovered(type, op);
         }
     }
@@ -378,5 +383,63 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
     /** As HalfVectorKernels rounds: the upper half rounded, the lower left over; a NaN needs no case of its own there. */
     private static IntVector roundedUpperHalf(IntVector bits) {
         return bits.add(bits.lanewise(LSHR, 16).and(1).add(0x7FFF));
+    }
+
+    // float16 in two plain loops per block, which C2 vectorises with the JDK's conversion instructions: the float32
+    // results into this thread's floats, then rounded into the destination (two passes, so the destination may be an
+    // operand). The bits are those of Float16Conversions' staged loops.
+
+    // Three operands as (segment, offset) pairs, as the kernels take them.
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    private static void reduceFloat16(ReduceOp op, MemorySegment a, long ao, MemorySegment b, long bo, MemorySegment d,
+                                      long dOff, int n) {
+        float[] f = FLOAT16_RESULTS.get();
+        for (int done = 0; done < n; done += FLOAT16_BLOCK) {
+            int m = Math.min(FLOAT16_BLOCK, n - done);
+            long x = (long) done << 1;
+            switch (op) {
+                case SUM, AVG -> sumFloat16(a, ao + x, b, bo + x, f, m);
+                case PROD -> prodFloat16(a, ao + x, b, bo + x, f, m);
+                case MAX -> maxFloat16(a, ao + x, b, bo + x, f, m);
+                case MIN -> minFloat16(a, ao + x, b, bo + x, f, m);
+                default -> throw uncovered(DataType.FLOAT16, op);
+            }
+            roundFloat16(f, d, dOff + x, m);
+        }
+    }
+
+    private static void sumFloat16(MemorySegment a, long ao, MemorySegment b, long bo, float[] f, int n) {
+        for (int i = 0; i < n; i++) {
+            long x = (long) i << 1;
+            f[i] = Float.float16ToFloat(a.get(SHORT, ao + x)) + Float.float16ToFloat(b.get(SHORT, bo + x));
+        }
+    }
+
+    private static void prodFloat16(MemorySegment a, long ao, MemorySegment b, long bo, float[] f, int n) {
+        for (int i = 0; i < n; i++) {
+            long x = (long) i << 1;
+            f[i] = Float.float16ToFloat(a.get(SHORT, ao + x)) * Float.float16ToFloat(b.get(SHORT, bo + x));
+        }
+    }
+
+    private static void maxFloat16(MemorySegment a, long ao, MemorySegment b, long bo, float[] f, int n) {
+        for (int i = 0; i < n; i++) {
+            long x = (long) i << 1;
+            f[i] = Math.max(Float.float16ToFloat(a.get(SHORT, ao + x)), Float.float16ToFloat(b.get(SHORT, bo + x)));
+        }
+    }
+
+    private static void minFloat16(MemorySegment a, long ao, MemorySegment b, long bo, float[] f, int n) {
+        for (int i = 0; i < n; i++) {
+            long x = (long) i << 1;
+            f[i] = Math.min(Float.float16ToFloat(a.get(SHORT, ao + x)), Float.float16ToFloat(b.get(SHORT, bo + x)));
+        }
+    }
+
+    /** By the JDK's conversion, to nearest even. */
+    private static void roundFloat16(float[] f, MemorySegment d, long dOff, int n) {
+        for (int i = 0; i < n; i++) {
+            d.set(SHORT, dOff + ((long) i << 1), Float.floatToFloat16(f[i]));
+        }
     }
 }

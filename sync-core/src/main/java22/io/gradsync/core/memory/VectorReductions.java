@@ -6,13 +6,18 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
- * Which reductions run a vector at a time on memory segments ({@link SegmentVectorKernels}), and how mapped memory
- * reaches them: never directly. A file that a peer truncates faults on the next access to the lost pages; the JDK
- * turns such a fault in its own segment accesses and copies into an {@link InternalError}, which
+ * Which reductions run a vector at a time on memory segments ({@link SegmentVectorKernels}), and how mapped and heap
+ * memory reach them: through this thread's native blocks. A file that a peer truncates faults on the next access to the
+ * lost pages; the JDK turns such a fault in its own segment accesses and copies into an {@link InternalError}, which
  * {@link MemoryFaults} reports as damaged shared memory, but the Vector API's compiled loads and stores kill the JVM
- * (sync-core's {@code ShmMemoryFaultTest} did, on JDK 25). So a mapped operand is copied, a block at a time, into
- * this thread's native blocks, and a mapped destination written from one, by the JDK's copy; the vectors touch only
- * those blocks. A block is half a page, as {@link HalfVectorKernels}' staging is, and stays in the cache.
+ * (sync-core's {@code ShmMemoryFaultTest} did, on JDK 25). Heap segments would not fault, but the Vector API compiles
+ * a segment load or store to an intrinsic only where the JDK's own profile of it, shared by every caller in the JVM,
+ * has seen one segment class: once a JVM reduced heap arrays and direct buffers alike, as a training job does, every
+ * vector loop ran as calls (JMH {@code KernelBenchmark} with {@code mixed=true}, JDK 25: float32 SUM of 64 KiB 25 µs
+ * against 1.3 µs; bfloat16 into a short[] 130 µs). So a mapped or heap operand is copied, a block at a time, into a
+ * native block, and such a destination written from one, by the JDK's copy, and the vectors see native segments only.
+ * float16's loops are plain ones, which C2 vectorises over heap segments as they are: only its mapped operands are
+ * copied. A block is half a page, as {@link HalfVectorKernels}' staging is, and stays in the cache.
  */
 final class VectorReductions {
     static final int BLOCK_BYTES = 2048;
@@ -25,7 +30,7 @@ final class VectorReductions {
     /** Whether {@link SegmentVectorKernels#reduce} covers {@code type} and {@code op} (where {@link KernelCopies#VECTORS}). */
     static boolean covers(DataType type, ReduceOp op) {
         return switch (type) {
-            case FLOAT32, FLOAT64, INT32, BFLOAT16 -> op == ReduceOp.SUM || op == ReduceOp.AVG || op == ReduceOp.PROD
+            case FLOAT32, FLOAT64, INT32, BFLOAT16, FLOAT16 -> op == ReduceOp.SUM || op == ReduceOp.AVG || op == ReduceOp.PROD
                     || op == ReduceOp.MAX || op == ReduceOp.MIN;
             // 64-bit multiply, maximum and minimum have no instruction on AVX2 or NEON: the Vector API's fallback
             // for them is far slower than the scalar loop
@@ -47,7 +52,7 @@ final class VectorReductions {
         if (!KernelCopies.VECTORS || !covers(type, op)) {
             return false;
         }
-        if (a.isMapped() || b.isMapped() || d.isMapped()) {
+        if (staged(type, a) || staged(type, b) || staged(type, d)) {
             reduceThroughBlocks(type, op, a, aOff, b, bOff, d, dOff, count);
         } else {
             KernelCopies.vectorsOf(a, b, d).reduce(type, op, a, aOff, b, bOff, d, dOff, count);
@@ -55,13 +60,34 @@ final class VectorReductions {
         return true;
     }
 
-    /** {@code dst[i] /= divisor} a vector at a time where these loops run and cover the type and {@code dst} is not mapped. */
+    /** {@code dst[i] /= divisor} a vector at a time, if these loops run and cover the type; else false, nothing done. */
     static boolean divide(DataType type, MemorySegment d, long dOff, int count, int divisor) {
-        if (!KernelCopies.VECTORS || !coversDivision(type) || d.isMapped()) {
+        if (!KernelCopies.VECTORS || !coversDivision(type)) {
             return false;
         }
-        KernelCopies.vectorsOf(d, d, d).divide(type, d, dOff, count, divisor);
+        if (!staged(type, d)) {
+            KernelCopies.vectorsOf(d, d, d).divide(type, d, dOff, count, divisor);
+            return true;
+        }
+        MemorySegment block = BLOCKS.get();
+        int perBlock = BLOCK_BYTES / type.bytes();
+        for (int done = 0; done < count; done += perBlock) {
+            int n = Math.min(perBlock, count - done);
+            long at = dOff + (long) done * type.bytes();
+            long bytes = (long) n * type.bytes();
+            MemorySegment.copy(d, at, block, 0, bytes);
+            KernelCopies.vectorsOf(block, block, block).divide(type, block, 0, n, divisor);
+            MemorySegment.copy(block, 0, d, at, bytes);
+        }
         return true;
+    }
+
+    /**
+     * Whether {@code m} reaches {@code type}'s loops only through this thread's blocks: if mapped, or on the heap where
+     * those are Vector API loops. float16's are plain loops, which C2 vectorises over any segment.
+     */
+    private static boolean staged(DataType type, MemorySegment m) {
+        return m.isMapped() || (!m.isNative() && type != DataType.FLOAT16);
     }
 
     // Three operands as (segment, offset) pairs, as the kernels take them.
@@ -76,22 +102,22 @@ final class VectorReductions {
             long bytes = (long) n * type.bytes();
             MemorySegment x = a;
             long xOff = aOff + at;
-            if (a.isMapped()) {
+            if (staged(type, a)) {
                 MemorySegment.copy(a, xOff, blocks, 0, bytes);
                 x = blocks;
                 xOff = 0;
             }
             MemorySegment y = b;
             long yOff = bOff + at;
-            if (b.isMapped()) {
+            if (staged(type, b)) {
                 MemorySegment.copy(b, yOff, blocks, BLOCK_BYTES, bytes);
                 y = blocks;
                 yOff = BLOCK_BYTES;
             }
-            MemorySegment z = d.isMapped() ? blocks : d;
-            long zOff = d.isMapped() ? 2L * BLOCK_BYTES : dOff + at;
+            MemorySegment z = staged(type, d) ? blocks : d;
+            long zOff = staged(type, d) ? 2L * BLOCK_BYTES : dOff + at;
             KernelCopies.vectorsOf(x, y, z).reduce(type, op, x, xOff, y, yOff, z, zOff, n);
-            if (d.isMapped()) {
+            if (staged(type, d)) {
                 MemorySegment.copy(blocks, zOff, d, dOff + at, bytes);
             }
         }

@@ -142,66 +142,79 @@ class KernelsTest {
     }
 
     /**
-     * bfloat16 through {@link Kernels#reduce} against {@link HalfFloats}' scalar arithmetic: every pattern as the first
-     * operand, in place and not, from an odd byte offset, then every length around the lanes. On JDK 22+ with the
-     * Vector API these are the segment loops, elsewhere the staged or scalar kernels; all give these bits (a NaN from
-     * two NaNs may carry either's payload, as the scalar code's does).
+     * bfloat16 and float16 through {@link Kernels#reduce} against {@link HalfFloats}' scalar arithmetic: every pattern as
+     * the first operand, in place and not, off-heap from an odd byte offset and in heap arrays, then every length around
+     * the lanes and past a block. On JDK 22+ with the Vector API these are the segment loops, elsewhere the staged or
+     * scalar kernels; all give these bits (a NaN may carry either operand's payload, quiet or not).
      */
     @Test
-    void bfloat16MatchesTheScalarArithmeticForEveryPatternAndLength() {
+    void halfFloatsMatchTheScalarArithmeticForEveryPatternAndLength() {
         Random random = new Random(4);
-        int[] counts = new int[71];
+        int[] counts = new int[73];
         for (int i = 0; i < 70; i++) {
             counts[i] = i;
         }
-        counts[70] = 1 << 16;
-        for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN}) {
-            for (int count : counts) {
-                for (int skew = 0; skew < 2; skew++) {
-                    checkBfloat16(op, count, skew, random);
+        counts[70] = 1023;
+        counts[71] = 1031;
+        counts[72] = 1 << 16;
+        for (DataType type : new DataType[] {DataType.BFLOAT16, DataType.FLOAT16}) {
+            for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN}) {
+                for (int count : counts) {
+                    for (int skew = 0; skew < 2; skew++) {
+                        checkHalf(type, op, count, skew, random);
+                    }
                 }
             }
         }
     }
 
-    private static void checkBfloat16(ReduceOp op, int count, int skew, Random random) {
+    private static void checkHalf(DataType type, ReduceOp op, int count, int skew, Random random) {
         int at = skew * 3;
         ByteBuffer a = ByteBuffer.allocateDirect(2 * count + 3).order(ByteOrder.nativeOrder());
         ByteBuffer b = ByteBuffer.allocateDirect(2 * count + 3).order(ByteOrder.nativeOrder());
         ByteBuffer d = ByteBuffer.allocateDirect(2 * count + 3).order(ByteOrder.nativeOrder());
-        short[] x = new short[count];
-        short[] y = new short[count];
+        short[] x = new short[count + skew];
+        short[] y = new short[count + skew];
         for (int i = 0; i < count; i++) {
-            x[i] = (short) (count == 1 << 16 ? i : random.nextInt());
-            y[i] = (short) random.nextInt();
-            a.putShort(at + 2 * i, x[i]);
-            b.putShort(at + 2 * i, y[i]);
+            x[skew + i] = (short) (count == 1 << 16 ? i : random.nextInt());
+            y[skew + i] = (short) random.nextInt();
+            a.putShort(at + 2 * i, x[skew + i]);
+            b.putShort(at + 2 * i, y[skew + i]);
         }
         Region ra = Region.ofDirect(a);
         Region rb = Region.ofDirect(b);
         Region rd = Region.ofDirect(d);
-        Kernels.reduce(DataType.BFLOAT16, op, ra.base(), ra.offset() + at, rb.base(), rb.offset() + at, rd.base(),
-                rd.offset() + at, count);
-        Kernels.reduce(DataType.BFLOAT16, op, ra.base(), ra.offset() + at, rb.base(), rb.offset() + at, ra.base(),
-                ra.offset() + at, count);
+        Kernels.reduce(type, op, ra.base(), ra.offset() + at, rb.base(), rb.offset() + at, rd.base(), rd.offset() + at, count);
+        Kernels.reduce(type, op, ra.base(), ra.offset() + at, rb.base(), rb.offset() + at, ra.base(), ra.offset() + at, count);
+        short[] heap = x.clone();
+        Region rh = Region.ofArray(heap, skew, count);
+        Kernels.reduce(type, op, rh.base(), rh.offset(), rb.base(), rb.offset() + at, rh.base(), rh.offset(), count);
+        boolean bfloat16 = type == DataType.BFLOAT16;
         for (int i = 0; i < count; i++) {
-            float p = HalfFloats.bfloat16ToFloat(x[i]);
-            float q = HalfFloats.bfloat16ToFloat(y[i]);
-            float r = op == ReduceOp.SUM ? p + q : op == ReduceOp.PROD ? p * q : op == ReduceOp.MAX ? Math.max(p, q) : Math.min(p, q);
-            short expected = HalfFloats.floatToBfloat16(r);
-            String what = "bfloat16 " + op + " count " + count + " skew " + skew + " element " + i + ": "
-                    + Integer.toHexString(x[i] & 0xFFFF) + ", " + Integer.toHexString(y[i] & 0xFFFF);
-            assertEquals(bfloat16Comparable(expected), bfloat16Comparable(d.getShort(at + 2 * i)), what);
-            assertEquals(bfloat16Comparable(expected), bfloat16Comparable(a.getShort(at + 2 * i)), what + " in place");
+            short p = x[skew + i];
+            short q = y[skew + i];
+            float fp = bfloat16 ? HalfFloats.bfloat16ToFloat(p) : HalfFloats.float16ToFloat(p);
+            float fq = bfloat16 ? HalfFloats.bfloat16ToFloat(q) : HalfFloats.float16ToFloat(q);
+            float r = op == ReduceOp.SUM ? fp + fq : op == ReduceOp.PROD ? fp * fq : op == ReduceOp.MAX ? Math.max(fp, fq) : Math.min(fp, fq);
+            int expected = halfComparable(type, bfloat16 ? HalfFloats.floatToBfloat16(r) : HalfFloats.floatToFloat16(r));
+            String what = type + " " + op + " count " + count + " skew " + skew + " element " + i + ": "
+                    + Integer.toHexString(p & 0xFFFF) + ", " + Integer.toHexString(q & 0xFFFF);
+            assertEquals(expected, halfComparable(type, d.getShort(at + 2 * i)), what);
+            assertEquals(expected, halfComparable(type, a.getShort(at + 2 * i)), what + " in place");
+            assertEquals(expected, halfComparable(type, heap[skew + i]), what + " in a heap array");
         }
     }
 
     /** The bits, every NaN folded into one. */
-    private static int bfloat16Comparable(short bits) {
-        return Float.isNaN(HalfFloats.bfloat16ToFloat(bits)) ? 0x7FC0 : bits & 0xFFFF;
+    private static int halfComparable(DataType type, short bits) {
+        boolean nan = Float.isNaN(type == DataType.BFLOAT16 ? HalfFloats.bfloat16ToFloat(bits) : HalfFloats.float16ToFloat(bits));
+        return nan ? -1 : bits & 0xFFFF;
     }
 
-    /** AVG's division for float32 and float64 at every length around the lanes, from an odd byte offset, against Java's. */
+    /**
+     * AVG's division for float32 and float64 at every length around the lanes, from an odd byte offset, against Java's;
+     * then in heap arrays, past a block of the JDK 22+ staging (2 KiB).
+     */
     @Test
     void floatDivisionAtEveryLengthMatchesJava() {
         Random random = new Random(5);
@@ -226,6 +239,24 @@ class KernelsTest {
                     }
                 }
             }
+        }
+        float[] floats = new float[1101];
+        double[] doubles = new double[1101];
+        for (int i = 0; i < floats.length; i++) {
+            floats[i] = (float) random.nextGaussian();
+            doubles[i] = random.nextGaussian();
+        }
+        float[] floatQuotients = floats.clone();
+        double[] doubleQuotients = doubles.clone();
+        Region rf = Region.ofArray(floatQuotients, 1, 1100);
+        Region rd = Region.ofArray(doubleQuotients, 1, 1100);
+        Kernels.divide(DataType.FLOAT32, rf.base(), rf.offset(), 1100, 3);
+        Kernels.divide(DataType.FLOAT64, rd.base(), rd.offset(), 1100, 3);
+        assertEquals(floats[0], floatQuotients[0]);
+        assertEquals(doubles[0], doubleQuotients[0]);
+        for (int i = 1; i < floats.length; i++) {
+            assertEquals(floats[i] / 3, floatQuotients[i], "float32 heap element " + i);
+            assertEquals(doubles[i] / 3, doubleQuotients[i], "float64 heap element " + i);
         }
     }
 
