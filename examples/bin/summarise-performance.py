@@ -259,9 +259,11 @@ def kernels(root, out):
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
                 method = row["Benchmark"].rsplit(".", 1)[1]
-                if method not in ("copy", "reduce"):
+                if method not in ("copy", "reduce", "reduceIntoHeap"):
                     continue
                 kernel = "copy" if method == "copy" else "%s %s" % (row["Param: op"], row["Param: type"])
+                if method == "reduceIntoHeap":
+                    kernel += " into heap, mixed"
                 runs[(int(jdk), int(row["Param: bytes"]), kernel)].append(float(row["Score"]))
     if not runs:
         return
@@ -275,7 +277,10 @@ def kernels(root, out):
     out.append(
         "JMH `KernelBenchmark` (`examples/bin/kernel-bench`, which runs the JVM as the examples' launchers do, with "
         "`jdk.incubator.vector` for the 16-bit kernels): `reduce` is dst = a + b over off-heap buffers of the size "
-        "given, `copy` copies one such buffer. µs per call, median over %d rounds (min–max); *of copy* is the copy's "
+        "given, `copy` copies one such buffer; *into heap, mixed* is a training step's a += b, `a` a heap array of the "
+        "type and `b` off-heap, in a JVM that has first reduced heap arrays of other types, direct buffers and a mapped "
+        "file (`reduceIntoHeap` with `mixed=true`), as a job's JVM does. µs per call, median over %d rounds (min–max); "
+        "*of copy* is the copy's "
         "median time ÷ the kernel's: its elements per second against a copy's of the same bytes (a reduction moves "
         "3 bytes for every 2 a copy moves, so 67 %% is the memory-bound ceiling).\n" % max(len(v) for v in runs.values()))
     header = ["size", "kernel"] + ["JDK %d µs" % j for j in jdks] + ["of copy, JDK %d" % j for j in jdks]
@@ -284,6 +289,8 @@ def kernels(root, out):
     kernels_seen = sorted({k[2] for k in runs}, key=lambda k: (k != "copy", k))
     for size in sizes:
         for kernel in kernels_seen:
+            if not any((j, size, kernel) in runs for j in jdks):
+                continue
             cells = [human(size), kernel]
             for j in jdks:
                 got = runs.get((j, size, kernel))
