@@ -17,7 +17,8 @@ import java.lang.foreign.MemorySegment;
  * against 1.3 µs; bfloat16 into a short[] 130 µs). So a mapped or heap operand is copied, a block at a time, into a
  * native block, and such a destination written from one, by the JDK's copy, and the vectors see native segments only.
  * float16's loops are plain ones, which C2 vectorises over heap segments as they are: only its mapped operands are
- * copied. A block is half a page, as {@link HalfVectorKernels}' staging is, and stays in the cache.
+ * copied. bfloat16 with a heap operand goes to {@link HalfVectorKernels}, whose staging through arrays is faster. A
+ * block is half a page, as {@link HalfVectorKernels}' staging is, and stays in the cache.
  */
 final class VectorReductions {
     static final int BLOCK_BYTES = 2048;
@@ -49,7 +50,7 @@ final class VectorReductions {
     @SuppressWarnings("checkstyle:ParameterNumber")
     static boolean reduce(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff,
                           MemorySegment d, long dOff, int count) {
-        if (!KernelCopies.VECTORS || !covers(type, op)) {
+        if (!KernelCopies.VECTORS || !covers(type, op) || (type == DataType.BFLOAT16 && onHeap(a, b, d))) {
             return false;
         }
         if (staged(type, a) || staged(type, b) || staged(type, d)) {
@@ -80,6 +81,15 @@ final class VectorReductions {
             MemorySegment.copy(block, 0, d, at, bytes);
         }
         return true;
+    }
+
+    /**
+     * Whether an operand is on the heap. bfloat16 is then left to {@link HalfVectorKernels}: its staging through arrays
+     * ran a heap array += an off-heap buffer faster than the blocks here (JMH {@code reduceIntoHeap}, {@code mixed=true},
+     * JDK 25, 64 KiB: 4.7–5.5 µs against 7.7–7.9; 64 MiB alike).
+     */
+    private static boolean onHeap(MemorySegment a, MemorySegment b, MemorySegment d) {
+        return !a.isNative() || !b.isNative() || !d.isNative();
     }
 
     /**
