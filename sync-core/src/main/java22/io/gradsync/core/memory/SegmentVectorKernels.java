@@ -387,7 +387,8 @@ final class SegmentVectorKernels implements KernelCopies.VectorLoops {
 
     // float16 in two plain loops per block, which C2 vectorises with the JDK's conversion instructions: the float32
     // results into this thread's floats, then rounded into the destination (two passes, so the destination may be an
-    // operand). The bits are those of Float16Conversions' staged loops.
+    // operand). The bits are those of Float16Conversions' staged loops: the scalar kernel's, but that a signalling NaN
+    // comes out quiet.
 
     // Three operands as (segment, offset) pairs, as the kernels take them.
     @SuppressWarnings("checkstyle:ParameterNumber")
