@@ -71,13 +71,14 @@ final class VectorReductions {
             return true;
         }
         MemorySegment block = BLOCKS.get();
+        KernelCopies.VectorLoops loops = KernelCopies.vectorsOf(block, block, block);
         int perBlock = BLOCK_BYTES / type.bytes();
         for (int done = 0; done < count; done += perBlock) {
             int n = Math.min(perBlock, count - done);
             long at = dOff + (long) done * type.bytes();
             long bytes = (long) n * type.bytes();
             MemorySegment.copy(d, at, block, 0, bytes);
-            KernelCopies.vectorsOf(block, block, block).divide(type, block, 0, n, divisor);
+            loops.divide(type, block, 0, n, divisor);
             MemorySegment.copy(block, 0, d, at, bytes);
         }
         return true;
@@ -105,29 +106,29 @@ final class VectorReductions {
     private static void reduceThroughBlocks(DataType type, ReduceOp op, MemorySegment a, long aOff, MemorySegment b,
                                             long bOff, MemorySegment d, long dOff, int count) {
         MemorySegment blocks = BLOCKS.get();
+        boolean stageA = staged(type, a);
+        boolean stageB = staged(type, b);
+        boolean stageD = staged(type, d);
+        MemorySegment x = stageA ? blocks : a;
+        MemorySegment y = stageB ? blocks : b;
+        MemorySegment z = stageD ? blocks : d;
+        KernelCopies.VectorLoops loops = KernelCopies.vectorsOf(x, y, z);
         int perBlock = BLOCK_BYTES / type.bytes();
         for (int done = 0; done < count; done += perBlock) {
             int n = Math.min(perBlock, count - done);
             long at = (long) done * type.bytes();
             long bytes = (long) n * type.bytes();
-            MemorySegment x = a;
-            long xOff = aOff + at;
-            if (staged(type, a)) {
-                MemorySegment.copy(a, xOff, blocks, 0, bytes);
-                x = blocks;
-                xOff = 0;
+            long xOff = stageA ? 0 : aOff + at;
+            long yOff = stageB ? BLOCK_BYTES : bOff + at;
+            long zOff = stageD ? 2L * BLOCK_BYTES : dOff + at;
+            if (stageA) {
+                MemorySegment.copy(a, aOff + at, blocks, xOff, bytes);
             }
-            MemorySegment y = b;
-            long yOff = bOff + at;
-            if (staged(type, b)) {
-                MemorySegment.copy(b, yOff, blocks, BLOCK_BYTES, bytes);
-                y = blocks;
-                yOff = BLOCK_BYTES;
+            if (stageB) {
+                MemorySegment.copy(b, bOff + at, blocks, yOff, bytes);
             }
-            MemorySegment z = staged(type, d) ? blocks : d;
-            long zOff = staged(type, d) ? 2L * BLOCK_BYTES : dOff + at;
-            KernelCopies.vectorsOf(x, y, z).reduce(type, op, x, xOff, y, yOff, z, zOff, n);
-            if (staged(type, d)) {
+            loops.reduce(type, op, x, xOff, y, yOff, z, zOff, n);
+            if (stageD) {
                 MemorySegment.copy(blocks, zOff, d, dOff + at, bytes);
             }
         }
