@@ -1,8 +1,10 @@
 package io.gradsync.core.memory;
 
+import static io.gradsync.core.memory.MemoryAccess.getDouble;
 import static io.gradsync.core.memory.MemoryAccess.getInt;
 import static io.gradsync.core.memory.MemoryAccess.getLong;
 import static io.gradsync.core.memory.MemoryAccess.getShort;
+import static io.gradsync.core.memory.MemoryAccess.putDouble;
 import static io.gradsync.core.memory.MemoryAccess.putInt;
 import static io.gradsync.core.memory.MemoryAccess.putLong;
 import static io.gradsync.core.memory.MemoryAccess.putShort;
@@ -14,8 +16,8 @@ import io.gradsync.core.ReduceOp;
  * Reduction and copy kernels over memory addressed as (base, offset), heap or off-heap alike (see
  * {@link Region}). They allocate nothing; the dispatch on type and operator happens once per call,
  * outside the loop, so each loop is a plain counted loop that the JIT unrolls. On JDK 22+ the loops run on memory
- * segments ({@code MemoryAccess}); elsewhere the 32- and 64-bit reductions run on arrays ({@link StagedKernels}),
- * the 16-bit ones on the Vector API where the JVM has it ({@link HalfVectorKernels}), else here.
+ * segments ({@code MemoryAccess}); elsewhere float32 and int32 reductions run on arrays ({@link StagedKernels}), the
+ * 16-bit ones on the Vector API where the JVM has it ({@link HalfVectorKernels}), and the 64-bit ones here.
  */
 public final class Kernels {
     /** The 16-bit kernels at vector width, where the JVM has the Vector API; else null. */
@@ -40,7 +42,9 @@ public final class Kernels {
             return;
         }
         switch (type) {
-            case FLOAT32, FLOAT64, INT32, INT64 -> StagedKernels.reduce(type, op, a, aOff, b, bOff, dst, dstOff, count);
+            case FLOAT32, INT32 -> StagedKernels.reduce(type, op, a, aOff, b, bOff, dst, dstOff, count);
+            case FLOAT64 -> reduceFloat64(op, a, aOff, b, bOff, dst, dstOff, count);
+            case INT64 -> reduceInt64(op, a, aOff, b, bOff, dst, dstOff, count);
             case BFLOAT16 -> reduceBfloat16(op, a, aOff, b, bOff, dst, dstOff, count);
             case FLOAT16 -> reduceFloat16(op, a, aOff, b, bOff, dst, dstOff, count);
             default -> throw new IllegalArgumentException("unsupported type " + type);
@@ -57,7 +61,14 @@ public final class Kernels {
             return;
         }
         switch (type) {
-            case FLOAT32, FLOAT64 -> StagedKernels.divide(type, dst, dstOff, count, divisor);
+            case FLOAT32 -> StagedKernels.divideFloat32(dst, dstOff, count, divisor);
+            case FLOAT64 -> {
+                double d = divisor;
+                for (int i = 0; i < count; i++) {
+                    long o = dstOff + ((long) i << 3);
+                    putDouble(dst, o, getDouble(dst, o) / d);
+                }
+            }
             case INT32 -> {
                 for (int i = 0; i < count; i++) {
                     long o = dstOff + ((long) i << 2);
@@ -89,6 +100,66 @@ public final class Kernels {
     /** Copies {@code bytes} bytes; the ranges must not overlap. */
     public static void copy(Object src, long srcOff, Object dst, long dstOff, long bytes) {
         MemoryAccess.copy(src, srcOff, dst, dstOff, bytes);
+    }
+
+    private static void reduceFloat64(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
+        switch (op) {
+            case SUM, AVG -> {
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 3;
+                    putDouble(d, dOff + x, getDouble(a, ao + x) + getDouble(b, bo + x));
+                }
+            }
+            case PROD -> {
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 3;
+                    putDouble(d, dOff + x, getDouble(a, ao + x) * getDouble(b, bo + x));
+                }
+            }
+            case MAX -> {
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 3;
+                    putDouble(d, dOff + x, Math.max(getDouble(a, ao + x), getDouble(b, bo + x)));
+                }
+            }
+            case MIN -> {
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 3;
+                    putDouble(d, dOff + x, Math.min(getDouble(a, ao + x), getDouble(b, bo + x)));
+                }
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
+        }
+    }
+
+    private static void reduceInt64(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {
+        switch (op) {
+            case SUM, AVG -> {
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 3;
+                    putLong(d, dOff + x, getLong(a, ao + x) + getLong(b, bo + x));
+                }
+            }
+            case PROD -> {
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 3;
+                    putLong(d, dOff + x, getLong(a, ao + x) * getLong(b, bo + x));
+                }
+            }
+            case MAX -> {
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 3;
+                    putLong(d, dOff + x, Math.max(getLong(a, ao + x), getLong(b, bo + x)));
+                }
+            }
+            case MIN -> {
+                for (int i = 0; i < n; i++) {
+                    long x = (long) i << 3;
+                    putLong(d, dOff + x, Math.min(getLong(a, ao + x), getLong(b, bo + x)));
+                }
+            }
+            default -> throw new IllegalArgumentException("unsupported op " + op);
+        }
     }
 
     private static void reduceBfloat16(ReduceOp op, Object a, long ao, Object b, long bo, Object d, long dOff, int n) {

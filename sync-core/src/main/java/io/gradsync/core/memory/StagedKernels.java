@@ -4,15 +4,16 @@ import io.gradsync.core.DataType;
 import io.gradsync.core.ReduceOp;
 
 /**
- * The 32- and 64-bit reductions, and floating-point division, staged through arrays per thread: where the kernels
- * reach memory through {@code Unsafe} (JDK 17–21, or {@code -Dgradsync.memory=unsafe}), C2 vectorises no loop over
+ * The float32 and int32 reductions, and float32 division, staged through arrays per thread: where the kernels reach
+ * memory through {@code Unsafe} (JDK 17–21, or {@code -Dgradsync.memory=unsafe}), C2 vectorises no loop over
  * (base, offset) pairs, but it does vectorise a plain loop over arrays on every JDK. So each block of
  * {@value #BLOCK_BYTES} bytes is copied into two arrays, combined there a vector at a time and copied out: three
  * copies within the cache cost less than the scalar loop they replace (JMH on JDK 17: float32 SUM of 64 KiB in about
  * a third of its time; docs/benchmarks.md). A block is half a 4 KiB page, as {@link HalfVectorKernels}' are, so that
  * the hardware prefetcher, which follows a stream within a page, fetches a block's second half while its first is
  * combined. The copies reach mapped memory through {@code Unsafe}'s own copy, whose faults are {@code InternalError}s
- * as its reads' are ({@link MemoryFaults}).
+ * as its reads' are ({@link MemoryFaults}). The 8-byte types stay in {@link Kernels}' scalar loops, which already keep
+ * up with memory: staged, float64 SUM ran faster in cache but about a fifth slower at 64 MiB.
  *
  * <p>Every loop is a method of its own with one operator, so C2 compiles each to its vector instructions. They give
  * the bits the scalar arithmetic gives: lanes add, multiply and compare as scalars do, {@code Math.max} and
@@ -28,17 +29,13 @@ final class StagedKernels {
     /** A thread's two blocks of each type, with their (base, offset) pairs. */
     private static final class Blocks {
         final Pair floats = new Pair(new float[BLOCK_BYTES / 4], new float[BLOCK_BYTES / 4]);
-        final Pair doubles = new Pair(new double[BLOCK_BYTES / 8], new double[BLOCK_BYTES / 8]);
         final Pair ints = new Pair(new int[BLOCK_BYTES / 4], new int[BLOCK_BYTES / 4]);
-        final Pair longs = new Pair(new long[BLOCK_BYTES / 8], new long[BLOCK_BYTES / 8]);
 
         Pair of(DataType type) {
             return switch (type) {
                 case FLOAT32 -> floats;
-                case FLOAT64 -> doubles;
                 case INT32 -> ints;
-                case INT64 -> longs;
-                default -> throw new IllegalArgumentException("not staged through 32/64-bit blocks: " + type);
+                default -> throw new IllegalArgumentException("not staged through 4-byte blocks: " + type);
             };
         }
     }
@@ -62,44 +59,37 @@ final class StagedKernels {
         }
     }
 
-    /** {@code dst[i] = a[i] op b[i]} for float32, float64, int32 and int64; {@code dst} may be {@code a} or {@code b}. */
+    /** {@code dst[i] = a[i] op b[i]} for float32 and int32; {@code dst} may be {@code a} or {@code b}. */
     // Three operands as (base, offset) pairs, as Kernels.reduce takes them.
     @SuppressWarnings("checkstyle:ParameterNumber")
     static void reduce(DataType type, ReduceOp op, Object a, long aOff, Object b, long bOff, Object dst, long dstOff, int count) {
         Pair p = BLOCKS.get().of(type);
-        int shift = Integer.numberOfTrailingZeros(type.bytes());
-        int lanes = BLOCK_BYTES >> shift;
+        int lanes = BLOCK_BYTES / 4;
         for (int done = 0; done < count; done += lanes) {
             int n = Math.min(lanes, count - done);
-            long at = (long) done << shift;
-            long bytes = (long) n << shift;
+            long at = (long) done << 2;
+            long bytes = (long) n << 2;
             MemoryAccess.copy(a, aOff + at, p.xBase, p.xOffset, bytes);
             MemoryAccess.copy(b, bOff + at, p.yBase, p.yOffset, bytes);
-            switch (type) {
-                case FLOAT32 -> combine(op, (float[]) p.x, (float[]) p.y, n);
-                case FLOAT64 -> combine(op, (double[]) p.x, (double[]) p.y, n);
-                case INT32 -> combine(op, (int[]) p.x, (int[]) p.y, n);
-                default -> combine(op, (long[]) p.x, (long[]) p.y, n);
+            if (type == DataType.FLOAT32) {
+                combine(op, (float[]) p.x, (float[]) p.y, n);
+            } else {
+                combine(op, (int[]) p.x, (int[]) p.y, n);
             }
             MemoryAccess.copy(p.xBase, p.xOffset, dst, dstOff + at, bytes);
         }
     }
 
-    /** {@code dst[i] = dst[i] / divisor} for float32 and float64. */
-    static void divide(DataType type, Object dst, long dstOff, int count, int divisor) {
-        Pair p = BLOCKS.get().of(type);
-        int shift = Integer.numberOfTrailingZeros(type.bytes());
-        int lanes = BLOCK_BYTES >> shift;
+    /** {@code dst[i] = dst[i] / divisor} for float32. */
+    static void divideFloat32(Object dst, long dstOff, int count, int divisor) {
+        Pair p = BLOCKS.get().floats;
+        int lanes = BLOCK_BYTES / Float.BYTES;
         for (int done = 0; done < count; done += lanes) {
             int n = Math.min(lanes, count - done);
-            long at = dstOff + ((long) done << shift);
-            long bytes = (long) n << shift;
+            long at = dstOff + ((long) done << 2);
+            long bytes = (long) n << 2;
             MemoryAccess.copy(dst, at, p.xBase, p.xOffset, bytes);
-            switch (type) {
-                case FLOAT32 -> divide((float[]) p.x, divisor, n);
-                case FLOAT64 -> divide((double[]) p.x, divisor, n);
-                default -> throw new IllegalArgumentException("not divided in blocks: " + type);
-            }
+            divide((float[]) p.x, divisor, n);
             MemoryAccess.copy(p.xBase, p.xOffset, dst, at, bytes);
         }
     }
@@ -114,27 +104,7 @@ final class StagedKernels {
         }
     }
 
-    private static void combine(ReduceOp op, double[] x, double[] y, int n) {
-        switch (op) {
-            case SUM, AVG -> sum(x, y, n);
-            case PROD -> prod(x, y, n);
-            case MAX -> max(x, y, n);
-            case MIN -> min(x, y, n);
-            default -> throw new IllegalArgumentException("unsupported op " + op);
-        }
-    }
-
     private static void combine(ReduceOp op, int[] x, int[] y, int n) {
-        switch (op) {
-            case SUM, AVG -> sum(x, y, n);
-            case PROD -> prod(x, y, n);
-            case MAX -> max(x, y, n);
-            case MIN -> min(x, y, n);
-            default -> throw new IllegalArgumentException("unsupported op " + op);
-        }
-    }
-
-    private static void combine(ReduceOp op, long[] x, long[] y, int n) {
         switch (op) {
             case SUM, AVG -> sum(x, y, n);
             case PROD -> prod(x, y, n);
@@ -175,37 +145,6 @@ final class StagedKernels {
         }
     }
 
-    private static void sum(double[] x, double[] y, int n) {
-        for (int i = 0; i < n; i++) {
-            x[i] = x[i] + y[i];
-        }
-    }
-
-    private static void prod(double[] x, double[] y, int n) {
-        for (int i = 0; i < n; i++) {
-            x[i] = x[i] * y[i];
-        }
-    }
-
-    private static void max(double[] x, double[] y, int n) {
-        for (int i = 0; i < n; i++) {
-            x[i] = Math.max(x[i], y[i]);
-        }
-    }
-
-    private static void min(double[] x, double[] y, int n) {
-        for (int i = 0; i < n; i++) {
-            x[i] = Math.min(x[i], y[i]);
-        }
-    }
-
-    private static void divide(double[] x, int divisor, int n) {
-        double d = divisor;
-        for (int i = 0; i < n; i++) {
-            x[i] = x[i] / d;
-        }
-    }
-
     private static void sum(int[] x, int[] y, int n) {
         for (int i = 0; i < n; i++) {
             x[i] = x[i] + y[i];
@@ -227,24 +166,6 @@ final class StagedKernels {
     private static void min(int[] x, int[] y, int n) {
         for (int i = 0; i < n; i++) {
             x[i] = Math.min(x[i], y[i]);
-        }
-    }
-
-    private static void sum(long[] x, long[] y, int n) {
-        for (int i = 0; i < n; i++) {
-            x[i] = x[i] + y[i];
-        }
-    }
-
-    private static void prod(long[] x, long[] y, int n) {
-        for (int i = 0; i < n; i++) {
-            x[i] = x[i] * y[i];
-        }
-    }
-
-    private static void max(long[] x, long[] y, int n) {
-        for (int i = 0; i < n; i++) {
-            x[i] = Math.max(x[i], y[i]);
         }
     }
 
