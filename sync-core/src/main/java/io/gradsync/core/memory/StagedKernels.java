@@ -168,10 +168,4 @@ final class StagedKernels {
             x[i] = Math.min(x[i], y[i]);
         }
     }
-
-    private static void min(long[] x, long[] y, int n) {
-        for (int i = 0; i < n; i++) {
-            x[i] = Math.min(x[i], y[i]);
-        }
-    }
 }
