@@ -536,6 +536,15 @@ public final class AllReducePerf implements Callable<Integer> {
         return "auto".equals(algorithm) && collective == PerfCollective.ALLREDUCE;
     }
 
+    /** The process's timer slack (Linux: how late a parked thread may wake), which its threads inherit. */
+    private static String timerSlack() {
+        try {
+            return Files.readString(Path.of("/proc/self/timerslack_ns")).trim() + " ns";
+        } catch (IOException | RuntimeException e) {
+            return "unknown";
+        }
+    }
+
     private void printHeader(DataType type, Communicator comm) {
         // nccl-tests' first line, then gradsync's own
         System.out.printf(Locale.ROOT, "# nThread %d nGpus 1 minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d "
@@ -544,9 +553,9 @@ public final class AllReducePerf implements Callable<Integer> {
         System.out.printf(Locale.ROOT, "# gradsync allreduce-perf: collective %s%s, ranks %d (%d per host), transport %s, algorithm %s, chunk %d B, depth %d, idle %s%n",
                 collective.label(), collective == PerfCollective.BROADCAST || collective == PerfCollective.REDUCE ? " root " + root : "",
                 comm.size(), comm.localSize(), comm.transportName(), algorithm, chunkBytes, depth, idle);
-        System.out.printf(Locale.ROOT, "# java %s, %s, %d cores; iters %d, warmup %d, check %s%n#%n",
+        System.out.printf(Locale.ROOT, "# java %s, %s, %d cores, timer slack %s; iters %d, warmup %d, check %s%n#%n",
                 System.getProperty("java.version"), System.getProperty("os.arch"),
-                Runtime.getRuntime().availableProcessors(), iterations, warmup, check >= 1 ? "every iteration" : "off");
+                Runtime.getRuntime().availableProcessors(), timerSlack(), iterations, warmup, check >= 1 ? "every iteration" : "off");
         System.out.printf(Locale.ROOT, "# time: %s over ranks (-a %d)%n#%n",
                 new String[] {"rank 0's", "average", "minimum", "maximum"}[average], average);
         System.out.println("#                                                              out-of-place                       in-place          ");
