@@ -419,8 +419,9 @@ public final class AllReducePerf implements Callable<Integer> {
          * (or depth + 2 chunks per ring segment, if more) in both placements, since auto picks other algorithms, and other
          * branches run, at other sizes; the larger of these is there because a sender that finds its peer's window full
          * takes paths (no credit, the liveness check) that smaller calls never reach: the first large row deoptimised
-         * the engine's pump and the links' claims, and ran 3-15x slower while they recompiled; bursts of one size back to back; between bursts, the barrier, the time and
-         * error reductions (a FLOAT64 reduction nobody had run before deoptimised rd's step) and, on rank 0, the
+         * the engine's pump and the links' claims, and ran 3-15x slower while they recompiled; bursts of one size back to
+         * back; between bursts, the barrier, the time and error reductions (a FLOAT64 reduction nobody had run before
+         * deoptimised rd's step), with checks on a call as a checked row runs it ({@link #checkedCall}) and, on rank 0, the
          * formatting of a row (the first row printed queued the formatter's compilations, which then ran during the
          * next row). It goes on, in rounds, until compilation took under 1% of a round on every rank (background
          * threads keep a trickle going).
@@ -466,6 +467,9 @@ public final class AllReducePerf implements Callable<Integer> {
                 WarmUpLayout warm = jit.get(layout);
                 if (inBurst == 0) {
                     formatted += betweenBursts(warm);
+                    if (check >= 1) {
+                        checkedCall(warm);
+                    }
                 }
                 collective.run(comm, warm.call(), reduceOp, root);
                 if (++inBurst == warm.burst()) {
@@ -474,6 +478,24 @@ public final class AllReducePerf implements Callable<Integer> {
                 }
             }
             return formatted;
+        }
+
+        /**
+         * One call as a checked row runs it (its inputs, the barrier, the call, the check), at the start of each burst,
+         * so that the check is compiled before the first row too. Compiled during it, the compiler threads took CPUs
+         * from ranks inside timed calls: the first row, 4 KiB out of place, took 48-90 us a call at N = 2 (2.1-4.5 us
+         * with this) and 450-727 us at N = 4 on 2 CPUs (42-62 us; docs/results/warmup-check). The check must find nothing: a wrong element fails
+         * the run.
+         */
+        private void checkedCall(WarmUpLayout warm) {
+            collective.prepare(warm.call(), reduceOp, n, rank, root);
+            comm.barrierBlocking();
+            collective.run(comm, warm.call(), reduceOp, root);
+            long wrongHere = collective.countWrong(warm.call(), reduceOp, n, rank, root);
+            if (wrongHere != 0) {
+                throw new IllegalStateException("rank " + rank + ": the JIT warm-up's " + collective.label() + " of "
+                        + warm.count() + " elements got " + wrongHere + " wrong");
+            }
         }
 
         /**
