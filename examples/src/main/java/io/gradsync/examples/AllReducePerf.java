@@ -484,8 +484,8 @@ public final class AllReducePerf implements Callable<Integer> {
          * One call as a checked row runs it (its inputs, the barrier, the call, the check), at the start of each burst,
          * so that the check is compiled before the first row too. Compiled during it, the compiler threads took CPUs
          * from ranks inside timed calls: the first row, 4 KiB out of place, took 48-90 us a call at N = 2 (2.1-4.5 us
-         * with this) and 450-727 us at N = 4 on 2 CPUs (42-62 us; docs/results/warmup-check). The check must find nothing: a wrong element fails
-         * the run.
+         * with this) and 450-727 us at N = 4 on 2 CPUs (42-62 us; docs/results/warmup-check). The check must find
+         * nothing: a wrong element fails the run.
          */
         private void checkedCall(WarmUpLayout warm) {
             collective.prepare(warm.call(), reduceOp, n, rank, root);

@@ -203,7 +203,7 @@ class RendezvousStrangersTest {
             }
             assertTrue(server.mostPending() <= 64, "pending at most " + server.mostPending());
             assertTrue(server.evicted() >= 100 - 64, server.evicted() + " evicted");
-            // At most as many: threads of the joining ranks may end meanwhile; a thread per connection would add 100.
+            // At most as many: earlier tests' rendezvous threads may end meanwhile; a thread per connection would add 100.
             assertTrue(threadsDuring <= threadsBefore, "no thread per connection: " + threadsBefore + " rendezvous threads "
                     + "before, " + threadsDuring + " with 100 strangers");
             List<String> lines = log.messages(Level.WARNING, "refused connection from");
