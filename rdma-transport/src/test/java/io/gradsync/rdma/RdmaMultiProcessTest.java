@@ -107,7 +107,7 @@ class RdmaMultiProcessTest {
     @Test
     void theTreeSendsFinalValuesInPlaceAndStaysExact() throws Exception {
         Jobs.Result job = RdmaJobs.launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=tree", "-Dgradsync.chunk.bytes=16384"),
-                "check");
+                RdmaJobs.CHECK);
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 3; r++) {
