@@ -30,7 +30,9 @@ final class RdmaJobs {
     static Jobs.Result launch(List<String> unsetEnvironment, List<String> launcherOptions, List<String> rankJvmOptions,
                               String... programArgs) throws Exception {
         List<String> command = Jobs.gradsyncRun(Jobs.CLASSPATH, 400, launcherOptions);
-        List<String> options = new ArrayList<>(List.of("-Xmx512m", "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
+        // the packages examples/bin/run-example opens for every rank: Agrona's, and DiSNI's and UDP segmentation's
+        List<String> options = new ArrayList<>(List.of("-Xmx512m", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
+                "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
                 "-Dgradsync.timeout.ms=120000", "-Dgradsync.rendezvous.timeout.ms=180000",
                 "-Dgradsync.rendezvous.handshake.timeout.ms=120000", "-Dgradsync.rdma.connect.timeout.ms=120000",
                 "-Dgradsync.transport=rdma"));
