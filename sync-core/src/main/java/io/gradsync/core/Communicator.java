@@ -144,8 +144,9 @@ public final class Communicator implements AutoCloseable {
      * the order of their ranks here (this rank's {@link #rank()} may change; {@link #size()} is the number of
      * members). The members are decided in one place, the job's rendezvous, so no two ranks go on with different
      * memberships: a rank that is gone, or does not call this within the {@linkplain Builder#timeout timeout} after
-     * the first rank did, is left out (and fails), and a rank that dies meanwhile is not in it; a lost rank that came
-     * back meanwhile ({@link #grow()}) is.
+     * the first rank did, is left out (and fails), and a rank that dies meanwhile is not in it; nor is a lost rank that
+     * came back meanwhile: it waits on, {@link #joinWaiting()} says so on the new communicator, and {@link #grow()} takes
+     * it in.
      *
      * <p>This communicator is closed first: what is still pending on it fails, as after {@link #close()}. The new one
      * opens its own links on the same transport, with settings from {@link GradSyncConfiguration}. Only a communicator
@@ -164,8 +165,9 @@ public final class Communicator implements AutoCloseable {
      * This job with the lost ranks that came back: a restarted process of the job (under {@code gradsync-run
      * --max-restarts}, with its old rank) waits to be taken in, {@link #joinWaiting()} says so, and the members call
      * this at the same point (a step boundary they agree on: a rank may hear of the joiner a little later than
-     * another). The same step as {@link #shrink()}, which takes waiting ranks in too and leaves lost ones out: the new
-     * communicator's members are numbered in the order of their first ranks, so a restarted rank is back in its place.
+     * another). The same step as {@link #shrink()}, which leaves lost ranks out, but the waiting ones are taken in: the
+     * new communicator's members are numbered in the order of their first ranks, so a restarted rank is back in its
+     * place.
      * The restarted process's {@link #connect()} returns once it is taken in; bring it up to date (parameters,
      * optimizer state, where the loop is) with a broadcast from a member.
      *
@@ -206,7 +208,7 @@ public final class Communicator implements AutoCloseable {
             throw new IllegalStateException("rank " + rank() + ": this communicator was shrunk or grown already: " + step
                     + " the one that returned");
         }
-        Rendezvous next = membership.job().shrink(timeout);
+        Rendezvous next = step.equals("grow") ? membership.job().grow(timeout) : membership.job().shrink(timeout);
         close();
         return over(new Membership(next, membership.transport(), membership.options()));
     }

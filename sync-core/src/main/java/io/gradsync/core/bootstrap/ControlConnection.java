@@ -496,20 +496,21 @@ final class ControlConnection {
     }
 
     /**
-     * Asks the server for the generation after {@code view}'s: its members still there and the lost ranks back to join,
-     * and waits for its verdict, this rank's view of it. The others get {@code wait} to ask as well; those that do not
-     * are left out.
+     * Asks the server for the generation after {@code view}'s: its members still there and, if {@code takeJoiners}, the
+     * lost ranks back to join, and waits for its verdict, this rank's view of it. The others get {@code wait} to ask as
+     * well; those that do not are left out.
      *
      * @throws RendezvousException if this rank is left out, the verdict does not come within {@code wait} and the
      *         deadline, or the connection is lost
      */
-    Rendezvous nextGeneration(Rendezvous view, Duration wait) {
+    Rendezvous nextGeneration(Rendezvous view, Duration wait, boolean takeJoiners) {
         int from = view.generation();
         CompletableFuture<Rendezvous> verdict = shrinks.computeIfAbsent(from, g -> new CompletableFuture<>());
         String lost = lostReason;
         if (lost != null || !send(Wire.frame(Wire.SHRINK, out -> {
             out.writeInt(from);
             out.writeLong(wait.toMillis());
+            out.writeBoolean(takeJoiners);
         }))) {
             throw new RendezvousException("rank " + view.rank() + ": cannot shrink generation " + from + " of the job: "
                     + (lost != null ? lost : "the connection to the rendezvous is closed"), null);

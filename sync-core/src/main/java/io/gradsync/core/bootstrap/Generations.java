@@ -10,8 +10,8 @@ import java.util.function.IntPredicate;
 
 /**
  * The rendezvous server's record of who is in the job: one membership per generation (generation 0 is every rank;
- * each shrink makes the next, of the members that asked and the lost ranks that came back meanwhile), the shrink in
- * progress, and which members have left each superseded membership.
+ * each shrink makes the next, of the members that asked, and each grow, of those and the lost ranks that came back
+ * meanwhile), the shrink in progress, and which members have left each superseded membership.
  * Bookkeeping only: the server does the messages. Members are global ranks, in ascending order, so a membership's
  * numbering (a rank's index in it) is the same on every rank.
  *
@@ -24,6 +24,8 @@ final class Generations {
     private final Set<Integer> asking = new TreeSet<>();
     /** Ranks back after they were lost, waiting for the next generation. */
     private final Set<Integer> joining = new TreeSet<>();
+    /** Whether a member asked the shrink in progress to take the joining ranks in (a grow). */
+    private boolean takingJoiners;
     private final Map<Integer, Set<Integer>> leaving = new HashMap<>();
     private long shrinkDeadline;
 
@@ -65,19 +67,31 @@ final class Generations {
         return shrinkDeadline;
     }
 
-    /** {@code rank} asks to shrink the current generation; the first to ask sets the deadline. */
-    void ask(int rank, long deadlineNanos) {
+    /**
+     * {@code rank} asks to shrink the current generation, and to take the joining ranks in if {@code takeJoiners}; the
+     * first to ask sets the deadline.
+     */
+    void ask(int rank, long deadlineNanos, boolean takeJoiners) {
         if (asking.isEmpty()) {
             shrinkDeadline = deadlineNanos;
         }
         asking.add(rank);
+        takingJoiners |= takeJoiners;
     }
 
-    /** The members of the current generation that are not gone and have not asked to shrink it. */
+    /** The ranks back after they were lost that wait for a generation to take them in. */
+    Set<Integer> joining() {
+        return Set.copyOf(joining);
+    }
+
+    /**
+     * The members of the current generation that are not gone and have not asked to shrink it; a member lost and back
+     * meanwhile, which waits to join the next, is none of them.
+     */
     List<Integer> notAsking(IntPredicate gone) {
         List<Integer> missing = new ArrayList<>();
         for (int rank : members.get(current())) {
-            if (!gone.test(rank) && !asking.contains(rank)) {
+            if (!gone.test(rank) && !asking.contains(rank) && !joining.contains(rank)) {
                 missing.add(rank);
             }
         }
@@ -93,15 +107,18 @@ final class Generations {
     }
 
     /**
-     * Ends the shrink: the ranks that asked and the ranks waiting to join, those of them that are not gone, are the next
-     * generation's members; returned.
+     * Ends the shrink: the ranks that asked, and the ranks waiting to join if a member asked to take them in, those of
+     * them that are not gone, are the next generation's members; returned. Joining ranks not taken in wait on.
      */
     int[] decide(IntPredicate gone) {
         Set<Integer> next = new TreeSet<>(asking);
-        next.addAll(joining);
+        if (takingJoiners) {
+            next.addAll(joining);
+            joining.clear();
+        }
         int[] members = next.stream().filter(r -> !gone.test(r)).mapToInt(Integer::intValue).toArray();
         asking.clear();
-        joining.clear();
+        takingJoiners = false;
         this.members.add(members);
         return members;
     }

@@ -88,23 +88,25 @@ public final class Rendezvous implements JobContext {
      * This membership without the ranks that are gone: asks the server for the next generation and waits until every
      * other member that is still there has asked too, or {@code wait} after the first one asked, when those that have
      * not are left out (and lose their connection). Every member that gets one gets the same membership, numbered in
-     * the order of their first numbering; lost ranks that came back meanwhile are in it too. This view stays as it
-     * was: close it to leave it (a barrier among its members).
+     * the order of their first numbering. Lost ranks that came back meanwhile are not in it: they wait on for a
+     * {@link #grow}, and the new membership's members hear that they wait ({@link #joinWaiting()}). This view stays as
+     * it was: close it to leave it (a barrier among its members).
      *
      * @param wait how long the server waits for the others once one asked
      * @throws RendezvousException if this rank is left out, the connection is lost, or no verdict comes in time
      */
     public Rendezvous shrink(Duration wait) {
-        return connection.nextGeneration(this, wait);
+        return connection.nextGeneration(this, wait, false);
     }
 
     /**
      * This membership with the lost ranks that came back (a restarted process of the job, which joins with its old
-     * rank): the same step as {@link #shrink}, which takes them in too; call it when {@link #joinWaiting()} says one
+     * rank): the same step as {@link #shrink}, but the ranks waiting to join are in the new membership too (when any
+     * member asks to grow, every member's next membership takes them in); call it when {@link #joinWaiting()} says one
      * waits, at the same point on every member.
      */
     public Rendezvous grow(Duration wait) {
-        return connection.nextGeneration(this, wait);
+        return connection.nextGeneration(this, wait, true);
     }
 
     /** Whether a lost rank is back and waits for the job's next generation (as far as this rank has heard). */

@@ -520,7 +520,7 @@ final class RendezvousServer implements AutoCloseable {
                 String reason = in.readUtf();
                 relayAbort(generation, rank, call, reason, disagreement);
             }
-            case Wire.SHRINK -> askToShrink(rank, in.readInt(), in.readLong());
+            case Wire.SHRINK -> askToShrink(rank, in.readInt(), in.readLong(), in.readBoolean());
             case Wire.LEAVE_GROUP -> {
                 generations.leave(in.readInt(), rank);
                 tellWhoLeft();
@@ -558,15 +558,16 @@ final class RendezvousServer implements AutoCloseable {
     }
 
     /**
-     * {@code rank} asks to leave {@code generation} for a membership of the ranks that are still there: one that is not
-     * current is answered with no members (it was left out of a later one, or asks twice).
+     * {@code rank} asks to leave {@code generation} for a membership of the ranks that are still there (and, if
+     * {@code takeJoiners}, of the ranks waiting to join): one that is not current is answered with no members (it was
+     * left out of a later one, or asks twice).
      */
-    private void askToShrink(int rank, int generation, long waitMillis) {
+    private void askToShrink(int rank, int generation, long waitMillis, boolean takeJoiners) {
         if (generation != generations.current() || generations.indexOf(generation, rank) < 0) {
             enqueue(ranks[rank], shrunk(generation, -1, new int[0]));
             return;
         }
-        generations.ask(rank, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(1, waitMillis)));
+        generations.ask(rank, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(1, waitMillis)), takeJoiners);
         shrinkIfAllAsked();
     }
 
@@ -579,6 +580,11 @@ final class RendezvousServer implements AutoCloseable {
             byte[] frame = shrunk(from, from + 1, next);
             for (int r : next) {
                 enqueue(ranks[r], frame);
+            }
+            for (int joiner : generations.joining()) { // still waiting: the new members hear of it as the old ones did
+                if (!departed(joiner)) {
+                    sendToMembers(from + 1, joiner, Wire.frame(Wire.JOINING, out -> out.writeInt(joiner)));
+                }
             }
         }
     }

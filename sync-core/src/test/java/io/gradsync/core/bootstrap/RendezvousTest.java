@@ -20,6 +20,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.IntFunction;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
@@ -368,6 +369,71 @@ class RendezvousTest {
             closeAll(shrunk);
             closeAll(grown);
             assertTrue(System.nanoTime() - start < 10_000_000_000L, "every barrier ends when its members left");
+        }
+    }
+
+    /**
+     * A new process for rank 1 joins before the survivors of its loss shrink: the shrink leaves it waiting (generation 1
+     * is ranks 0 and 2), its members hear that it waits, and their grow takes it back in.
+     */
+    @Test
+    void aShrinkLeavesARankThatCameBackWaitingForAGrow() throws Exception {
+        try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
+            List<Rendezvous> ranks = joined(joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20)));
+            ranks.get(1).dropConnectionForTest();
+            List<Rendezvous> survivors = List.of(ranks.get(0), ranks.get(2));
+            CompletableFuture<Rendezvous> back = rejoinOnceLost(1, server.port());
+            awaitJoinWaiting(survivors);
+            List<Rendezvous> shrunk = joined(survivors.stream()
+                    .map(r -> CompletableFuture.supplyAsync(() -> r.shrink(Duration.ofSeconds(10)), THREADS)).toList());
+            closeAll(survivors);
+            for (Rendezvous r : shrunk) {
+                assertEquals(1, r.generation());
+                assertEquals(List.of(0, 2), List.of(r.originalRank(0), r.originalRank(1)));
+            }
+            awaitJoinWaiting(shrunk);
+            assertTrue(!back.isDone(), "the shrink took the restarted rank in");
+            List<Rendezvous> grown = new ArrayList<>(joined(shrunk.stream()
+                    .map(r -> CompletableFuture.supplyAsync(() -> r.grow(Duration.ofSeconds(10)), THREADS)).toList()));
+            grown.add(1, back.get(30, TimeUnit.SECONDS));
+            for (int i = 0; i < 3; i++) {
+                assertEquals(2, grown.get(i).generation());
+                assertEquals(i, grown.get(i).rank());
+                assertTrue(!grown.get(i).joinWaiting());
+            }
+            closeAll(shrunk);
+            closeAll(grown);
+        }
+    }
+
+    /** A new process for {@code rank} joining, tried again until the server has seen the old one go. */
+    private static CompletableFuture<Rendezvous> rejoinOnceLost(int rank, int port) throws Exception {
+        long until = System.nanoTime() + 10_000_000_000L;
+        while (true) {
+            CompletableFuture<Rendezvous> back = CompletableFuture.supplyAsync(
+                    () -> Rendezvous.join(external(rank, 3, port), Duration.ofSeconds(30)), THREADS);
+            try {
+                back.get(200, TimeUnit.MILLISECONDS);
+                return back;
+            } catch (TimeoutException waitingToBeTakenIn) {
+                return back;
+            } catch (ExecutionException refused) {
+                if (System.nanoTime() > until || !String.valueOf(refused.getCause().getMessage()).contains("already joined")) {
+                    throw refused;
+                }
+                Thread.sleep(50);
+            }
+        }
+    }
+
+    /** Waits up to 10 s for every view in {@code views} to hear that a rank waits to join. */
+    private static void awaitJoinWaiting(List<Rendezvous> views) throws InterruptedException {
+        for (Rendezvous r : views) {
+            long until = System.nanoTime() + 10_000_000_000L;
+            while (!r.joinWaiting() && System.nanoTime() < until) {
+                Thread.sleep(10);
+            }
+            assertTrue(r.joinWaiting(), "rank " + r.originalRank(r.rank()) + " hears that rank 1 waits");
         }
     }
 
