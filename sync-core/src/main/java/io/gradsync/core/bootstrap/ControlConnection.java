@@ -591,18 +591,7 @@ final class ControlConnection {
                                 .complete(parts);
                     }
                     case Wire.STATUS -> readStatus(p);
-                    case Wire.ABORTED -> {
-                        int generation = p.readInt();
-                        int from = p.readInt();
-                        long call = p.readLong();
-                        boolean disagreement = p.readBoolean();
-                        String reason = p.readUtf();
-                        for (Rendezvous view : views.values()) {
-                            if (generation == RendezvousServer.ANY_GENERATION || generation == view.generation()) {
-                                view.aborted(from, call, reason, disagreement);
-                            }
-                        }
-                    }
+                    case Wire.ABORTED -> readAborted(p);
                     case Wire.STREAM_ENDED -> {
                         Rendezvous view = views.get(p.readInt());
                         int from = p.readInt();
@@ -616,12 +605,13 @@ final class ControlConnection {
                     }
                     case Wire.GROUP_LEFT -> groupsLeft.computeIfAbsent(p.readInt(), g -> new CompletableFuture<>()).complete(null);
                     case Wire.FAREWELL -> farewell.complete(null);
+                    case Wire.FAILED -> throw new ServerVerdict(p.readUtf());
                     default -> throw new ProtocolException("unexpected rendezvous message type " + m.type());
                 }
             }
         } catch (IOException | RuntimeException e) {
-            String reason = "lost the connection to the rendezvous on " + env.rendezvousServer() + " at " + where(env) + " ("
-                    + e + ")";
+            String reason = e instanceof ServerVerdict ? e.getMessage() : "lost the connection to the rendezvous on "
+                    + env.rendezvousServer() + " at " + where(env) + " (" + e + ")";
             if (!closing || !farewell.isDone()) {
                 abortViews(reason);
             } else {
@@ -631,6 +621,19 @@ final class ControlConnection {
             failWaits(reason);
             farewell.complete(null);
             closeQuietly(socket);
+        }
+    }
+
+    private void readAborted(Wire.Payload p) throws IOException {
+        int generation = p.readInt();
+        int from = p.readInt();
+        long call = p.readLong();
+        boolean disagreement = p.readBoolean();
+        String reason = p.readUtf();
+        for (Rendezvous view : views.values()) {
+            if (generation == RendezvousServer.ANY_GENERATION || generation == view.generation()) {
+                view.aborted(from, call, reason, disagreement);
+            }
         }
     }
 
@@ -673,6 +676,13 @@ final class ControlConnection {
         joinWaiting = false;
         verdict.complete(next);
         taken.complete(next);
+    }
+
+    /** The server's last word: the job failed, or ended before it could take this rank back in. */
+    private static final class ServerVerdict extends IOException {
+        ServerVerdict(String reason) {
+            super(reason);
+        }
     }
 
     /** The connection is lost: every view is aborted. */

@@ -98,6 +98,8 @@ final class RendezvousServer implements AutoCloseable {
     private final int[] lastGather;
     private final int[] lastGatherGeneration;
     private final Generations generations;
+    /** Ranks waiting to join that were told the job ended without them. */
+    private final boolean[] toldJobEnded;
     private final boolean[] gone;
     private final boolean[] saidBye;
     /** Parts of the all-gathers under way, by generation (high 32 bits) and tag. */
@@ -166,6 +168,7 @@ final class RendezvousServer implements AutoCloseable {
         Arrays.fill(lastGather, -1);
         this.lastGatherGeneration = new int[size];
         this.generations = new Generations(size);
+        this.toldJobEnded = new boolean[size];
         this.gone = new boolean[size];
         this.saidBye = new boolean[size];
         this.selector = Selector.open();
@@ -475,12 +478,14 @@ final class RendezvousServer implements AutoCloseable {
         gone[rank] = false;
         saidBye[rank] = false;
         announced[rank] = null;
+        toldJobEnded[rank] = false;
         generations.join(rank);
         LOG.log(System.Logger.Level.INFO, "rendezvous: rank " + rank + " is back from " + link.remote + "; it joins the job's "
                 + "next generation");
         enqueue(link, welcome(true));
         sendToMembers(generations.current(), rank, Wire.frame(Wire.JOINING, out -> out.writeInt(rank)));
         tellWhoLeft();
+        releaseJoinersIfMembersLeft();
     }
 
     private void handle(int rank, int type, Wire.Payload in) throws IOException {
@@ -633,7 +638,30 @@ final class RendezvousServer implements AutoCloseable {
     private void afterDeparture() {
         shrinkIfAllAsked();
         tellWhoLeft();
+        releaseJoinersIfMembersLeft();
         farewellIfAllLeft();
+    }
+
+    /**
+     * Once every member of the current generation has said goodbye or is gone, no generation can take a rank that waits
+     * to join: each is told so at once rather than at its deadline.
+     */
+    private void releaseJoinersIfMembersLeft() {
+        int current = generations.current();
+        Set<Integer> joining = generations.joining();
+        for (int r : generations.members(current)) {
+            if (!departed(r) && !joining.contains(r)) {
+                return;
+            }
+        }
+        for (int joiner : joining) {
+            if (!departed(joiner) && ranks[joiner] != null && !toldJobEnded[joiner]) {
+                toldJobEnded[joiner] = true;
+                String reason = "the job ended (every member of generation " + current + " finished or left) before its "
+                        + "members took rank " + joiner + " back in";
+                enqueue(ranks[joiner], Wire.frame(Wire.FAILED, out -> out.writeUTF(reason)));
+            }
+        }
     }
 
     private void failed(Link link, IOException e) {

@@ -406,6 +406,30 @@ class RendezvousTest {
         }
     }
 
+    /**
+     * A restarted rank waits while its members finish without taking it in: once they have all closed, it is told at
+     * once that the job ended without it, rather than at its deadline.
+     */
+    @Test
+    void aRankWaitingToJoinIsToldAtOnceWhenTheMembersFinishWithoutIt() throws Exception {
+        try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
+            List<Rendezvous> ranks = joined(joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20)));
+            ranks.get(1).dropConnectionForTest();
+            List<Rendezvous> survivors = List.of(ranks.get(0), ranks.get(2));
+            List<Rendezvous> shrunk = joined(survivors.stream()
+                    .map(r -> CompletableFuture.supplyAsync(() -> r.shrink(Duration.ofSeconds(10)), THREADS)).toList());
+            closeAll(survivors);
+            CompletableFuture<Rendezvous> back = rejoinOnceLost(1, server.port());
+            awaitJoinWaiting(shrunk);
+            long start = System.nanoTime();
+            closeAll(shrunk);
+            ExecutionException ended = Assertions.assertThrows(ExecutionException.class, () -> back.get(30, TimeUnit.SECONDS));
+            assertTrue(System.nanoTime() - start < 10_000_000_000L, "told only at its deadline");
+            assertTrue(ended.getCause().getMessage().contains("the job ended (every member of generation 1 finished or "
+                    + "left) before its members took rank 1 back in"), ended.getCause().getMessage());
+        }
+    }
+
     /** A new process for {@code rank} joining, tried again until the server has seen the old one go. */
     private static CompletableFuture<Rendezvous> rejoinOnceLost(int rank, int port) throws Exception {
         long until = System.nanoTime() + 10_000_000_000L;
