@@ -71,12 +71,31 @@ public final class DataParallel implements TrainingListener {
     private boolean copyAll;
     private long steps;
     private int epochs;
+    /** The trainer this listener serves, from {@code onTrainingBegin}. */
+    private Trainer trainer;
     /** Run between a step's averaging and its commit: tests kill a rank there. */
     Runnable beforeCommit = () -> { };
 
     private DataParallel(Communicator comm, GradientBuckets buckets) {
         this.group = new ElasticGroup(comm);
         this.buckets = buckets;
+        group.welcome(new ElasticGroup.Welcome() {
+            @Override
+            public long[] counters() {
+                return new long[] {steps, epochs};
+            }
+
+            @Override
+            public void counters(long[] counters) {
+                steps = counters[0];
+                epochs = (int) counters[1];
+            }
+
+            @Override
+            public void broadcastState(Communicator c, int root) {
+                bringUpToDate(c, root);
+            }
+        });
     }
 
     /** Data parallelism over {@code comm}'s ranks, with gradient buckets of the defaults (25 MiB, the first 1 MiB). */
@@ -114,12 +133,23 @@ public final class DataParallel implements TrainingListener {
      *   not completed, in global batches of {@code n⌊B/n⌋} for {@code n} survivors, so no sample of the epoch is left
      *   out or trained twice but the padding to a multiple of {@code n}. Later epochs are the survivors'.</li>
      *   <li>The replica checks, the running statistics and the metrics are the survivors' from then on.</li>
+     *   <li>A restarted rank ({@code gradsync-run --max-restarts K}) is taken back in at a step boundary: each step's
+     *   barrier also agrees whether one waits; after the optimizer applied that step, before the next batch is asked
+     *   for, the members grow the communicator and the lowest of them sends the restarted rank the parameters, the
+     *   optimizer's state (its update counts and every per-parameter array, read from DJL's optimizer fields), every
+     *   sampler's split and progress, and the step and epoch; the rest of the epoch is split among all of them (with
+     *   DJL prefetching batches, at the next epoch's start instead). The restarted process runs the same program: it
+     *   waits in {@link #initialize} (or its first {@link #sampler} epoch), skips the epochs the members trained (its
+     *   {@code EasyTrain.fit} starts at epoch 0; their evaluators and checks stay its own), and trains on with them.
+     *   Its training batches must come from {@link #sampler}. (A {@code DataParallel} made over a communicator of a
+     *   later generation than the job's first, {@link Communicator#generation()} above 0, takes its process for such
+     *   a restarted rank.) A rank restarted after the members' last step is not taken in; it gives up at the
+     *   rendezvous deadline.</li>
      * </ul>
-     * Each step then copies its gradients into host memory and back (twice the gradients' bytes), and adds a barrier.
-     * A restarted rank is not taken back in (its {@code EasyTrain.fit} would start at epoch 0, and its optimizer state
-     * is DJL's, which cannot be copied to it): launch without {@code --max-restarts}. Only DataParallel's own
-     * collectives go on; one of the program's own on {@link #communicator()} fails as without elastic.
-     * {@link #communicator()} is then the survivors', closed with the trainer.
+     * Each step then copies its gradients into host memory and back (twice the gradients' bytes), and adds a barrier
+     * (a {@code MAX} of two numbers). Only DataParallel's own collectives go on; one of the program's own on
+     * {@link #communicator()} fails as without elastic. {@link #communicator()} is then the survivors' (or the grown
+     * one), closed with the trainer.
      *
      * @throws IllegalStateException once training has begun
      */
@@ -146,6 +176,10 @@ public final class DataParallel implements TrainingListener {
     /** As {@link #sampler(int, boolean)}, shuffled from {@code seed} plus the epoch. */
     public ShardedSampler sampler(int globalBatch, boolean shuffle, long seed) {
         Communicator comm = group.communicator();
+        if (group.awaitingWelcome()) { // the members' batch sizes come with their welcome
+            return group.register(new ShardedSampler(group.id(), group.members(), Math.max(1, globalBatch / comm.size()),
+                    shuffle, seed, false));
+        }
         if (globalBatch < 1 || globalBatch % comm.size() != 0) {
             throw new IllegalArgumentException("rank " + comm.rank() + ": global batch " + globalBatch
                     + " is not a positive multiple of the " + comm.size() + " ranks");
@@ -160,8 +194,15 @@ public final class DataParallel implements TrainingListener {
         synchronize(trainer.getModel());
     }
 
-    /** Makes every parameter of {@code model} rank 0's (and checks that they arrived). */
+    /**
+     * Makes every parameter of {@code model} rank 0's (and checks that they arrived). On a restarted rank taken back in
+     * ({@link #elastic()}) it waits instead for the members, which bring it up to date.
+     */
     public void synchronize(Model model) {
+        if (group.awaitingWelcome()) {
+            group.joinIfRestarted();
+            return;
+        }
         parameters = ModelParameters.of(model);
         group.run("parameters from rank 0", c -> {
             parameters.broadcastAll(c);
@@ -188,6 +229,28 @@ public final class DataParallel implements TrainingListener {
     /** How many times the ranks shrank to the survivors of a loss ({@link #elastic()}). */
     public int shrinks() {
         return group.shrinks();
+    }
+
+    /** How many times this rank, a member, took a restarted rank back in ({@link #elastic()}). */
+    public int grows() {
+        return group.grows();
+    }
+
+    /**
+     * On every rank of a grown communicator: the parameters, the layers' statistics and the optimizer's state made
+     * {@code root}'s, whose replica the restarted rank then is; it goes on from the members' step and epoch.
+     */
+    private void bringUpToDate(Communicator comm, int root) {
+        if (trainer == null) {
+            throw new IllegalStateException("rank " + comm.rank() + ": a restarted rank taken back in before its trainer was "
+                    + "made: DataParallel brings it up to date once the trainer and its parameters exist");
+        }
+        if (parameters == null) {
+            parameters = ModelParameters.of(trainer.getModel());
+        }
+        parameters.broadcastAll(comm, root);
+        OptimizerState.of(trainer).broadcast(comm, root, parameters.all());
+        replicasIdentical = true;
     }
 
     /** Steps whose gradients were averaged. */
@@ -238,6 +301,7 @@ public final class DataParallel implements TrainingListener {
 
     @Override
     public void onTrainingBegin(Trainer trainer) {
+        this.trainer = trainer;
         List<Evaluator> evaluators = trainer.getEvaluators();
         for (int i = 0; i < evaluators.size(); i++) {
             if (!(evaluators.get(i) instanceof RankAveragedEvaluator)) {
@@ -247,7 +311,7 @@ public final class DataParallel implements TrainingListener {
         ModelParameters found = ModelParameters.of(trainer.getModel());
         if (found.initialized()) {
             synchronize(trainer.getModel());
-        } else {
+        } else if (!group.awaitingWelcome()) { // a restarted rank gets its parameters from the members
             seedInitialization(trainer.getManager().getEngine());
         }
     }
@@ -270,6 +334,11 @@ public final class DataParallel implements TrainingListener {
 
     @Override
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+        if (group.awaitingWelcome()) {
+            throw new IllegalStateException("rank " + group.communicator().rank() + ": this restarted rank trained a batch "
+                    + "before the members brought it up to date: take the training data's batches from ddp.sampler(...), "
+                    + "or call ddp.initialize(trainer, shapes) or synchronize(model)");
+        }
         if (!replicasIdentical) {
             if (!seeded) {
                 throw new IllegalStateException("rank " + group.communicator().rank() + ": a training step before the "
@@ -333,6 +402,9 @@ public final class DataParallel implements TrainingListener {
 
     @Override
     public void onEpoch(Trainer trainer) {
+        if (group.catchingUp()) {
+            return; // a restarted rank's epoch that the members trained before it came back
+        }
         epochs++;
         if (parameters != null) {
             checkReplicas("at the end of epoch " + epochs + " (step " + steps + ")", true);

@@ -150,6 +150,61 @@ final class EpochPlan {
         return new EpochPlan(nominalBatch, kept.toArray(new Segment[0]));
     }
 
+    /**
+     * This epoch with {@code members} (ids, in their new rank order; a restarted rank among them) from step {@code loaded}
+     * on: the steps before it as they were, the rest of the epoch split anew among them.
+     */
+    EpochPlan with(int[] members, int loaded) {
+        Segment last = last();
+        if (loaded < last.firstStep || loaded > steps()) {
+            throw new IllegalStateException("step " + loaded + " of an epoch of " + steps() + " steps split anew from step "
+                    + last.firstStep);
+        }
+        int[] rest = loaded < last.end() ? last.rest(loaded) : new int[0];
+        List<Segment> kept = new ArrayList<>();
+        for (Segment s : segments) {
+            if (s.firstStep < loaded) {
+                kept.add(s);
+            }
+        }
+        kept.add(segment(loaded, members, rest, nominalBatch, last.dropLast));
+        return new EpochPlan(nominalBatch, kept.toArray(new Segment[0]));
+    }
+
+    /** This plan as numbers, for a rank that joins the epoch ({@link #decode}). */
+    long[] encode() {
+        List<Long> out = new ArrayList<>(List.of((long) nominalBatch, (long) segments.length));
+        for (Segment s : segments) {
+            out.addAll(List.of((long) s.firstStep, (long) s.batch, s.dropLast ? 1L : 0L, (long) s.members.length));
+            Arrays.stream(s.members).forEach(m -> out.add((long) m));
+            out.add((long) s.pool.length);
+            Arrays.stream(s.pool).forEach(p -> out.add((long) p));
+        }
+        return out.stream().mapToLong(Long::longValue).toArray();
+    }
+
+    /** The plan {@link #encode} wrote into {@code in} from {@code at}. */
+    static EpochPlan decode(long[] in, int at) {
+        int i = at;
+        int nominalBatch = (int) in[i++];
+        Segment[] segments = new Segment[(int) in[i++]];
+        for (int k = 0; k < segments.length; k++) {
+            int firstStep = (int) in[i++];
+            int batch = (int) in[i++];
+            boolean dropLast = in[i++] != 0;
+            int[] members = new int[(int) in[i++]];
+            for (int m = 0; m < members.length; m++) {
+                members[m] = (int) in[i++];
+            }
+            int[] pool = new int[(int) in[i++]];
+            for (int p = 0; p < pool.length; p++) {
+                pool[p] = (int) in[i++];
+            }
+            segments[k] = new Segment(firstStep, members, pool, batch, dropLast);
+        }
+        return new EpochPlan(nominalBatch, segments);
+    }
+
     /** The same for two plans that split the same samples the same way. */
     long fingerprint() {
         long h = nominalBatch;

@@ -55,8 +55,20 @@ final class ModelParameters {
      * that differs).
      */
     void broadcastAll(Communicator comm) {
+        broadcastAll(comm, 0);
+    }
+
+    /** As {@link #broadcastAll(Communicator)}, from rank {@code root}. */
+    void broadcastAll(Communicator comm, int root) {
         checkSameModel(comm);
-        broadcast(comm, all);
+        for (Parameter p : all) {
+            broadcast(comm, p.getArray(), root, name(p));
+        }
+    }
+
+    /** The parameters, in the model's order. */
+    List<Parameter> all() {
+        return List.copyOf(all);
     }
 
     /**
@@ -96,12 +108,16 @@ final class ModelParameters {
 
     private void broadcast(Communicator comm, List<Parameter> parameters) {
         for (Parameter p : parameters) {
-            NDArray array = p.getArray();
-            ByteBuffer bytes = direct(array.toByteBuffer());
-            comm.broadcastBlocking(GradientBuffer.wrap(bytes, ElementTypes.of(array, name(p))), 0);
-            bytes.rewind();
-            array.set(bytes);
+            broadcast(comm, p.getArray(), 0, name(p));
         }
+    }
+
+    /** Makes {@code array} (named {@code name} in errors) rank {@code root}'s. */
+    static void broadcast(Communicator comm, NDArray array, int root, String name) {
+        ByteBuffer bytes = direct(array.toByteBuffer());
+        comm.broadcastBlocking(GradientBuffer.wrap(bytes, ElementTypes.of(array, name)), root);
+        bytes.rewind();
+        array.set(bytes);
     }
 
     /**

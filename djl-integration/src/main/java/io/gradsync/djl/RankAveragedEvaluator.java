@@ -95,7 +95,8 @@ final class RankAveragedEvaluator extends Evaluator {
     @Override
     public float getAccumulator(String key) {
         float local = inner.getAccumulator(key);
-        if (!EvaluatorTrainingListener.TRAIN_EPOCH.equals(key) && !EvaluatorTrainingListener.VALIDATE_EPOCH.equals(key)) {
+        if (!EvaluatorTrainingListener.TRAIN_EPOCH.equals(key) && !EvaluatorTrainingListener.VALIDATE_EPOCH.equals(key)
+                || group.catchingUp()) { // a restarted rank's epoch that the members trained without it
             return local;
         }
         double[] mine = new double[FIELDS];

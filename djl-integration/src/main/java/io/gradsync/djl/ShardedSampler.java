@@ -31,9 +31,11 @@ public final class ShardedSampler implements Sampler {
     /** Yielded batches remembered for {@link #completedThrough}: more than any prefetching DJL does. */
     private static final int REMEMBERED = 64;
 
-    private final int id;
-    private final int localBatch;
-    private final int globalBatch;
+    /** This rank's id: a restarted rank learns its own from the members ({@link #resume}). */
+    private int id;
+    /** The members' batch sizes: a restarted rank takes them from the members ({@link #resume}). */
+    private int localBatch;
+    private int globalBatch;
     private final boolean shuffle;
     private final long seed;
     private final boolean dropLast;
@@ -46,6 +48,14 @@ public final class ShardedSampler implements Sampler {
     private Epoch current;
     /** Whether {@link DataParallel} trains on this sampler's batches (else they are complete once loaded). */
     private boolean training;
+    /** Run before the training epoch's iterator answers whether a step follows: after the step before it is done. */
+    private Runnable stepBoundary = () -> { };
+    /** Run as each epoch begins, before its plan is made. */
+    private Runnable epochBoundary = () -> { };
+    /** A restarted rank's epochs before this one the members had trained when it came back: it skips them. */
+    private int skipBelow = -1;
+    /** The members' epoch under way, which a restarted rank goes on with as its epoch {@code skipBelow}, or null. */
+    private Epoch resumed;
 
     /** A loss: the members before it, the survivors, and how far they had come in the epoch it split anew. */
     private record Regroup(int[] before, int[] survivors, int completed, int loaded, boolean ended) {
@@ -103,17 +113,32 @@ public final class ShardedSampler implements Sampler {
 
     @Override
     public Iterator<List<Long>> sample(RandomAccessDataset dataset) {
+        epochBoundary.run();
         int e = epochs++;
+        if (e < skipBelow) {
+            return List.<List<Long>>of().iterator(); // an epoch the members trained before this rank came back
+        }
+        if (e == skipBelow && resumed != null) {
+            current = resumed;
+            resumed = null;
+            return iterate(current);
+        }
         List<Regroup> losses = pending.remove(e);
         EpochPlan plan = plan(dataset.size(), e, losses == null ? members : losses.get(0).before());
         for (Regroup loss : losses == null ? List.<Regroup>of() : losses) {
             plan = loss.applyTo(plan);
         }
-        Epoch epoch = new Epoch(plan);
-        current = epoch;
+        current = new Epoch(plan);
+        return iterate(current);
+    }
+
+    private Iterator<List<Long>> iterate(Epoch epoch) {
         return new Iterator<>() {
             @Override
             public boolean hasNext() {
+                if (training) {
+                    stepBoundary.run();
+                }
                 boolean more = epoch.loaded < epoch.plan.steps();
                 epoch.ended |= !more;
                 return more;
@@ -202,6 +227,91 @@ public final class ShardedSampler implements Sampler {
     /** Marks this sampler as the one the training steps take their batches from. */
     void trains() {
         training = true;
+    }
+
+    /**
+     * What to run at each step boundary of the training sampler (before the next batch is asked for), and as each of
+     * this sampler's epochs begins.
+     */
+    void atBoundaries(Runnable step, Runnable epoch) {
+        stepBoundary = step;
+        epochBoundary = epoch;
+    }
+
+    /** Whether this is the sampler the training steps take their batches from. */
+    boolean training() {
+        return training;
+    }
+
+    /** Whether this rank has loaded more than the step it is in (DJL prefetching): no rank can join before those. */
+    boolean loadedAhead() {
+        Epoch epoch = current;
+        return training && epoch != null && epoch.loaded - epoch.completed > 1;
+    }
+
+    /**
+     * Whether a restarted rank is still in the epochs it skips (up to the end of the last, whose end the members had
+     * passed), so its evaluators and checks must not meet the members'.
+     */
+    boolean catchingUp() {
+        return epochs <= skipBelow;
+    }
+
+    /**
+     * Goes on with {@code joined} (ids, in their new rank order) after a restarted rank was taken in at a step boundary:
+     * the epoch under way from its next step on, and every later one, split among them.
+     */
+    void joined(int[] joined) {
+        if (!pending.isEmpty()) {
+            throw new IllegalStateException("rank " + id + ": a rank was taken back in before this rank began an epoch "
+                    + "that the survivors of a loss had split anew");
+        }
+        if (current != null) {
+            current.plan = current.plan.with(joined, current.loaded);
+        }
+        members = joined.clone();
+    }
+
+    /**
+     * How far this sampler has come, for a restarted rank ({@link #resume}), as the members' ids split it: the epoch under
+     * way to go on with if {@code withCurrent} (the training sampler at a step boundary), else the next one to begin.
+     */
+    long[] state(boolean withCurrent) {
+        Epoch epoch = withCurrent ? current : null;
+        long[] plan = epoch == null ? new long[0] : epoch.plan.encode();
+        long[] out = new long[STATE_FIELDS + plan.length];
+        out[0] = epoch == null ? epochs : epochs - 1;
+        out[1] = localBatch;
+        out[2] = globalBatch;
+        out[3] = epoch == null ? -1 : epoch.loaded;
+        out[4] = epoch == null ? 0 : epoch.completed;
+        out[5] = epoch != null && epoch.ended ? 1 : 0;
+        out[6] = plan.length;
+        System.arraycopy(plan, 0, out, STATE_FIELDS, plan.length);
+        return out;
+    }
+
+    private static final int STATE_FIELDS = 7;
+
+    /**
+     * A restarted rank's sampler, of id {@code id}, takes the members' {@link #state} from {@code in} at {@code at} and
+     * their ids {@code joined}: it skips the epochs they trained before, goes on with the one under way where they are,
+     * if any, and splits the later ones as they do; returns where the state ends.
+     */
+    int resume(long[] in, int at, int[] joined, int id) {
+        this.id = id;
+        skipBelow = (int) in[at];
+        localBatch = (int) in[at + 1];
+        globalBatch = (int) in[at + 2];
+        int planLength = (int) in[at + 6];
+        if (in[at + 3] >= 0) {
+            resumed = new Epoch(EpochPlan.decode(in, at + STATE_FIELDS));
+            resumed.loaded = (int) in[at + 3];
+            resumed.completed = (int) in[at + 4];
+            resumed.ended = in[at + 5] != 0;
+        }
+        members = joined.clone();
+        return at + STATE_FIELDS + planLength;
     }
 
     /** What the survivors of a loss tell each other of this sampler, {@value #PROGRESS_FIELDS} numbers. */

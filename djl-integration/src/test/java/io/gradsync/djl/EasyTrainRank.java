@@ -53,7 +53,9 @@ import java.util.stream.Collectors;
  * at step K: {@code before-reduce} (after its backward pass), {@code before-commit} (its gradients averaged, before the
  * barrier after them) or {@code after-step} (once the step is done); every rank prints, once each of
  * its steps is committed, {@code rank R trained epoch E: i,j,...} (the samples of the step), and the result line ends
- * with {@code , shrinks N}.
+ * with {@code , shrinks N, grows G}; restarted ({@code gradsync-run --max-restarts}), rank R does not kill itself again,
+ * {@code --slow-while-short MS} makes every rank sleep that long each step while the job has fewer ranks than it
+ * began with, and {@code --optimizer adam} trains with Adam instead of SGD with momentum.
  *
  * <pre>EasyTrainRank [--epochs 2] [--global-batch 32] [--batch-norm] [--accumulate K] [--die-at-step K]
  *     [--nudge-on-rank-1 K] [--wider-on-rank-1] [--accuracy-on-rank-0-only] [--plain-initialize [--seed-after-trainer]]
@@ -84,6 +86,8 @@ public final class EasyTrainRank {
         int killRank = -1;
         int killAtStep = -1;
         String killWhen = "after-step";
+        int slowWhileShortMillis;
+        String optimizer = "sgd";
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -104,6 +108,8 @@ public final class EasyTrainRank {
                     case "--kill-rank" -> o.killRank = Integer.parseInt(args[++i]);
                     case "--kill-at-step" -> o.killAtStep = Integer.parseInt(args[++i]);
                     case "--kill-when" -> o.killWhen = args[++i];
+                    case "--slow-while-short" -> o.slowWhileShortMillis = Integer.parseInt(args[++i]);
+                    case "--optimizer" -> o.optimizer = args[++i];
                     default -> throw new IllegalArgumentException("unknown option " + args[i]);
                 }
             }
@@ -149,7 +155,7 @@ public final class EasyTrainRank {
                     .setSampling(ddp.sampler(o.globalBatch, false)).build();
             DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                     .addTrainingListeners(TrainingListener.Defaults.basic())
-                    .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(0.05f)).optMomentum(0.9f).build());
+                    .optOptimizer(optimizer(o));
             addDataParallel(config, o, rank, ddp);
             if (withAccuracy) {
                 config.addEvaluator(new Accuracy());
@@ -177,9 +183,14 @@ public final class EasyTrainRank {
                                 + "train loss %.9f, validate loss %.9f, validate accuracy %.9f, whole accuracy %.9f%s",
                         rank, before, after, ddp.steps(), hash(model), ddp.gradientsThroughCopies(), result.getTrainLoss(),
                         result.getValidateLoss(), withAccuracy ? result.getValidateEvaluation("Accuracy") : Float.NaN,
-                        accuracy(trainer, xy), o.elastic ? ", shrinks " + ddp.shrinks() : "");
+                        accuracy(trainer, xy), o.elastic ? ", shrinks " + ddp.shrinks() + ", grows " + ddp.grows() : "");
             }
         }
+    }
+
+    private static Optimizer optimizer(Options o) {
+        return o.optimizer.equals("adam") ? Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build()
+                : Optimizer.sgd().setLearningRateTracker(Tracker.fixed(0.05f)).optMomentum(0.9f).build();
     }
 
     /** {@code ddp} as a listener, with the kill the options ask for before, in or after it, and the batches printed. */
@@ -201,6 +212,17 @@ public final class EasyTrainRank {
         if (rank == o.killRank && "after-step".equals(o.killWhen)) {
             config.addTrainingListeners(killAt(o, ddp));
         }
+        if (o.slowWhileShortMillis > 0) {
+            int ranks = ddp.communicator().size();
+            config.addTrainingListeners(new TrainingListenerAdapter() {
+                @Override
+                public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                    if (ddp.communicator().size() < ranks) {
+                        sleep(o.slowWhileShortMillis); // the restarted rank's JVM may start slowly: leave it steps to join
+                    }
+                }
+            });
+        }
     }
 
     /** A listener that SIGKILLs this process at step {@code --kill-at-step}. */
@@ -216,6 +238,9 @@ public final class EasyTrainRank {
     }
 
     private static void killItself(Options o) {
+        if (System.getenv("GRADSYNC_RESTART") != null) {
+            return; // restarted by gradsync-run --max-restarts: it was killed once
+        }
         System.out.println("rank " + o.killRank + " kills itself with SIGKILL at step " + o.killAtStep + ", " + o.killWhen);
         System.out.flush();
         try {

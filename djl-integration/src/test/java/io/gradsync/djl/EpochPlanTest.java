@@ -16,6 +16,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.function.BiPredicate;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
 
@@ -129,6 +130,88 @@ class EpochPlanTest {
         }
     }
 
+    /**
+     * Random jobs whose ranks are lost and come back at step boundaries, one after another: every step even, every sample
+     * trained once but the padding, a rank's samples counted while it is a member; the plan survives its encoding.
+     */
+    @Test
+    void acrossLossesAndRestartsEveryStepIsEvenAndEverySampleTrainedOnceButThePadding() {
+        Random random = new Random(12);
+        for (int trial = 0; trial < 3000; trial++) {
+            int ranks = 2 + random.nextInt(5);
+            int size = new int[] {1, 5, 7, 50, 101, 640}[random.nextInt(6)];
+            int batch = ranks * (1 + random.nextInt(5));
+            int[] members = IntStream.range(0, ranks).toArray();
+            EpochPlan plan = EpochPlan.of(IntStream.range(0, size).toArray(), members, batch, false);
+            Map<Integer, List<int[]>> periods = new HashMap<>(); // per id: the steps it trains for good, [from, to)
+            for (int id = 0; id < ranks; id++) {
+                periods.put(id, new ArrayList<>(List.of(new int[] {0, Integer.MAX_VALUE})));
+            }
+            int completed = 0;
+            int loaded = 0;
+            int padding = size % ranks == 0 ? 0 : ranks - size % ranks;
+            String where = "trial " + trial + ": " + ranks + " ranks, " + size + " samples, batch " + batch;
+            for (int change = random.nextInt(2 * ranks); change > 0; change--) {
+                boolean back = members.length < ranks && (members.length == 1 || random.nextBoolean());
+                loaded = loaded + random.nextInt(plan.steps() - loaded + 1);
+                if (back) { // at a step boundary: every loaded step completed
+                    completed = loaded;
+                    int[] current = members;
+                    int id = IntStream.range(0, ranks).filter(r -> Arrays.stream(current).noneMatch(m -> m == r)).findFirst()
+                            .orElseThrow();
+                    members = IntStream.concat(Arrays.stream(members), IntStream.of(id)).sorted().toArray();
+                    plan = plan.with(members, loaded);
+                    periods.get(id).add(new int[] {loaded, Integer.MAX_VALUE});
+                    where += "; rank " + id + " back at " + loaded;
+                } else {
+                    completed = completed + random.nextInt(loaded - completed + 1);
+                    int gone = members[random.nextInt(members.length)];
+                    List<int[]> own = periods.get(gone);
+                    own.get(own.size() - 1)[1] = completed;
+                    members = Arrays.stream(members).filter(m -> m != gone).toArray();
+                    plan = plan.without(members, completed, loaded, false);
+                    where += "; rank " + gone + " lost at " + completed + "/" + loaded;
+                }
+                padding += members.length - 1;
+                EpochPlan decoded = EpochPlan.decode(plan.encode(), 0);
+                assertEquals(plan.fingerprint(), decoded.fingerprint(), where + ": the plan changed in its encoding");
+            }
+            assertEvenAndOnce(plan, ranks, size, padding, where,
+                    (id, step) -> periods.get(id).stream().anyMatch(p -> step >= p[0] && step < p[1]));
+        }
+    }
+
+    /**
+     * Every step of {@code plan} split evenly among its ranks (ids below {@code ranks}), every sample trained at least
+     * once where {@code counted} (id, step) says a rank's share counts, at most {@code padding} of them twice.
+     */
+    private static void assertEvenAndOnce(EpochPlan plan, int ranks, int size, int padding, String where,
+                                          BiPredicate<Integer, Integer> counted) {
+        int[] trained = new int[size];
+        for (int step = 0; step < plan.steps(); step++) {
+            int share = -1;
+            for (int id = 0; id < ranks; id++) {
+                List<Long> b;
+                try {
+                    b = plan.batch(step, id);
+                } catch (IllegalArgumentException notAMember) {
+                    continue;
+                }
+                assertTrue(share < 0 || share == b.size(), where + ": step " + step + " split unevenly");
+                share = b.size();
+                if (counted.test(id, step)) {
+                    b.forEach(p -> trained[p.intValue()]++);
+                }
+            }
+        }
+        int repeated = 0;
+        for (int p = 0; p < size; p++) {
+            assertTrue(trained[p] >= 1, where + ": sample " + p + " left out");
+            repeated += trained[p] - 1;
+        }
+        assertTrue(repeated <= padding, where + ": " + repeated + " samples trained twice, padding " + padding);
+    }
+
     private static RandomAccessDataset dataset(int size) {
         return new ArrayDataset.Builder().setData(NDManager.newBaseManager().zeros(new Shape(size, 1)))
                 .setSampling(2, false).build();
@@ -156,6 +239,73 @@ class EpochPlanTest {
         }
         survivors.forEach(it -> assertTrue(!it.hasNext(), "the survivors take different numbers of steps"));
         return steps;
+    }
+
+    /**
+     * Rank 1 of 3 lost after two steps, the survivors two steps further, then rank 1 restarted and taken back in: the
+     * survivors' samplers and the restarted one (from a survivor's state) go on alike, every sample of the epoch trained
+     * once but the padding; the next epoch is split among all three. A restarted rank taken in during epoch 1 skips
+     * epoch 0 and is catching up until it begins epoch 1.
+     */
+    @Test
+    void aRestartedRanksSamplerGoesOnWithTheMembersFromTheirState() {
+        RandomAccessDataset dataset = dataset(30);
+        List<ShardedSampler> samplers = samplers(3, 2);
+        List<Iterator<List<Long>>> iterators = new ArrayList<>();
+        int[] trained = new int[30];
+        for (ShardedSampler s : samplers) {
+            Iterator<List<Long>> it = s.sample(dataset);
+            for (int step = 0; step < 2; step++) {
+                List<Long> b = it.next();
+                b.forEach(p -> trained[p.intValue()]++);
+                assertTrue(s.completedThrough(b));
+            }
+            iterators.add(it);
+        }
+        for (int r : new int[] {0, 2}) {
+            samplers.get(r).regroup(new int[] {0, 2}, 1, 2, 2, false);
+            for (int step = 0; step < 2; step++) {
+                List<Long> b = iterators.get(r).next();
+                b.forEach(p -> trained[p.intValue()]++);
+                assertTrue(samplers.get(r).completedThrough(b));
+            }
+        }
+        int[] all = {0, 1, 2};
+        samplers.get(0).joined(all);
+        samplers.get(2).joined(all);
+        ShardedSampler restarted = new ShardedSampler(1, all, 1, true, 5, false);
+        restarted.trains();
+        assertEquals(samplers.get(0).state(true).length, restarted.resume(samplers.get(0).state(true), 0, all, 1));
+        assertTrue(restarted.catchingUp());
+        Iterator<List<Long>> back = restarted.sample(dataset);
+        assertTrue(!restarted.catchingUp());
+        drain(List.of(iterators.get(0), back, iterators.get(2)), trained);
+        int repeated = 0;
+        for (int p = 0; p < 30; p++) {
+            assertTrue(trained[p] >= 1, "sample " + p + " left out");
+            repeated += trained[p] - 1;
+        }
+        assertTrue(repeated <= 2, repeated + " samples trained twice");
+        List<Iterator<List<Long>>> nextEpoch = List.of(samplers.get(0).sample(dataset), restarted.sample(dataset),
+                samplers.get(2).sample(dataset));
+        List<List<Long>> next = nextEpoch.stream().map(Iterator::next).toList();
+        assertEquals(2, restarted.getBatchSize(), "the members' local batch");
+        for (int r = 0; r < 3; r++) {
+            assertEquals(2, next.get(r).size(), "the next epoch: a global batch of 6 over 3 ranks");
+            for (int q = r + 1; q < 3; q++) {
+                int other = q;
+                assertTrue(next.get(r).stream().noneMatch(next.get(other)::contains), "ranks " + r + " and " + q + " overlap");
+            }
+        }
+        // taken in while the members are at step 1 of epoch 1
+        Iterator<List<Long>> inEpoch1 = nextEpoch.get(1);
+        ShardedSampler later = new ShardedSampler(1, all, 1, true, 5, false);
+        later.resume(samplers.get(0).state(true), 0, all, 1);
+        assertTrue(!later.sample(dataset).hasNext(), "epoch 0, which the members trained without it");
+        assertTrue(later.catchingUp(), "at the end of a skipped epoch");
+        Iterator<List<Long>> resumed = later.sample(dataset);
+        assertTrue(!later.catchingUp());
+        assertEquals(inEpoch1.next(), resumed.next(), "step 1 of epoch 1, as the members split it");
     }
 
     /**
