@@ -4,7 +4,8 @@
 # LeNet-5 on Fashion-MNIST with DJL's EasyTrain.fit (fit-fashion-mnist), 4 processes over auto (shared memory),
 # 2 epochs of 937 steps at global batch 64: plain DataParallel and elastic undisturbed, then elastic with rank 2 and
 # with rank 0 SIGKILLed when it reaches step 468 (the middle of epoch 1); twice each, alternating; then plain
-# DataParallel from three other seeds, each beside both kills from the same seed.
+# DataParallel from three other seeds, each beside both kills from the same seed; last rank 2 killed and restarted
+# (--max-restarts 1), twice.
 set -u
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"  # the checkout this script lies in
 out=docs/results/elastic-djl
@@ -24,6 +25,10 @@ for seed in 43 44 45; do
     run kill-rank$killed-seed$seed examples/bin/gradsync-run -n 4 --min-ranks 3 -- "${fit[@]}" --seed $seed --elastic \
       --kill-rank $killed --kill-at-step 468
   done
+done
+for rep in 1 2; do
+  run restart-rank2-$rep examples/bin/gradsync-run -n 4 --min-ranks 3 --max-restarts 1 -- "${fit[@]}" --elastic \
+    --kill-rank 2 --kill-at-step 468
 done
 # The outputs name files by the checkout's path (DJL logs where it found its native library): made relative.
 sed -i "s|$PWD/||g" "$out"/*.txt

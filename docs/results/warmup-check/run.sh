@@ -7,7 +7,7 @@ set -euo pipefail
 out=$(dirname "$0")
 before=${BEFORE_JAR:?examples jar built from the earlier commit}
 after=${AFTER_JAR:?examples jar built from the later commit}
-jar=$(ls examples/target/gradsync-examples-*.jar)
+jar=$(ls examples/target/gradsync-examples-*.jar | grep -v -e -javadoc.jar -e -sources.jar)
 export GRADSYNC_JOB_SECRET=${GRADSYNC_JOB_SECRET:-$(openssl rand -hex 32)}
 { date -u +%FT%TZ; uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo; java -version 2>&1 | head -n 1
   git rev-parse --short HEAD; } >> "$out/env.txt"

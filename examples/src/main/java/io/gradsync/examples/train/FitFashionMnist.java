@@ -20,6 +20,7 @@ import ai.djl.util.Pair;
 import io.gradsync.core.Communicator;
 import io.gradsync.core.bucket.GradientBuckets;
 import io.gradsync.djl.DataParallel;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
 import java.util.Locale;
 
@@ -39,7 +40,9 @@ import java.util.Locale;
  * </pre>
  * {@code --elastic} ({@link DataParallel#elastic()}, under {@code gradsync-run --min-ranks M}) goes on without lost
  * ranks; {@code --kill-rank R --kill-at-step K} makes rank R SIGKILL itself when it reaches step K (after its backward
- * pass, before its averaging) and print when, and every survivor prints when its first step after the shrink was done.
+ * pass, before its averaging) and print when, and every survivor prints when its first step after the shrink was done;
+ * under {@code gradsync-run --max-restarts 1} the restarted rank (which does not kill itself again) is taken back in
+ * and prints when its first step was done, and how long after its JVM started.
  * {@code --bucket-kb K} makes every gradient bucket K KiB (0: {@code GradientBuckets}' defaults, 25 MiB and a first
  * of 1 MiB).
  * Prints per epoch (rank 0) DJL's training result: the epoch's training loss and its test accuracy, which
@@ -152,8 +155,8 @@ public final class FitFashionMnist {
                                 + "%d gradients in %d buckets%n", rank, parametersHash(model),
                         ddp.gradientsThroughCopies(), buckets.gradientCount(), buckets.bucketCount());
                 if (elastic) {
-                    System.out.printf(Locale.ROOT, "elastic: rank %d took %d steps, shrank %d time(s)%n", rank,
-                            ddp.steps(), ddp.shrinks());
+                    System.out.printf(Locale.ROOT, "elastic: rank %d took %d steps, shrank %d time(s), took a restarted rank "
+                            + "back %d time(s)%n", rank, ddp.steps(), ddp.shrinks(), ddp.grows());
                 }
             }
         }
@@ -169,7 +172,7 @@ public final class FitFashionMnist {
             config.addTrainingListeners(killAt(ddp, rank));
         }
         return config.addTrainingListeners(ddp)                                                  // gradsync
-                .addTrainingListeners(firstStepAfterShrink(ddp, rank));
+                .addTrainingListeners(firstStepAfterShrink(ddp, rank), firstStepAfterRestart(ddp, rank));
     }
 
     /** SIGKILLs this process when it reaches step {@code --kill-at-step}, after its backward pass. */
@@ -177,7 +180,7 @@ public final class FitFashionMnist {
         return new TrainingListenerAdapter() {
             @Override
             public void onTrainingBatch(Trainer trainer, BatchData batchData) {
-                if (ddp.steps() == killAtStep) {
+                if (ddp.steps() == killAtStep && System.getenv("GRADSYNC_RESTART") == null) {
                     System.out.printf(Locale.ROOT, "rank %d kills itself with SIGKILL at step %d at %d ms%n", rank,
                             killAtStep, System.currentTimeMillis());
                     System.out.flush();
@@ -203,6 +206,28 @@ public final class FitFashionMnist {
                     shrinks = ddp.shrinks();
                     System.out.printf(Locale.ROOT, "rank %d (rank %d of %d): first step after shrink %d done at %d ms%n",
                             rank, ddp.communicator().rank(), ddp.communicator().size(), shrinks, System.currentTimeMillis());
+                }
+            }
+        };
+    }
+
+    /**
+     * On a rank that gradsync-run restarted ({@code --max-restarts}): prints when its first step was done, and how long
+     * after its JVM started.
+     */
+    private static TrainingListener firstStepAfterRestart(DataParallel ddp, int rank) {
+        return new TrainingListenerAdapter() {
+            private boolean printed = System.getenv("GRADSYNC_RESTART") == null;
+
+            @Override
+            public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                if (!printed) {
+                    printed = true;
+                    long now = System.currentTimeMillis();
+                    System.out.printf(Locale.ROOT, "rank %d (restart %s, rank %d of %d): first step, %d, done at %d ms, "
+                                    + "%d ms after its JVM started%n", rank, System.getenv("GRADSYNC_RESTART"),
+                            ddp.communicator().rank(), ddp.communicator().size(), ddp.steps(), now,
+                            now - ManagementFactory.getRuntimeMXBean().getStartTime());
                 }
             }
         };
