@@ -190,13 +190,22 @@ final class ElasticGroup {
 
     /**
      * At a boundary of the training sampler ({@code step}: between steps, else as an epoch begins): takes the restarted
-     * rank in if the last commit agreed to, and sends it the welcome.
+     * rank in if the last commit agreed to, and sends it the welcome. A rank lost meanwhile (the restarted one dying
+     * again, say) is a loss like any other: the members that are left shrink and go on.
      */
     private void growIfAgreed(boolean step) {
         if (!growAgreed) {
             return;
         }
         growAgreed = false;
+        try {
+            grow(step);
+        } catch (RuntimeException failure) {
+            regroup(next, "taking a restarted rank back in", lost(failure));
+        }
+    }
+
+    private void grow(boolean step) {
         long start = System.nanoTime();
         comm = comm.grow();
         grows++;

@@ -55,7 +55,8 @@ import java.util.stream.Collectors;
  * its steps is committed, {@code rank R trained epoch E: i,j,...} (the samples of the step), and the result line ends
  * with {@code , shrinks N, grows G}; restarted ({@code gradsync-run --max-restarts}), rank R does not kill itself again,
  * {@code --slow-while-short MS} makes every rank sleep that long each step while the job has fewer ranks than it
- * began with, and {@code --optimizer adam} trains with Adam instead of SGD with momentum.
+ * began with, {@code --optimizer adam} trains with Adam instead of SGD with momentum, and with {@code --restarted-dies}
+ * a restarted rank SIGKILLs itself once taken back in, before the members bring it up to date.
  *
  * <pre>EasyTrainRank [--epochs 2] [--global-batch 32] [--batch-norm] [--accumulate K] [--die-at-step K]
  *     [--nudge-on-rank-1 K] [--wider-on-rank-1] [--accuracy-on-rank-0-only] [--plain-initialize [--seed-after-trainer]]
@@ -88,6 +89,7 @@ public final class EasyTrainRank {
         String killWhen = "after-step";
         int slowWhileShortMillis;
         String optimizer = "sgd";
+        boolean restartedDies;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -110,6 +112,7 @@ public final class EasyTrainRank {
                     case "--kill-when" -> o.killWhen = args[++i];
                     case "--slow-while-short" -> o.slowWhileShortMillis = Integer.parseInt(args[++i]);
                     case "--optimizer" -> o.optimizer = args[++i];
+                    case "--restarted-dies" -> o.restartedDies = true;
                     default -> throw new IllegalArgumentException("unknown option " + args[i]);
                 }
             }
@@ -166,11 +169,7 @@ public final class EasyTrainRank {
                 if (!o.plainInitialize || o.seedAfterTrainer) {
                     Engine.getEngine("PyTorch").setRandomSeed(1000 + rank); // each rank its own parameters
                 }
-                if (o.plainInitialize) {
-                    trainer.initialize(input);
-                } else {
-                    ddp.initialize(trainer, input);
-                }
+                initialize(trainer, ddp, o, rank, input);
                 float before = loss(trainer, xy);
                 if (o.accumulate == 1) {
                     EasyTrain.fit(trainer, o.epochs, train, validate);
@@ -186,6 +185,26 @@ public final class EasyTrainRank {
                         accuracy(trainer, xy), o.elastic ? ", shrinks " + ddp.shrinks() + ", grows " + ddp.grows() : "");
             }
         }
+    }
+
+    /** {@code trainer.initialize} or DataParallel's; first, a restarted rank dies if {@code --restarted-dies}. */
+    private static void initialize(Trainer trainer, DataParallel ddp, Options o, int rank, Shape input) throws Exception {
+        if (o.restartedDies && System.getenv("GRADSYNC_RESTART") != null) {
+            dieOnceTakenBack(rank);
+        }
+        if (o.plainInitialize) {
+            trainer.initialize(input);
+        } else {
+            ddp.initialize(trainer, input);
+        }
+    }
+
+    private static void dieOnceTakenBack(int rank) throws Exception {
+        System.out.println("rank " + rank + ", restarted and taken back in, SIGKILLs itself before the members bring it "
+                + "up to date");
+        System.out.flush();
+        new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid())).start().waitFor();
+        sleep(60_000);
     }
 
     private static Optimizer optimizer(Options o) {

@@ -78,6 +78,33 @@ class ElasticDataParallelTest {
         assertEveryEpochTrainedOnce(job, 4);
     }
 
+    /**
+     * Rank 1 SIGKILLed after step 5 and restarted, and the restarted process SIGKILLs itself once taken back in, before
+     * the members bring it up to date: the members treat that as a loss like any other, shrink again and end alike,
+     * every sample trained once but the padding.
+     */
+    @Test
+    void aRestartedRankLostWhileTakenBackInIsLeftOutAgain() throws Exception {
+        List<String> launcher = Jobs.gradsyncRun(Jobs.CLASSPATH, 150, List.of("-n", "3", "--min-ranks", "2",
+                "--max-restarts", "1"));
+        launcher.addAll(Jobs.rank(Jobs.CLASSPATH, List.of("-Xmx512m", "-Dgradsync.timeout.ms=20000"),
+                EasyTrainRank.class, "--epochs", "2", "--global-batch", "30", "--elastic", "--kill-rank", "1",
+                "--kill-at-step", "5", "--kill-when", "after-step", "--slow-while-short", "150", "--restarted-dies"));
+        Jobs.Result job = Jobs.run(launcher, Map.of(), Duration.ofSeconds(180));
+        System.out.println(job.out());
+        assertEquals(0, job.status(), job.out());
+        assertTrue(job.out().contains("rank 1, restarted and taken back in, SIGKILLs itself"), job.out());
+        List<MatchResult> results = RESULT.matcher(job.out()).results().toList();
+        assertEquals(2, results.size(), job.out());
+        for (MatchResult r : results) {
+            assertEquals("2", r.group(7), "shrinks: " + r.group());
+            assertEquals("1", r.group(8), "grows: " + r.group());
+        }
+        assertEquals(results.get(0).group(5), results.get(1).group(5), "replicas differ");
+        assertEquals(results.get(0).group(6), results.get(1).group(6), "the ranks report different metrics");
+        assertEveryEpochTrainedOnce(job, 4);
+    }
+
     /** The loss of the untrained classifier over the whole dataset is about ln 4; trained, it falls well below. */
     private static final double LOSS_AT_START = Math.log(EasyTrainRank.CLASSES);
 
