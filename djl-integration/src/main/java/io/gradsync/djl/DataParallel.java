@@ -51,7 +51,8 @@ import java.util.Objects;
  *   each rank evaluated; so {@code trainer.getTrainingResult()}, the trainer's metrics and DJL's log lines are the
  *   same on every rank. Per-batch values (the progress bar's) stay each rank's own.</li>
  *   <li><b>{@link #noSync()}</b> pauses the averaging for gradient accumulation, as DDP's {@code no_sync}.</li>
- *   <li><b>{@link #elastic()}</b> goes on without ranks that are lost, on the survivors.</li>
+ *   <li><b>{@link #elastic()}</b> goes on without ranks that are lost, on the survivors, and takes restarted ones
+ *   back in.</li>
  * </ul>
  * Errors of the collectives (a rank that died, unless elastic; a layout that differs between ranks) are the
  * communicator's: every rank fails the step with an exception naming the rank and the collective. One
