@@ -144,8 +144,8 @@ public final class DataParallel implements TrainingListener {
      *   {@code EasyTrain.fit} starts at epoch 0; their evaluators and checks stay its own), and trains on with them.
      *   Its training batches must come from {@link #sampler}. (A {@code DataParallel} made over a communicator of a
      *   later generation than the job's first, {@link Communicator#generation()} above 0, takes its process for such
-     *   a restarted rank.) A rank restarted after the members' last step is not taken in; it gives up at the
-     *   rendezvous deadline.</li>
+     *   a restarted rank.) A rank restarted after the members' last step is not taken in: it is told, once they
+     *   finish, that the job ended without it.</li>
      * </ul>
      * Each step then copies its gradients into host memory and back (twice the gradients' bytes), and adds a barrier
      * (a {@code MAX} of two numbers). Only DataParallel's own collectives go on; one of the program's own on
