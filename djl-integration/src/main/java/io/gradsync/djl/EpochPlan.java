@@ -140,12 +140,7 @@ final class EpochPlan {
             positions[p] = lost.get(p).intValue();
         }
         System.arraycopy(rest, 0, positions, lost.size(), rest.length);
-        List<Segment> kept = new ArrayList<>();
-        for (Segment s : segments) {
-            if (s.firstStep < loaded) {
-                kept.add(s);
-            }
-        }
+        List<Segment> kept = segmentsBefore(loaded);
         kept.add(segment(loaded, survivors, positions, nominalBatch, last.dropLast));
         return new EpochPlan(nominalBatch, kept.toArray(new Segment[0]));
     }
@@ -161,14 +156,20 @@ final class EpochPlan {
                     + last.firstStep);
         }
         int[] rest = loaded < last.end() ? last.rest(loaded) : new int[0];
+        List<Segment> kept = segmentsBefore(loaded);
+        kept.add(segment(loaded, members, rest, nominalBatch, last.dropLast));
+        return new EpochPlan(nominalBatch, kept.toArray(new Segment[0]));
+    }
+
+    /** The segments that begin before step {@code step}. */
+    private List<Segment> segmentsBefore(int step) {
         List<Segment> kept = new ArrayList<>();
         for (Segment s : segments) {
-            if (s.firstStep < loaded) {
+            if (s.firstStep < step) {
                 kept.add(s);
             }
         }
-        kept.add(segment(loaded, members, rest, nominalBatch, last.dropLast));
-        return new EpochPlan(nominalBatch, kept.toArray(new Segment[0]));
+        return kept;
     }
 
     /** This plan as numbers, for a rank that joins the epoch ({@link #decode}). */

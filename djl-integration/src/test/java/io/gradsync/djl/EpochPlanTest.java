@@ -102,31 +102,10 @@ class EpochPlanTest {
                 padding += members.length - 1;
                 where += "; rank " + gone + " lost at " + completed + "/" + loaded;
             }
-            int[] trained = new int[size];
-            for (int step = 0; step < plan.steps(); step++) {
-                int share = -1;
-                for (int id = 0; id < ranks; id++) {
-                    List<Long> b;
-                    try {
-                        b = plan.batch(step, id);
-                    } catch (IllegalArgumentException notAMember) {
-                        continue;
-                    }
-                    assertTrue(share < 0 || share == b.size(), where + ": step " + step + " split unevenly");
-                    assertTrue(!b.isEmpty(), where + ": rank " + id + " has nothing at step " + step);
-                    share = b.size();
-                    Integer lostAt = completedAtLoss.get(id);
-                    if (lostAt == null || step < lostAt) {
-                        b.forEach(p -> trained[p.intValue()]++);
-                    }
-                }
-            }
-            int repeated = 0;
-            for (int p = 0; p < size; p++) {
-                assertTrue(dropLast || trained[p] >= 1, where + ": sample " + p + " left out");
-                repeated += Math.max(0, trained[p] - 1);
-            }
-            assertTrue(repeated <= padding, where + ": " + repeated + " samples trained twice, padding " + padding);
+            assertEvenAndOnce(plan, ranks, size, dropLast, padding, where, (id, step) -> {
+                Integer lostAt = completedAtLoss.get(id);
+                return lostAt == null || step < lostAt;
+            });
         }
     }
 
@@ -176,16 +155,17 @@ class EpochPlanTest {
                 EpochPlan decoded = EpochPlan.decode(plan.encode(), 0);
                 assertEquals(plan.fingerprint(), decoded.fingerprint(), where + ": the plan changed in its encoding");
             }
-            assertEvenAndOnce(plan, ranks, size, padding, where,
+            assertEvenAndOnce(plan, ranks, size, false, padding, where,
                     (id, step) -> periods.get(id).stream().anyMatch(p -> step >= p[0] && step < p[1]));
         }
     }
 
     /**
-     * Every step of {@code plan} split evenly among its ranks (ids below {@code ranks}), every sample trained at least
-     * once where {@code counted} (id, step) says a rank's share counts, at most {@code padding} of them twice.
+     * Every step of {@code plan} split evenly among its ranks (ids below {@code ranks}), none empty; every sample trained
+     * at least once (unless {@code dropLast}) where {@code counted} (id, step) says a rank's share counts, at most
+     * {@code padding} of them twice.
      */
-    private static void assertEvenAndOnce(EpochPlan plan, int ranks, int size, int padding, String where,
+    private static void assertEvenAndOnce(EpochPlan plan, int ranks, int size, boolean dropLast, int padding, String where,
                                           BiPredicate<Integer, Integer> counted) {
         int[] trained = new int[size];
         for (int step = 0; step < plan.steps(); step++) {
@@ -198,6 +178,7 @@ class EpochPlanTest {
                     continue;
                 }
                 assertTrue(share < 0 || share == b.size(), where + ": step " + step + " split unevenly");
+                assertTrue(!b.isEmpty(), where + ": rank " + id + " has nothing at step " + step);
                 share = b.size();
                 if (counted.test(id, step)) {
                     b.forEach(p -> trained[p.intValue()]++);
@@ -206,8 +187,8 @@ class EpochPlanTest {
         }
         int repeated = 0;
         for (int p = 0; p < size; p++) {
-            assertTrue(trained[p] >= 1, where + ": sample " + p + " left out");
-            repeated += trained[p] - 1;
+            assertTrue(dropLast || trained[p] >= 1, where + ": sample " + p + " left out");
+            repeated += Math.max(0, trained[p] - 1);
         }
         assertTrue(repeated <= padding, where + ": " + repeated + " samples trained twice, padding " + padding);
     }

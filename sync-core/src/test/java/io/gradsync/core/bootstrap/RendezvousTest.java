@@ -329,21 +329,10 @@ class RendezvousTest {
     @Test
     void aRestartedRankIsTakenBackWhenTheMembersGrow() throws Exception {
         try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
-            List<Rendezvous> ranks = joined(joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20)));
-            ranks.get(1).dropConnectionForTest();
-            List<Rendezvous> survivors = List.of(ranks.get(0), ranks.get(2));
-            List<Rendezvous> shrunk = joined(survivors.stream()
-                    .map(r -> CompletableFuture.supplyAsync(() -> r.shrink(Duration.ofSeconds(10)), THREADS)).toList());
-            closeAll(survivors);
+            List<Rendezvous> shrunk = survivorsOfRank1(server);
             CompletableFuture<Rendezvous> back = CompletableFuture.supplyAsync(
                     () -> Rendezvous.join(external(1, 3, server.port()), Duration.ofSeconds(20)), THREADS);
-            for (Rendezvous r : shrunk) {
-                long until = System.nanoTime() + 10_000_000_000L;
-                while (!r.joinWaiting() && System.nanoTime() < until) {
-                    Thread.sleep(10);
-                }
-                assertTrue(r.joinWaiting(), "rank " + r.originalRank(r.rank()) + " hears that rank 1 waits");
-            }
+            awaitJoinWaiting(shrunk);
             List<Rendezvous> grown = new ArrayList<>(joined(shrunk.stream()
                     .map(r -> CompletableFuture.supplyAsync(() -> r.grow(Duration.ofSeconds(10)), THREADS)).toList()));
             grown.add(1, back.get(30, TimeUnit.SECONDS));
@@ -413,12 +402,7 @@ class RendezvousTest {
     @Test
     void aRankWaitingToJoinIsToldAtOnceWhenTheMembersFinishWithoutIt() throws Exception {
         try (ExternalRendezvous server = ExternalRendezvous.serve(external(0, 3, 0), 0)) {
-            List<Rendezvous> ranks = joined(joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20)));
-            ranks.get(1).dropConnectionForTest();
-            List<Rendezvous> survivors = List.of(ranks.get(0), ranks.get(2));
-            List<Rendezvous> shrunk = joined(survivors.stream()
-                    .map(r -> CompletableFuture.supplyAsync(() -> r.shrink(Duration.ofSeconds(10)), THREADS)).toList());
-            closeAll(survivors);
+            List<Rendezvous> shrunk = survivorsOfRank1(server);
             CompletableFuture<Rendezvous> back = rejoinOnceLost(1, server.port());
             awaitJoinWaiting(shrunk);
             long start = System.nanoTime();
@@ -428,6 +412,17 @@ class RendezvousTest {
             assertTrue(ended.getCause().getMessage().contains("the job ended (every member of generation 1 finished or "
                     + "left) before its members took rank 1 back in"), ended.getCause().getMessage());
         }
+    }
+
+    /** Ranks 0 to 2 joined, rank 1's connection dropped, ranks 0 and 2 shrunk to generation 1 (their old views closed). */
+    private static List<Rendezvous> survivorsOfRank1(ExternalRendezvous server) throws Exception {
+        List<Rendezvous> ranks = joined(joinAll(3, r -> external(r, 3, server.port()), Duration.ofSeconds(20)));
+        ranks.get(1).dropConnectionForTest();
+        List<Rendezvous> survivors = List.of(ranks.get(0), ranks.get(2));
+        List<Rendezvous> shrunk = joined(survivors.stream()
+                .map(r -> CompletableFuture.supplyAsync(() -> r.shrink(Duration.ofSeconds(10)), THREADS)).toList());
+        closeAll(survivors);
+        return shrunk;
     }
 
     /** A new process for {@code rank} joining, tried again until the server has seen the old one go. */
