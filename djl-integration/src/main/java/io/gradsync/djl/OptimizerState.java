@@ -71,7 +71,7 @@ final class OptimizerState {
     void broadcast(Communicator comm, int root, List<Parameter> parameters) {
         int n = parameters.size();
         long[] layout = new long[2 + n + states.size() * n];
-        layout[0] = states.size();
+        layout[0] = kind();
         layout[1] = readInt(numUpdate);
         Map<String, Integer> counts = readMap(updateCounts);
         for (int i = 0; i < n; i++) {
@@ -88,9 +88,9 @@ final class OptimizerState {
         long mine = layout[0];
         comm.broadcastBlocking(GradientBuffer.wrap(layout), root);
         if (layout[0] != mine) {
-            throw new IllegalStateException("rank " + comm.rank() + ": the ranks' optimizers keep different state ("
-                    + mine + " kinds here, " + layout[0] + " on rank " + root + "): every rank must train with the same "
-                    + "optimizer");
+            throw new IllegalStateException("rank " + comm.rank() + ": the ranks' optimizers keep different state (this "
+                    + "rank's " + optimizer.getClass().getName() + " another than rank " + root + "'s): every rank must "
+                    + "train with the same optimizer");
         }
         write(numUpdate, (int) layout[1]);
         counts.clear();
@@ -113,6 +113,15 @@ final class OptimizerState {
                 ModelParameters.broadcast(comm, array, root, states.get(f).getName() + " of " + p.getName());
             }
         }
+    }
+
+    /** The optimizer's class and the names of its state fields, as one number to compare across ranks. */
+    private long kind() {
+        long h = optimizer.getClass().getName().hashCode();
+        for (Field f : states) {
+            h = 31 * h + f.getName().hashCode();
+        }
+        return h;
     }
 
     private static boolean isStateMap(Type type) {
