@@ -177,16 +177,13 @@ public final class DataParallel implements TrainingListener {
     /** As {@link #sampler(int, boolean)}, shuffled from {@code seed} plus the epoch. */
     public ShardedSampler sampler(int globalBatch, boolean shuffle, long seed) {
         Communicator comm = group.communicator();
-        if (group.awaitingWelcome()) { // the members' batch sizes come with their welcome
-            return group.register(new ShardedSampler(group.id(), group.members(), Math.max(1, globalBatch / comm.size()),
-                    shuffle, seed, false));
-        }
-        if (globalBatch < 1 || globalBatch % comm.size() != 0) {
+        // a restarted rank's size may differ from the members' first one: their batch sizes come with their welcome
+        if (!group.awaitingWelcome() && (globalBatch < 1 || globalBatch % comm.size() != 0)) {
             throw new IllegalArgumentException("rank " + comm.rank() + ": global batch " + globalBatch
                     + " is not a positive multiple of the " + comm.size() + " ranks");
         }
-        return group.register(new ShardedSampler(group.id(), group.members(), globalBatch / comm.size(), shuffle, seed,
-                false));
+        return group.register(new ShardedSampler(group.id(), group.members(), Math.max(1, globalBatch / comm.size()),
+                shuffle, seed, false));
     }
 
     /** {@code trainer.initialize(inputShapes)}, then every parameter made rank 0's. */

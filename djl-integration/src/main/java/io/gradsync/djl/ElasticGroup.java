@@ -227,10 +227,7 @@ final class ElasticGroup {
             state = concatenated(parts);
         }
         sendOrReceive(state, root);
-        welcome.broadcastState(comm, root);
-        members = ids;
-        journal.clear();
-        commit("taking a restarted rank back in");
+        takenIn(ids, root);
         System.err.printf(Locale.ROOT, "gradsync DataParallel: rank %d (now rank %d of %d, ranks %s of the first): took a "
                         + "restarted rank back in at %s in %.0f ms%n", id, comm.rank(), comm.size(), Arrays.toString(members),
                 step ? "a step boundary" : "an epoch's start", (System.nanoTime() - start) / 1e6);
@@ -266,13 +263,21 @@ final class ElasticGroup {
         for (ShardedSampler sampler : samplers) {
             at = sampler.resume(state, at, ids, id);
         }
+        takenIn(ids, root);
+        System.err.printf(Locale.ROOT, "gradsync DataParallel: rank %d (rank %d of %d, ranks %s of the first): taken back "
+                        + "in and brought up to date by rank %d in %.0f ms%n", id, comm.rank(), comm.size(),
+                Arrays.toString(members), root, (System.nanoTime() - start) / 1e6);
+    }
+
+    /**
+     * The end of a welcome, the same on the members and the restarted rank: the model and optimizer made {@code root}'s,
+     * the group's members {@code ids}, nothing before it to run again, and a commit.
+     */
+    private void takenIn(int[] ids, int root) {
         welcome.broadcastState(comm, root);
         members = ids;
         journal.clear();
         commit("taking a restarted rank back in");
-        System.err.printf(Locale.ROOT, "gradsync DataParallel: rank %d (rank %d of %d, ranks %s of the first): taken back "
-                        + "in and brought up to date by rank %d in %.0f ms%n", id, comm.rank(), comm.size(),
-                Arrays.toString(members), root, (System.nanoTime() - start) / 1e6);
     }
 
     /** The grown communicator's ranks: their ids, in rank order, and the lowest rank that is no restarted one. */
