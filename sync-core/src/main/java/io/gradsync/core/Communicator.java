@@ -916,7 +916,7 @@ public final class Communicator implements AutoCloseable {
         }
 
         private void conclude() {
-            int maxMessage = endpoint.maxMessageBytes();
+            int maxMessage = endpoint.largestMessageBytes();
             chunkBytes = Math.min(chunkBytes != null ? chunkBytes : GradSyncConfiguration.chunkBytes(), maxMessage);
             timeout = timeout != null ? timeout : GradSyncConfiguration.timeout();
             maxInFlight = maxInFlight != null ? maxInFlight : GradSyncConfiguration.maxInFlight(endpoint.job().localSize());

@@ -31,6 +31,16 @@ class ForwardingEndpoint implements Endpoint {
     }
 
     @Override
+    public int maxMessageBytes(int peer) {
+        return delegate.maxMessageBytes(peer);
+    }
+
+    @Override
+    public int largestMessageBytes() {
+        return delegate.largestMessageBytes();
+    }
+
+    @Override
     public int window() {
         return delegate.window();
     }

@@ -1,6 +1,7 @@
 package io.gradsync.core;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gradsync.core.check.CheckPattern;
 import io.gradsync.core.memory.Region;
@@ -14,6 +15,7 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -95,6 +97,101 @@ class HostLayoutAllReduceTest {
         }
         int hosts = Arrays.stream(hostOfRank).max().orElse(0) + 1;
         assertEquals(hosts == 1 ? 0 : hosts, crossings, "host boundaries crossed");
+    }
+
+    /**
+     * Links between hosts that take a quarter of what links inside a host take, as UDP's frames beside shared
+     * memory's slots: the phases inside a host cut chunks of the host's size and only those between hosts, and a
+     * flat ring that crosses them, the remote links' size; exact and identical on every rank.
+     */
+    @ParameterizedTest(name = "{0} hosts={1}")
+    @MethodSource("splitLinkLayouts")
+    void eachLinkCarriesChunksOfItsOwnTransportsSize(String algorithm, int[] hostOfRank) {
+        int n = hostOfRank.length;
+        int hostBytes = 2048;
+        List<SplitLinksEndpoint> endpoints = new ArrayList<>();
+        try (LocalJob job = new LocalJob(hostOfRank, hostBytes, 4, Duration.ofSeconds(60), algorithm, e -> {
+            SplitLinksEndpoint split = new SplitLinksEndpoint(e, hostBytes / 4);
+            endpoints.add(split);
+            return split;
+        })) {
+            AllReduceCorrectnessTest.assertExactAndIdentical(job.run(c -> AllReduceCorrectnessTest.runMatrix(c,
+                    new int[] {0, 1, n + 1, 10_007, 100_003})));
+        }
+        int insideHost = endpoints.stream().mapToInt(e -> e.largestInsideHost.get()).max().orElse(0);
+        int betweenHosts = endpoints.stream().mapToInt(e -> e.largestBetweenHosts.get()).max().orElse(0);
+        // (the links refuse more than they take: the bounds above are checked on every message)
+        assertTrue(betweenHosts > hostBytes / 8, algorithm + ": the largest message between hosts, " + betweenHosts + " bytes");
+        if (algorithm.equals("ring")) {
+            assertTrue(insideHost <= hostBytes / 4, "the flat ring crosses hosts: every message fits both kinds of link");
+        } else {
+            assertTrue(insideHost > hostBytes / 2, algorithm + ": the largest message inside a host, " + insideHost + " bytes");
+        }
+    }
+
+    static Stream<Arguments> splitLinkLayouts() {
+        return Stream.of("hier", "hier-leader", "ring").flatMap(a -> Stream.of(blocks(2, 2), blocks(3, 2), blocks(2, 3))
+                .map(layout -> Arguments.of(a, layout)));
+    }
+
+    /**
+     * Links to other hosts that take {@code betweenHosts} bytes a message, beside the host's larger ones; a larger
+     * claim on them fails the call. Records the largest message sent each way.
+     */
+    private static final class SplitLinksEndpoint extends ForwardingEndpoint {
+        final AtomicInteger largestInsideHost = new AtomicInteger();
+        final AtomicInteger largestBetweenHosts = new AtomicInteger();
+        private final int betweenHosts;
+
+        SplitLinksEndpoint(Endpoint delegate, int betweenHosts) {
+            super(delegate);
+            this.betweenHosts = betweenHosts;
+        }
+
+        @Override
+        public int maxMessageBytes() {
+            return betweenHosts;
+        }
+
+        @Override
+        public int maxMessageBytes(int peer) {
+            return sameHost(peer) ? delegate.maxMessageBytes() : betweenHosts;
+        }
+
+        @Override
+        public int largestMessageBytes() {
+            return delegate.maxMessageBytes();
+        }
+
+        private boolean sameHost(int peer) {
+            return job().hostOf(peer) == job().hostOf(job().rank());
+        }
+
+        @Override
+        public Link link(int peer) {
+            AtomicInteger largest = sameHost(peer) ? largestInsideHost : largestBetweenHosts;
+            int limit = maxMessageBytes(peer);
+            return new ForwardingLink(super.link(peer)) {
+                @Override
+                public SendSlot tryClaim(int length) {
+                    return super.tryClaim(checked(length));
+                }
+
+                @Override
+                public SendSlot tryClaimInPlace(Region buffer, long fromByte, int length) {
+                    return super.tryClaimInPlace(buffer, fromByte, checked(length));
+                }
+
+                private int checked(int length) {
+                    if (length > limit) {
+                        throw new IllegalArgumentException("a " + length + "-byte message to rank " + peer
+                                + " over a link that takes " + limit);
+                    }
+                    largest.accumulateAndGet(length, Math::max);
+                    return length;
+                }
+            };
+        }
     }
 
     static Stream<Arguments> placements() {

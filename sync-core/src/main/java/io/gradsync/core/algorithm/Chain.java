@@ -65,7 +65,7 @@ final class Chain extends PairPhase {
         this.previous = position == 0 ? -1 : chain[position - 1];
         this.next = tail ? -1 : chain[position + 1];
         this.esize = type.bytes();
-        this.chunk = Math.max(1, ctx.chunkBytes() / esize);
+        this.chunk = Math.max(1, ctx.chunkBytes(chain) / esize);
         // At least one message, so that even an empty call is checked against the neighbours.
         int chunks = Chunks.count(count, chunk);
         this.toReceive = position == 0 ? 0 : chunks;

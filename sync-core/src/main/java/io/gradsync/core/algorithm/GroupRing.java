@@ -141,7 +141,7 @@ final class GroupRing {
             }
             this.ctx = ctx;
             this.ring = new RingSchedule(span.group(), ctx.rank(), span.from(), span.to(),
-                    Math.max(1, ctx.chunkBytes() / type.bytes()));
+                    Math.max(1, ctx.chunkBytes(span.group()) / type.bytes()));
             this.type = type;
             this.op = op;
             this.divisor = divisor;

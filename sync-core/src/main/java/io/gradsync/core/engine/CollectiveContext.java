@@ -50,7 +50,9 @@ public final class CollectiveContext {
     private final long call;
     private final long descriptor;
     private final long arguments;
+    /** The call's chunk size, as stamped; a phase runs with the part of it its links take. */
     private final int chunkBytes;
+    private final int everyLinkChunkBytes;
     private final long timeoutNanos;
     /** What the plan gives back if the call is abandoned ({@link #whenAbandoned}), or null. */
     private Runnable release;
@@ -70,9 +72,10 @@ public final class CollectiveContext {
         this.descriptor = call.descriptor();
         this.arguments = call.arguments();
         this.chunkBytes = CollectiveDescriptor.chunkBytes(arguments);
-        if (chunkBytes < 1 || chunkBytes > endpoint.maxMessageBytes()) {
-            throw new IllegalArgumentException("chunk of " + chunkBytes + " B outside 1.." + endpoint.maxMessageBytes());
+        if (chunkBytes < 1 || chunkBytes > endpoint.largestMessageBytes()) {
+            throw new IllegalArgumentException("chunk of " + chunkBytes + " B outside 1.." + endpoint.largestMessageBytes());
         }
+        this.everyLinkChunkBytes = Math.min(chunkBytes, endpoint.maxMessageBytes());
         this.timeoutNanos = timeoutNanos;
     }
 
@@ -89,9 +92,24 @@ public final class CollectiveContext {
         return call;
     }
 
-    /** Largest payload per message for this call, in bytes. */
+    /** Largest payload per message for this call on any link, in bytes. */
     public int chunkBytes() {
-        return chunkBytes;
+        return everyLinkChunkBytes;
+    }
+
+    /**
+     * Largest payload per message for this call among the ranks of {@code group} (this rank's links to the others
+     * in it): more than {@link #chunkBytes()} where the group's links all take more than the slowest transport's,
+     * as shared memory inside a host beside UDP between hosts. Every rank of the group computes the same.
+     */
+    public int chunkBytes(int[] group) {
+        int bytes = chunkBytes;
+        for (int peer : group) {
+            if (peer != job.rank()) {
+                bytes = Math.min(bytes, endpoint.maxMessageBytes(peer));
+            }
+        }
+        return bytes;
     }
 
     /** The kernels the plan computes with: its transport's ({@link Endpoint#kernels()}). */

@@ -115,7 +115,7 @@ final class Engine {
      */
     void admit(Request request, long id, Completion completion) {
         String collective = request.collective();
-        Call call = request.header(id, endpoint.maxMessageBytes());
+        Call call = request.header(id, endpoint.largestMessageBytes());
         Run run = new Run(collective, call, completion, request);
         run.record = recorder.admitted(call);
         if (CollectiveEvent.recording()) {

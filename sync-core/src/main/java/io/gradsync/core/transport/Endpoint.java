@@ -17,8 +17,24 @@ public interface Endpoint extends AutoCloseable {
     /** Short name for logs and benchmark tables, e.g. {@code local} or {@code aeron-udp}. */
     String transportName();
 
-    /** Largest payload of one message, in bytes: the size of a receive slot. */
+    /** Largest payload of one message, in bytes, that every link takes: the size of a receive slot. */
     int maxMessageBytes();
+
+    /**
+     * Largest payload of one message to or from {@code peer}: {@link #maxMessageBytes()}, unless this endpoint
+     * joins transports whose links take different sizes. Both ends of a link report the same.
+     */
+    default int maxMessageBytes(int peer) {
+        return maxMessageBytes();
+    }
+
+    /**
+     * The most {@link #maxMessageBytes(int)} of any link: how large a call's chunk may be, since each phase of a
+     * plan cuts it down to what the links it runs on take ({@link io.gradsync.core.engine.CollectiveContext#chunkBytes(int[])}).
+     */
+    default int largestMessageBytes() {
+        return maxMessageBytes();
+    }
 
     /** Receive slots per link: how many messages may be in flight to one peer before it frees one. */
     int window();

@@ -10,8 +10,10 @@ import java.util.Objects;
 /**
  * One endpoint over two: peers on this rank's host are reached through {@code host} (shared memory), the
  * others through {@code remote} (RDMA or UDP). Algorithms ask for per-peer links, so the intra-host phases of
- * the hierarchical algorithms run on the host transport without knowing it. Slots are the smaller of the
- * two endpoints', so that a chunk fits either link.
+ * the hierarchical algorithms run on the host transport without knowing it. Each link takes its own
+ * transport's messages ({@link #maxMessageBytes(int)}), so the phases inside a host cut their chunks to shared
+ * memory's slots and only those between hosts to the remote transport's (UDP's frames are a quarter of them);
+ * {@link #maxMessageBytes()}, what every link takes, is the smaller of the two.
  */
 final class HostSplitEndpoint implements Endpoint {
     private final JobContext job;
@@ -43,6 +45,17 @@ final class HostSplitEndpoint implements Endpoint {
     }
 
     @Override
+    public int maxMessageBytes(int peer) {
+        return sameHost(peer) ? host.maxMessageBytes() : remote.maxMessageBytes();
+    }
+
+    /** The host's slots where this rank has a peer on its host, else the remote transport's. */
+    @Override
+    public int largestMessageBytes() {
+        return job.localSize() > 1 ? Math.max(host.maxMessageBytes(), remote.maxMessageBytes()) : remote.maxMessageBytes();
+    }
+
+    @Override
     public int window() {
         return Math.min(host.window(), remote.window());
     }
@@ -50,7 +63,11 @@ final class HostSplitEndpoint implements Endpoint {
     @Override
     public Link link(int peer) {
         Objects.checkIndex(peer, job.size());
-        return job.hostOf(peer) == job.hostOf(job.rank()) ? host.link(peer) : remote.link(peer);
+        return sameHost(peer) ? host.link(peer) : remote.link(peer);
+    }
+
+    private boolean sameHost(int peer) {
+        return job.hostOf(peer) == job.hostOf(job.rank());
     }
 
     /** The host side's: a plan's kernels run where the host's slots are (a device's, for a device transport). */
