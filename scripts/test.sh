@@ -37,9 +37,10 @@ if [ -n "$jdk25" ]; then
 fi
 # sync-core's suite again on JDK 25 where one is installed (Temurin under /usr/lib/jvm on these machines; the
 # whole suite on 25 would double the time): GRADSYNC_TEST_JDK25=0 skips it, GRADSYNC_JDK25=<dir> picks the JDK.
-# The large AllReduce matrix (AllReduceCorrectnessTest: the same code paths as the host-layout matrix, at more
-# rank counts) is left out on 25 through an excludes file, which keeps each surefire execution's own includes
-# (-Dtest would replace them: the Vector API execution would run the whole suite a second time), unless
+# The AllReduce matrices of in-JVM ranks (AllReduceCorrectnessTest, HostLayoutAllReduceTest: algorithms over the
+# in-JVM transport, whose kernels KernelsTest checks on 25) are left out on 25 through an excludes file, which keeps
+# each surefire execution's own includes (-Dtest would replace them: the Vector API execution would run the whole
+# suite a second time), unless
 # GRADSYNC_JDK25_TESTS names what to run (surefire's -Dtest).
 if [ "${GRADSYNC_TEST_JDK25:-1}" != 0 ] && [ -n "$jdk25" ] && [ -x "$jdk25/bin/java" ]; then
   echo "gradsync test: sync-core on $("$jdk25/bin/java" -version 2>&1 | head -n 1)" >&2
@@ -47,7 +48,7 @@ if [ "${GRADSYNC_TEST_JDK25:-1}" != 0 ] && [ -n "$jdk25" ] && [ -x "$jdk25/bin/j
     selection=("-Dtest=$GRADSYNC_JDK25_TESTS")
   else
     excludes=$PWD/sync-core/target/jdk25-excludes.txt
-    echo '**/AllReduceCorrectnessTest.java' > "$excludes"
+    printf '%s\n' '**/AllReduceCorrectnessTest.java' '**/HostLayoutAllReduceTest.java' > "$excludes"
     selection=("-Dsurefire.excludesFile=$excludes")
   fi
   JAVA_HOME=$jdk25 mvn -B -pl sync-core -Dmaven.javadoc.skip -Dmaven.source.skip "${selection[@]}" verify

@@ -12,8 +12,6 @@ import java.util.regex.Pattern;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Ranks as real processes over the RDMA transport, started by gradsync-run: exact results for 2, 3 and 4
@@ -30,91 +28,75 @@ class RdmaMultiProcessTest {
     }
 
     /**
-     * Every op, two types, counts from 0 to 65 539, in and out of place, exact on every rank; nothing left
-     * behind, the registrations of callers' buffers included. With 3 processes the ring runs with small
-     * chunks, sending its first step (out of place) and its all-gather from the callers' registered buffers
-     * and its partial sums through staging copies; with 4, halving-doubling sends its doubling from them; and
-     * every rank says it sent in place.
+     * Every op, two types, counts from 0 to 65 539, in and out of place, then one AllReduce of 64 MiB, exact on every
+     * rank; nothing left behind, the registrations of callers' buffers included.
      */
-    @ParameterizedTest(name = "{0} processes")
-    @ValueSource(ints = {2, 3, 4})
-    void exactResultsOnEveryRankAndNothingLeftBehind(int ranks) throws Exception {
-        List<String> options = ranks == 2 ? List.of()
-                : List.of("-Dgradsync.allreduce.algorithm=" + (ranks == 3 ? "ring" : "rhd"), "-Dgradsync.chunk.bytes=16384");
-        Jobs.Result job = RdmaJobs.launch(List.of("-n", Integer.toString(ranks)), options, RdmaJobs.CHECK);
-        System.out.println(job.out());
-        assertEquals(0, job.status(), job.out());
-        for (int r = 0; r < ranks; r++) {
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
-            if (ranks > 2) {
-                assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
-            }
-        }
-    }
-
     @Test
-    void sixtyFourMebibytes() throws Exception {
-        Jobs.Result job = RdmaJobs.launch(List.of("-n", "2"), List.of(), "big", "64");
+    void twoProcessesAreExactUpTo64MebibytesAndLeaveNothingBehind() throws Exception {
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "2"), List.of(), RdmaJobs.CHECK[0], RdmaJobs.CHECK[1], "+", "big", "64");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 2; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 64 MiB float32 SUM exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
         }
     }
 
     /**
-     * Collectives sent ahead of each other over RDMA: rank 0 has 24 calls in flight while ranks 1 and 2 call
-     * one at a time, so rank 0's later calls send ahead on each link, as their own sub-streams, and the other
-     * ranks take or stash them. Every op exact on every rank; nothing left behind.
+     * The ring over 3 processes with small chunks and two receive slots a link: the check's matrix, sending its first
+     * step (out of place) and its all-gather from the callers' registered buffers and its partial sums through
+     * staging copies, every rank sending in place; then collectives sent ahead of each other: rank 0 has 24 calls in
+     * flight while ranks 1 and 2 call one at a time, so rank 0's later calls send ahead on each link, as their own
+     * sub-streams, and the other ranks take or stash them (the ring: its later sends wait for arrivals, so an earlier
+     * call still has messages for a link when the next one starts). Every op exact on every rank; nothing left behind.
      */
     @Test
-    void collectivesSentAheadOfEachOtherStayExact() throws Exception {
-        // the ring: its later sends wait for arrivals, so an earlier call still has messages for a link when
-        // the next one starts (algorithms whose sends need nothing, like a folded rank's, never go ahead)
-        Jobs.Result job = RdmaJobs.launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384", "-Dgradsync.pipeline.depth=2",
-                "-Dgradsync.allreduce.algorithm=ring"), "ahead", "24");
+    void threeProcessesOverTheRingStayExactInPlaceAndWithCallsSentAhead() throws Exception {
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=ring",
+                "-Dgradsync.chunk.bytes=16384", "-Dgradsync.pipeline.depth=2"), RdmaJobs.CHECK[0], RdmaJobs.CHECK[1], "+", "ahead", "24");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 3; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
+            assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 24 calls in flight at rank 0 exact"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
         }
     }
 
-    /**
-     * Chained broadcasts over RDMA from three roots, 16 KiB chunks: every rank sends in place from the
-     * registered broadcast buffer (each is inside the chain for some root), and every rank gets the root's
-     * bits; nothing left behind.
-     */
+    /** Halving-doubling over 4 processes with small chunks sends its doubling in place: exact, nothing left behind. */
     @Test
-    void chainedBroadcastsSendInPlaceAndStayExact() throws Exception {
-        Jobs.Result job = RdmaJobs.launch(List.of("-n", "3"), List.of("-Dgradsync.chunk.bytes=16384"), "broadcast");
+    void fourProcessesOverHalvingDoublingSendInPlaceAndStayExact() throws Exception {
+        Jobs.Result job = RdmaJobs.launch(List.of("-n", "4"), List.of("-Dgradsync.allreduce.algorithm=rhd",
+                "-Dgradsync.chunk.bytes=16384"), RdmaJobs.CHECK);
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
-        for (int r = 0; r < 3; r++) {
-            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 15 chained broadcasts exact"), job.out());
+        for (int r = 0; r < 4; r++) {
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
             assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
         }
     }
 
     /**
-     * The double binary tree over RDMA with small chunks: final values go down from the callers' registered
-     * buffers (partial sums go up through staging copies), exact on every rank; nothing left behind.
+     * The double binary tree over 3 processes with small chunks: final values go down from the callers' registered
+     * buffers (partial sums go up through staging copies), exact on every rank; then broadcasts from every root
+     * through the chain, each rank forwarding chunks from its registered broadcast buffer (each is inside the chain
+     * for some root), and every rank gets the root's bits; nothing left behind.
      */
     @Test
-    void theTreeSendsFinalValuesInPlaceAndStaysExact() throws Exception {
+    void theTreeAndChainedBroadcastsSendInPlaceAndStayExact() throws Exception {
         Jobs.Result job = RdmaJobs.launch(List.of("-n", "3"), List.of("-Dgradsync.allreduce.algorithm=tree", "-Dgradsync.chunk.bytes=16384"),
-                RdmaJobs.CHECK);
+                RdmaJobs.CHECK[0], RdmaJobs.CHECK[1], "+", "broadcast");
         System.out.println(job.out());
         assertEquals(0, job.status(), job.out());
         for (int r = 0; r < 3; r++) {
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": 120 collectives exact"), job.out());
+            assertTrue(job.out().contains("[" + r + "] rank " + r + ": 15 chained broadcasts exact"), job.out());
+            assertTrue(job.out().contains("rank " + r + ": sending in place from registered buffers"), job.out());
             assertTrue(job.out().contains("[" + r + "] rank " + r + ": rdma resources left after close: none"), job.out());
         }
-        assertTrue(job.out().contains(": sending in place from registered buffers"), job.out());
     }
 
     @Test

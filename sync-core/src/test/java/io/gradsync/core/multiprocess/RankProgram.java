@@ -20,6 +20,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -51,6 +52,7 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code die-in-setup KILLED_RANK}: a shm endpoint over the rendezvous, where the killed rank SIGKILLs itself
  *       at the set-up's first all-gather, after creating its ring files and before any peer has mapped them.</li>
  * </ul>
+ * Modes of one communicator run one after another when {@code +} separates them: {@code check 65539 + big 64}.
  */
 public final class RankProgram {
     private static final int[] FORGET_COUNTS = {0, 1, 10_007, (1 << 18) + 3};
@@ -84,17 +86,8 @@ public final class RankProgram {
         long start = System.nanoTime();
         try (Communicator comm = Communicator.connect()) {
             joined(comm, start);
-            switch (mode) {
-                case "check" -> check(comm, counts(comm, args), false);
-                case "check-shared" -> check(comm, counts(comm, args), true);
-                case "big" -> big(comm, Integer.parseInt(args[1]));
-                case "loop" -> loop(comm, args, false);
-                case "loop-shared" -> loop(comm, args, true);
-                case "alloc" -> alloc(comm);
-                case "ahead" -> ahead(comm, Integer.parseInt(args[1]));
-                case "broadcast" -> broadcast(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 16) + 3});
-                case "skip" -> skip(comm, Integer.parseInt(args[1]), Integer.parseInt(args[2]));
-                default -> throw new IllegalArgumentException("unknown mode " + mode);
+            for (String[] each : modes(args)) {
+                runMode(comm, each);
             }
         } catch (Exception e) {
             System.out.println("FAILED: " + e.getMessage());
@@ -102,6 +95,34 @@ public final class RankProgram {
         }
         afterClose.run();
         System.exit(0);
+    }
+
+    private static void runMode(Communicator comm, String[] args) throws Exception {
+        switch (args[0]) {
+            case "check" -> check(comm, counts(comm, args), false);
+            case "check-shared" -> check(comm, counts(comm, args), true);
+            case "big" -> big(comm, Integer.parseInt(args[1]));
+            case "loop" -> loop(comm, args, false);
+            case "loop-shared" -> loop(comm, args, true);
+            case "alloc" -> alloc(comm);
+            case "ahead" -> ahead(comm, Integer.parseInt(args[1]));
+            case "broadcast" -> broadcast(comm, new int[] {0, 1, comm.size() + 1, 10_007, (1 << 16) + 3});
+            case "skip" -> skip(comm, Integer.parseInt(args[1]), Integer.parseInt(args[2]));
+            default -> throw new IllegalArgumentException("unknown mode " + args[0]);
+        }
+    }
+
+    /** {@code check 65539 + big 64}: the modes with their arguments, run one after another on one communicator. */
+    private static List<String[]> modes(String[] args) {
+        List<String[]> modes = new ArrayList<>();
+        int from = 0;
+        for (int i = 0; i <= args.length; i++) {
+            if (i == args.length || args[i].equals("+")) {
+                modes.add(Arrays.copyOfRange(args, from, i));
+                from = i + 1;
+            }
+        }
+        return modes;
     }
 
     static void joined(Communicator comm, long startNanos) {
