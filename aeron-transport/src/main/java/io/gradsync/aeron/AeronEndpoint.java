@@ -294,7 +294,7 @@ final class AeronEndpoint implements Endpoint {
     }
 
     private boolean usesIpc(int peer) {
-        return mode != Mode.UDP && job.hostOf(peer) == job.hostOf(job.rank());
+        return mode != Mode.UDP && job.onThisHost(peer);
     }
 
     private int sessionId(int from, int to) {

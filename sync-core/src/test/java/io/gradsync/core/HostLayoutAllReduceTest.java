@@ -155,7 +155,7 @@ class HostLayoutAllReduceTest {
 
         @Override
         public int maxMessageBytes(int peer) {
-            return sameHost(peer) ? delegate.maxMessageBytes() : betweenHosts;
+            return job().onThisHost(peer) ? delegate.maxMessageBytes() : betweenHosts;
         }
 
         @Override
@@ -163,13 +163,9 @@ class HostLayoutAllReduceTest {
             return delegate.maxMessageBytes();
         }
 
-        private boolean sameHost(int peer) {
-            return job().hostOf(peer) == job().hostOf(job().rank());
-        }
-
         @Override
         public Link link(int peer) {
-            AtomicInteger largest = sameHost(peer) ? largestInsideHost : largestBetweenHosts;
+            AtomicInteger largest = job().onThisHost(peer) ? largestInsideHost : largestBetweenHosts;
             int limit = maxMessageBytes(peer);
             return new ForwardingLink(super.link(peer)) {
                 @Override

@@ -35,11 +35,16 @@ public interface JobContext extends AutoCloseable {
         return hosts;
     }
 
+    /** Whether {@code peer} runs on this rank's host. */
+    default boolean onThisHost(int peer) {
+        return hostOf(peer) == hostOf(rank());
+    }
+
     /** This rank's place among the ranks of its host, in rank order. */
     default int localRank() {
         int below = 0;
         for (int r = 0; r < rank(); r++) {
-            below += hostOf(r) == hostOf(rank()) ? 1 : 0;
+            below += onThisHost(r) ? 1 : 0;
         }
         return below;
     }
@@ -48,7 +53,7 @@ public interface JobContext extends AutoCloseable {
     default int localSize() {
         int same = 0;
         for (int r = 0; r < size(); r++) {
-            same += hostOf(r) == hostOf(rank()) ? 1 : 0;
+            same += onThisHost(r) ? 1 : 0;
         }
         return same;
     }

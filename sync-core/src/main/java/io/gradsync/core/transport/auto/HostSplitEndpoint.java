@@ -46,7 +46,7 @@ final class HostSplitEndpoint implements Endpoint {
 
     @Override
     public int maxMessageBytes(int peer) {
-        return sameHost(peer) ? host.maxMessageBytes() : remote.maxMessageBytes();
+        return job.onThisHost(peer) ? host.maxMessageBytes() : remote.maxMessageBytes();
     }
 
     /** The host's slots where this rank has a peer on its host, else the remote transport's. */
@@ -63,11 +63,7 @@ final class HostSplitEndpoint implements Endpoint {
     @Override
     public Link link(int peer) {
         Objects.checkIndex(peer, job.size());
-        return sameHost(peer) ? host.link(peer) : remote.link(peer);
-    }
-
-    private boolean sameHost(int peer) {
-        return job.hostOf(peer) == job.hostOf(job.rank());
+        return job.onThisHost(peer) ? host.link(peer) : remote.link(peer);
     }
 
     /** The host side's: a plan's kernels run where the host's slots are (a device's, for a device transport). */

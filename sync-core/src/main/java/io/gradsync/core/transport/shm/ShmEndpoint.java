@@ -135,7 +135,7 @@ public final class ShmEndpoint implements Endpoint {
         try {
             ShmSpace.requireFree(directory, (job.localSize() - 1) * ringBytes);
             for (int peer = 0; peer < job.size(); peer++) {
-                if (peer != rank && sameHost(peer)) {
+                if (peer != rank && job.onThisHost(peer)) {
                     inbound[peer] = ShmRing.create(directory.resolve(fileName(rank, peer)), window, slotBytes, pid);
                 }
             }
@@ -166,11 +166,11 @@ public final class ShmEndpoint implements Endpoint {
                 peerPids[peer] = theirs.pid();
                 boolean inOurNamespace = !theirs.pidNamespace().isEmpty() && theirs.pidNamespace().equals(ourNamespace);
                 probe.peerOffers(peer, theirs.readAddress(), theirs.readToken(), inOurNamespace);
-                checkLiveness[peer] = peer != rank && sameHost(peer) && inOurNamespace;
+                checkLiveness[peer] = peer != rank && job.onThisHost(peer) && inOurNamespace;
             }
             probe.readPeers(peerPids);
             for (int peer = 0; peer < job.size(); peer++) {
-                if (peer != rank && sameHost(peer)) {
+                if (peer != rank && job.onThisHost(peer)) {
                     outbound[peer] = openOutboundRing(peer, root);
                 }
             }
@@ -257,10 +257,6 @@ public final class ShmEndpoint implements Endpoint {
         } catch (IOException | UnsupportedOperationException | SecurityException e) {
             return "";
         }
-    }
-
-    private boolean sameHost(int peer) {
-        return job.hostOf(peer) == job.hostOf(rank);
     }
 
     /** The name of the ring that {@code receiver} reads and {@code sender} writes. */
